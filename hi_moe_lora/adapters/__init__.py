@@ -1,0 +1,1 @@
+"""Adapter artifacts: inspection, validation and checksums (shared by plugin and control plane)."""

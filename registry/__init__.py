@@ -1,0 +1,1 @@
+"""The hi-moe-lora control plane: adapter registry, dispatcher and OpenAI front door."""
