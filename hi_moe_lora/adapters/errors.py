@@ -1,0 +1,25 @@
+"""Typed errors raised when an adapter directory cannot be served."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+ValidationCode = Literal[
+    "missing_config",
+    "malformed_config",
+    "unsupported_peft_type",
+    "missing_weights",
+    "corrupt_weights",
+    "rank_too_high",
+    "base_model_mismatch",
+    "bad_target_modules",
+]
+
+
+class AdapterValidationError(Exception):
+    """An adapter directory is unusable; ``code`` is stable, ``detail`` is for humans."""
+
+    def __init__(self, code: ValidationCode, detail: str) -> None:
+        super().__init__(f"{code}: {detail}")
+        self.code: ValidationCode = code
+        self.detail = detail

@@ -1,0 +1,1 @@
+"""Persistence: typed SQLAlchemy models, engine/session setup and Alembic helpers."""

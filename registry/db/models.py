@@ -1,0 +1,137 @@
+"""SQLAlchemy 2.0 typed models of the adapter registry.
+
+The schema itself is owned by Alembic (``migrations/``); a drift test keeps both equal.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    CheckConstraint,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+    text,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+# Partial unique index: at most one row per adapter with is_active true (SQLite and PostgreSQL).
+ONE_ACTIVE_INDEX = "uq_adapter_versions_one_active"
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map: dict[Any, Any] = {  # noqa: RUF012 (SQLAlchemy's declarative API)
+        datetime: DateTime(timezone=True),
+        dict[str, Any]: JSON,
+        list[str]: JSON,
+    }
+
+
+class Adapter(Base):
+    """A specialist (e.g. ``python-lora``); its servable artifacts are its versions."""
+
+    __tablename__ = "adapters"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    description: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    versions: Mapped[list[AdapterVersion]] = relationship(
+        back_populates="adapter", order_by="AdapterVersion.id"
+    )
+
+
+class AdapterVersion(Base):
+    """One immutable artifact of an adapter plus its serving state and running statistics."""
+
+    __tablename__ = "adapter_versions"
+    __table_args__ = (
+        UniqueConstraint("adapter_id", "version"),
+        Index(
+            ONE_ACTIVE_INDEX,
+            "adapter_id",
+            unique=True,
+            sqlite_where=text("is_active"),
+            postgresql_where=text("is_active"),
+        ),
+        CheckConstraint("variant IN ('lora', 'dora')", name="variant"),
+        CheckConstraint("status IN ('inactive', 'active')", name="status"),
+        CheckConstraint("(status = 'active') = is_active", name="status_matches_is_active"),
+        CheckConstraint("traffic_weight >= 0 AND traffic_weight <= 1", name="traffic_weight"),
+        CheckConstraint("lora_int_id >= 1", name="lora_int_id_positive"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    adapter_id: Mapped[int] = mapped_column(ForeignKey("adapters.id", ondelete="CASCADE"))
+    version: Mapped[str] = mapped_column(String(128))
+    lora_int_id: Mapped[int] = mapped_column(Integer, unique=True)
+    source_uri: Mapped[str] = mapped_column(Text)
+    local_path: Mapped[str] = mapped_column(Text)
+    sha256: Mapped[str] = mapped_column(String(64))
+    rank: Mapped[int] = mapped_column(Integer)
+    alpha: Mapped[float] = mapped_column(Float)
+    target_modules: Mapped[list[str]] = mapped_column(JSON)
+    variant: Mapped[str] = mapped_column(String(8))
+    domains: Mapped[list[str]] = mapped_column(JSON)
+    base_model: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    previous_version: Mapped[str | None] = mapped_column(String(128))
+    status: Mapped[str] = mapped_column(String(16), default="inactive")
+    is_active: Mapped[bool] = mapped_column(Boolean, default=False)
+    traffic_weight: Mapped[float] = mapped_column(Float, default=0.0)
+    avg_latency_ms: Mapped[float | None] = mapped_column(Float)
+    success_rate: Mapped[float | None] = mapped_column(Float)
+    request_count: Mapped[int] = mapped_column(Integer, default=0)
+    success_count: Mapped[int] = mapped_column(Integer, default=0)
+    last_used_at: Mapped[datetime | None] = mapped_column()
+
+    adapter: Mapped[Adapter] = relationship(back_populates="versions")
+
+
+class LoraIdCounter(Base):
+    """A single row holding the next ``lora_int_id``; ids are never handed out twice."""
+
+    __tablename__ = "lora_id_counter"
+    __table_args__ = (
+        CheckConstraint("id = 1", name="single_row"),
+        CheckConstraint("next_id >= 1", name="next_id_positive"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    next_id: Mapped[int] = mapped_column(Integer)
+
+
+class RoutingGap(Base):
+    """A task no specialist matched, kept for training new specialists."""
+
+    __tablename__ = "routing_gaps"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    task_excerpt: Mapped[str] = mapped_column(Text)
+    extracted_domains: Mapped[list[str]] = mapped_column(JSON)
+    reason: Mapped[str] = mapped_column(Text)

@@ -1,0 +1,30 @@
+"""Settings of the control plane (one ``BaseSettings``, environment prefix ``HI_MOE_LORA_``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class ControlPlaneSettings(BaseSettings):
+    """Configuration of the registry/front-door service.
+
+    Lists are given as JSON in the environment, e.g.
+    ``HI_MOE_LORA_VLLM_URLS='["http://10.0.0.1:8000","http://10.0.0.2:8000"]'``.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="HI_MOE_LORA_", extra="ignore")
+
+    database_url: str = "sqlite:///./.hi-moe-lora/registry.db"
+    artifact_dir: Path = Path("./.hi-moe-lora/artifacts")
+    # The served base model path/id; adapters are validated against it at registration.
+    base_model: str | None = None
+    max_lora_rank: int = Field(default=64, ge=1)
+    vllm_urls: list[str] = Field(default_factory=lambda: ["http://127.0.0.1:8000"])
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=1, le=65535)
+    request_timeout_s: float = Field(default=600.0, gt=0)
+    # Bearer token vLLM expects (vLLM's --api-key), if any.
+    api_key: SecretStr | None = None
