@@ -1,0 +1,136 @@
+"""Start, wait for and stop the server processes of the demo and the test suite.
+
+Each process runs in its own process group with its output in a log file, so that stopping it
+also stops the workers it forked (vLLM starts an engine core and workers), and a failed start
+can show the end of the log instead of hanging.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+
+logger = logging.getLogger(__name__)
+
+
+class ProcessStartError(RuntimeError):
+    """A managed process exited or did not become ready in time."""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free on ``host`` a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def log_tail(path: Path, lines: int = 40) -> str:
+    """The last ``lines`` lines of a log file ('' if it does not exist)."""
+    try:
+        text = path.read_text(errors="replace")
+    except FileNotFoundError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+class ManagedProcess:
+    """A server process with a log file, a readiness probe and a clean stop."""
+
+    def __init__(
+        self,
+        name: str,
+        argv: Sequence[str],
+        log_path: Path,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> None:
+        self.name = name
+        self.argv = list(argv)
+        self.log_path = log_path
+        self.env = dict(os.environ if env is None else env)
+        self.cwd = cwd
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._process is None else self._process.pid
+
+    def start(self) -> ManagedProcess:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("wb") as log:
+            self._process = subprocess.Popen(
+                self.argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=self.env,
+                cwd=self.cwd,
+                start_new_session=True,
+            )
+        logger.info("started %s (pid %d), log: %s", self.name, self._process.pid, self.log_path)
+        return self
+
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def wait_http_ok(self, url: str, timeout_s: float, interval_s: float = 0.5) -> None:
+        """Poll ``url`` until it answers 200; fail early if the process exits."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if not self.running():
+                raise ProcessStartError(
+                    f"{self.name} exited during start-up; end of {self.log_path}:\n"
+                    + log_tail(self.log_path)
+                )
+            try:
+                with urllib.request.urlopen(url, timeout=5) as response:
+                    if response.status == 200:
+                        return
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            time.sleep(interval_s)
+        raise ProcessStartError(
+            f"{self.name} was not ready at {url} after {timeout_s:.0f} s; end of "
+            f"{self.log_path}:\n" + log_tail(self.log_path)
+        )
+
+    def stop(self, grace_s: float = 20.0) -> None:
+        """SIGTERM the process group, then SIGKILL whatever is left after ``grace_s``."""
+        process = self._process
+        if process is None or process.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            logger.warning("%s did not stop in %.0f s; killing it", self.name, grace_s)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
+        # Workers in the same group may outlive the leader briefly.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        logger.info("stopped %s", self.name)
+
+    def __enter__(self) -> ManagedProcess:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
