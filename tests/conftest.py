@@ -1,0 +1,67 @@
+"""Session-wide fixtures: the tiny local model and the embedded stack (real vLLM CPU server).
+
+vLLM is started once per test session (it takes 40-90 s on 2 cores) together with a control
+plane on SQLite; tests that need it take the ``vllm_server`` fixture and are marked ``vllm``.
+Tests that share the stack must use adapter names of their own (the registry is shared).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from hi_moe_lora.embedded import EmbeddedStack
+from hi_moe_lora.tinymodel import TinyFleet, build_fleet
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+#: Built once and reused across sessions (git-ignored); delete it to rebuild.
+FLEET_CACHE = Path(os.environ.get("HI_MOE_LORA_TEST_FLEET", REPO_ROOT / ".cache" / "tiny-fleet"))
+
+
+@dataclass
+class VllmServer:
+    """The running embedded stack, as tests see it."""
+
+    url: str
+    control_plane_url: str
+    base_model: str
+    fleet: TinyFleet
+    stack: EmbeddedStack
+    #: adapter name -> its demo adapter directories, oldest version first
+    adapters: dict[str, list[Path]] = field(default_factory=dict)
+
+
+@pytest.fixture(scope="session")
+def tiny_fleet() -> TinyFleet:
+    """A tiny random Llama with three demo adapters (python-lora 1.0.0/1.1.0, math-lora 1.0.0)."""
+    return build_fleet(FLEET_CACHE)
+
+
+@pytest.fixture(scope="session")
+def vllm_server(
+    tiny_fleet: TinyFleet, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[VllmServer]:
+    """vLLM (CPU) with our plugins + the control plane on SQLite, started once per session."""
+    stack = EmbeddedStack(
+        workdir=tmp_path_factory.mktemp("embedded-stack"), model_dir=tiny_fleet.model_dir
+    )
+    stack.start()
+    adapters: dict[str, list[Path]] = {}
+    for key, path in sorted(tiny_fleet.adapters.items()):
+        name = key.rsplit("-", 1)[0]
+        adapters.setdefault(name, []).append(path)
+    try:
+        yield VllmServer(
+            url=stack.vllm_url,
+            control_plane_url=stack.control_plane_url,
+            base_model=str(tiny_fleet.model_dir),
+            fleet=tiny_fleet,
+            stack=stack,
+            adapters=adapters,
+        )
+    finally:
+        stack.stop()
