@@ -1,0 +1,103 @@
+"""Settings of the vLLM plugins, read from the environment of the vLLM process.
+
+The plugins run inside vLLM (API server, engine core, every worker), so this module uses only the
+standard library: no pydantic-settings, which belongs to the control plane.
+
+Variables (all optional):
+
+- ``HI_MOE_LORA_REGISTRY_URL``: base URL of the control plane (``http://registry:8080``). Unset:
+  the resolver stays off.
+- ``HI_MOE_LORA_CACHE_DIR``: local adapter cache (default ``~/.cache/hi-moe-lora``).
+- ``HI_MOE_LORA_RESOLVER_TIMEOUT_S``: timeout of one registry lookup, seconds (default 10).
+- ``HI_MOE_LORA_KERNELS``: ``ours`` (default) or ``vllm``: which Punica kernels serve LoRA.
+- ``HI_MOE_LORA_API_KEY``: bearer token for the registry, when the control plane requires one
+  (the same variable the control plane reads).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+ENV_REGISTRY_URL = "HI_MOE_LORA_REGISTRY_URL"
+ENV_CACHE_DIR = "HI_MOE_LORA_CACHE_DIR"
+ENV_RESOLVER_TIMEOUT_S = "HI_MOE_LORA_RESOLVER_TIMEOUT_S"
+ENV_KERNELS = "HI_MOE_LORA_KERNELS"
+ENV_API_KEY = "HI_MOE_LORA_API_KEY"
+
+KernelsChoice = Literal["ours", "vllm"]
+KERNEL_CHOICES: tuple[KernelsChoice, ...] = ("ours", "vllm")
+DEFAULT_CACHE_DIR = "~/.cache/hi-moe-lora"
+DEFAULT_RESOLVER_TIMEOUT_S = 10.0
+
+
+class PluginSettingsError(ValueError):
+    """An environment variable of the plugins holds a value that cannot be used."""
+
+    def __init__(self, variable: str, value: str, expected: str) -> None:
+        super().__init__(f"{variable}={value!r}: expected {expected}")
+        self.variable = variable
+        self.value = value
+
+
+@dataclass(frozen=True)
+class PluginSettings:
+    """What the vLLM plugins need to know; build it with :meth:`from_env`."""
+
+    registry_url: str | None = None
+    cache_dir: Path = field(default_factory=lambda: Path(DEFAULT_CACHE_DIR).expanduser())
+    resolver_timeout_s: float = DEFAULT_RESOLVER_TIMEOUT_S
+    kernels: KernelsChoice = "ours"
+    registry_api_key: str | None = field(default=None, repr=False)
+
+    @property
+    def resolver_enabled(self) -> bool:
+        return self.registry_url is not None
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> PluginSettings:
+        """Read the settings from ``environ`` (default: ``os.environ``).
+
+        Raises :class:`PluginSettingsError` for a malformed value; empty values count as unset.
+        """
+        env = os.environ if environ is None else environ
+        return cls(
+            registry_url=_registry_url(env.get(ENV_REGISTRY_URL, "")),
+            cache_dir=Path(env.get(ENV_CACHE_DIR, "").strip() or DEFAULT_CACHE_DIR).expanduser(),
+            resolver_timeout_s=_timeout(env.get(ENV_RESOLVER_TIMEOUT_S, "")),
+            kernels=_kernels(env.get(ENV_KERNELS, "")),
+            registry_api_key=env.get(ENV_API_KEY, "").strip() or None,
+        )
+
+
+def _registry_url(raw: str) -> str | None:
+    value = raw.strip()
+    if not value:
+        return None
+    if not value.startswith(("http://", "https://")):
+        raise PluginSettingsError(ENV_REGISTRY_URL, raw, "an http:// or https:// URL")
+    return value.rstrip("/")
+
+
+def _timeout(raw: str) -> float:
+    value = raw.strip()
+    if not value:
+        return DEFAULT_RESOLVER_TIMEOUT_S
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise PluginSettingsError(ENV_RESOLVER_TIMEOUT_S, raw, "a number of seconds") from None
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise PluginSettingsError(ENV_RESOLVER_TIMEOUT_S, raw, "a positive number of seconds")
+    return seconds
+
+
+def _kernels(raw: str) -> KernelsChoice:
+    value = raw.strip().lower() or "ours"
+    if value not in KERNEL_CHOICES:
+        raise PluginSettingsError(ENV_KERNELS, raw, " or ".join(KERNEL_CHOICES))
+    return value
