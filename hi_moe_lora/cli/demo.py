@@ -1,0 +1,33 @@
+"""``hi-moe-lora demo``: the end-to-end demo on the embedded default."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+
+def add_parser(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "demo",
+        help="run the end-to-end demo (vLLM CPU + tiny local model + SQLite)",
+    )
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        default=Path(".demo"),
+        help="where the model, adapters, database and logs go (default: %(default)s)",
+    )
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from hi_moe_lora.demo import DemoError, run_demo
+    from hi_moe_lora.processes import ProcessStartError
+
+    try:
+        run_demo(args.workdir.resolve())
+    except (DemoError, ProcessStartError) as exc:
+        print(f"demo failed: {exc}")
+        return 1
+    return 0
