@@ -62,3 +62,9 @@ class SchemaNotAtHeadError(RegistryError):
         super().__init__(
             detail or "database is not at the latest schema: run `hi-moe-lora db upgrade`"
         )
+
+
+class ServiceUnavailableError(RegistryError):
+    status = 503
+    title = "Service unavailable"
+    default_code = "unavailable"

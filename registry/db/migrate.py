@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-import migrations
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
@@ -17,6 +16,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
 from sqlalchemy.pool import NullPool
 
+import migrations
 from registry.db.engine import make_engine
 
 logger = logging.getLogger(__name__)

@@ -1,0 +1,1 @@
+"""HTTP API of the control plane: admin routers, health, problem+json errors."""

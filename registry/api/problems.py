@@ -1,0 +1,78 @@
+"""RFC 9457 ``application/problem+json`` for every error the API returns (one handler)."""
+
+from __future__ import annotations
+
+import logging
+from http import HTTPStatus
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from registry.api.schemas import Problem
+from registry.errors import RegistryError
+
+logger = logging.getLogger(__name__)
+
+PROBLEM_JSON = "application/problem+json"
+PROBLEM_TYPE_BASE = "https://hi-moe-lora.dev/problems/"
+
+
+def problem_response(problem: Problem, headers: dict[str, str] | None = None) -> Response:
+    return JSONResponse(
+        jsonable_encoder(problem.model_dump(exclude_none=True)),
+        status_code=problem.status,
+        media_type=PROBLEM_JSON,
+        headers=headers,
+    )
+
+
+def _problem_for(exc: Exception) -> tuple[Problem, dict[str, str] | None]:
+    if isinstance(exc, RegistryError):
+        problem = Problem(
+            type=PROBLEM_TYPE_BASE + exc.code,
+            title=exc.title,
+            status=exc.status,
+            detail=exc.detail,
+            code=exc.code,
+        )
+        return problem, None
+    if isinstance(exc, RequestValidationError):
+        errors: list[dict[str, Any]] = [
+            {"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
+            for e in exc.errors()
+        ]
+        detail = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in errors)
+        problem = Problem(
+            type=PROBLEM_TYPE_BASE + "request_validation",
+            title="Invalid request",
+            status=422,
+            detail=detail or "request validation failed",
+            code="request_validation",
+            errors=errors,
+        )
+        return problem, None
+    if isinstance(exc, StarletteHTTPException):
+        phrase = HTTPStatus(exc.status_code).phrase
+        code = phrase.lower().replace(" ", "_").replace("-", "_")
+        problem = Problem(title=phrase, status=exc.status_code, detail=str(exc.detail), code=code)
+        return problem, dict(exc.headers) if exc.headers else None
+    logger.error("unhandled error", exc_info=exc)
+    problem = Problem(
+        title="Internal Server Error", status=500, detail="internal error", code="internal_error"
+    )
+    return problem, None
+
+
+async def problem_handler(request: Request, exc: Exception) -> Response:
+    problem, headers = _problem_for(exc)
+    return problem_response(problem, headers)
+
+
+def install_problem_handler(app: FastAPI) -> None:
+    """Route domain errors, validation errors and HTTP errors through one handler."""
+    for exc_type in (RegistryError, RequestValidationError, StarletteHTTPException):
+        app.add_exception_handler(exc_type, problem_handler)

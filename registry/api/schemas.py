@@ -1,0 +1,94 @@
+"""Pydantic request/response schemas of the admin API (separate from the tables)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class RegisterVersionIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    version: str = Field(min_length=1, max_length=128, examples=["1.2.0"])
+    source: str = Field(min_length=1, description="local directory path or file:// URI")
+    domains: list[str] = Field(default_factory=list)
+    description: str | None = None
+
+
+class TrafficIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    weights: dict[str, float] = Field(
+        description="version -> fraction of requests; the active version gets the remainder"
+    )
+
+
+class AdapterVersionOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    name: str
+    version: str
+    served_name: str
+    lora_int_id: int
+    source_uri: str
+    local_path: str
+    sha256: str
+    rank: int
+    alpha: float
+    target_modules: list[str]
+    variant: str
+    domains: list[str]
+    base_model: str
+    created_at: datetime
+    previous_version: str | None
+    status: str
+    is_active: bool
+    traffic_weight: float
+    traffic_share: float
+    avg_latency_ms: float | None
+    success_rate: float | None
+    request_count: int
+    success_count: int
+    last_used_at: datetime | None
+
+
+class AdapterOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    name: str
+    description: str | None
+    created_at: datetime
+    active_version: str | None
+    domains: list[str]
+    versions: list[AdapterVersionOut]
+
+
+class AdapterListOut(BaseModel):
+    adapters: list[AdapterOut]
+
+
+class ResolvedAdapterOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    name: str
+    version: str
+    served_name: str
+    lora_int_id: int
+    local_path: str
+    sha256: str
+    rank: int
+    alpha: float
+    variant: str
+    base_model: str
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details (``application/problem+json``)."""
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str
+    code: str
+    errors: list[dict[str, object]] | None = None

@@ -1,0 +1,1 @@
+"""Data access: queries and statements over the registry tables, no business rules."""

@@ -1,0 +1,102 @@
+"""Queries and statements over ``adapters`` and ``adapter_versions``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlalchemy import case, delete, select, update
+from sqlalchemy.orm import Session, selectinload
+
+from registry.db.models import Adapter, AdapterVersion
+
+EMA_ALPHA = 0.1
+
+
+class AdapterRepository:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def get(self, name: str, *, lock: bool = False) -> Adapter | None:
+        statement = select(Adapter).where(Adapter.name == name)
+        if lock:
+            statement = statement.with_for_update()
+        return self.session.execute(statement).scalar_one_or_none()
+
+    def get_with_versions(self, name: str) -> Adapter | None:
+        statement = (
+            select(Adapter).where(Adapter.name == name).options(selectinload(Adapter.versions))
+        )
+        return self.session.execute(statement).scalar_one_or_none()
+
+    def list_with_versions(self) -> Sequence[Adapter]:
+        statement = select(Adapter).order_by(Adapter.name).options(selectinload(Adapter.versions))
+        return self.session.execute(statement).scalars().all()
+
+    def add(self, adapter: Adapter) -> Adapter:
+        self.session.add(adapter)
+        self.session.flush()
+        return adapter
+
+    def remove(self, adapter: Adapter) -> None:
+        self.session.execute(delete(Adapter).where(Adapter.id == adapter.id))
+        self.session.expunge(adapter)
+
+    def versions(self, adapter_id: int) -> Sequence[AdapterVersion]:
+        statement = (
+            select(AdapterVersion)
+            .where(AdapterVersion.adapter_id == adapter_id)
+            .order_by(AdapterVersion.id)
+        )
+        return self.session.execute(statement).scalars().all()
+
+    def version(self, adapter_id: int, version: str) -> AdapterVersion | None:
+        statement = select(AdapterVersion).where(
+            AdapterVersion.adapter_id == adapter_id, AdapterVersion.version == version
+        )
+        return self.session.execute(statement).scalar_one_or_none()
+
+    def active_version(self, adapter_id: int) -> AdapterVersion | None:
+        statement = select(AdapterVersion).where(
+            AdapterVersion.adapter_id == adapter_id, AdapterVersion.is_active.is_(True)
+        )
+        return self.session.execute(statement).scalar_one_or_none()
+
+    def add_version(self, version: AdapterVersion) -> AdapterVersion:
+        self.session.add(version)
+        self.session.flush()
+        return version
+
+    def delete_version(self, version: AdapterVersion) -> None:
+        self.session.execute(delete(AdapterVersion).where(AdapterVersion.id == version.id))
+        self.session.expunge(version)
+
+    def set_active(self, version: AdapterVersion, active: bool) -> None:
+        """Flip one version; callers deactivate the old one first (the index allows one)."""
+        version.is_active = active
+        version.status = "active" if active else "inactive"
+        self.session.flush()
+
+    def record_outcome(self, version_id: int, *, latency_ms: float, ok: bool, at: datetime) -> None:
+        """One atomic UPDATE: counts, EMA latency and EMA success rate (no lost updates)."""
+        outcome = 1.0 if ok else 0.0
+        table = AdapterVersion
+        statement = (
+            update(table)
+            .where(table.id == version_id)
+            .values(
+                request_count=table.request_count + 1,
+                success_count=table.success_count + (1 if ok else 0),
+                avg_latency_ms=case(
+                    (table.avg_latency_ms.is_(None), latency_ms),
+                    else_=table.avg_latency_ms + EMA_ALPHA * (latency_ms - table.avg_latency_ms),
+                ),
+                success_rate=case(
+                    (table.success_rate.is_(None), outcome),
+                    else_=table.success_rate + EMA_ALPHA * (outcome - table.success_rate),
+                ),
+                last_used_at=at,
+            )
+            .execution_options(synchronize_session=False)
+        )
+        self.session.execute(statement)

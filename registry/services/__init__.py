@@ -1,0 +1,1 @@
+"""Business rules of the control plane (register/promote/rollback, traffic, statistics)."""

@@ -1,0 +1,443 @@
+"""The adapter registry's rules: register, promote, rollback, delete, resolve, A/B traffic.
+
+Lifecycle. A version is registered from a local PEFT directory (validated, copied into the
+artifact store, checksummed, given a fresh ``lora_int_id``). An adapter's first version becomes
+active; later versions are registered inactive with ``previous_version`` = the then-active
+version. ``promote`` makes a version active and records the version it replaced as its
+``previous_version``; ``rollback`` re-activates the active version's ``previous_version`` (so
+repeated rollbacks walk the chain back). The database guarantees at most one active version per
+adapter (partial unique index); promotion deactivates the old version before activating the new.
+
+A/B traffic. ``set_traffic(name, {version: weight})`` replaces the split: each listed inactive
+version (a *candidate*) receives that fraction of the adapter's requests, unlisted inactive
+versions get 0, and the active version receives the remainder ``1 - sum(candidate weights)``
+(the candidates' weights must sum to at most 1; listing the active version is allowed only with
+exactly that remainder). Without an active version the candidates share all traffic in
+proportion to their weights. Promoting or rolling back to a version ends its experiment (its
+weight becomes 0); other candidates keep theirs.
+
+All public methods are coroutines; database and file work runs in a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import random
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from hi_moe_lora.adapters import (
+    AdapterManifest,
+    AdapterValidationError,
+    check_policy,
+    inspect_adapter,
+)
+from registry.db.models import Adapter, AdapterVersion
+from registry.db.session import Database, UnitOfWork
+from registry.errors import (
+    ConfigurationError,
+    ConflictError,
+    InvalidAdapterError,
+    InvalidRequestError,
+    NotFoundError,
+)
+from registry.repositories.adapters import AdapterRepository
+from registry.repositories.lora_ids import allocate_lora_int_id
+from registry.services.artifacts import ArtifactStore, source_directory
+from registry.services.naming import check_name, check_version, split_served_name
+from registry.services.records import (
+    AdapterInfo,
+    AdapterVersionInfo,
+    ResolvedAdapter,
+    adapter_info,
+    resolved,
+    traffic_shares,
+    version_info,
+)
+
+logger = logging.getLogger(__name__)
+
+ActiveChangedListener = Callable[[str], Awaitable[None]]
+_WEIGHT_TOLERANCE = 1e-6
+
+
+@dataclass(frozen=True)
+class _Registration:
+    name: str
+    version: str
+    source_uri: str
+    domains: tuple[str, ...]
+    description: str | None
+    manifest: AdapterManifest
+    staging: Path
+
+
+def _clean_domains(domains: Iterable[str]) -> tuple[str, ...]:
+    cleaned: list[str] = []
+    for domain in domains:
+        value = domain.strip()
+        if not value:
+            raise InvalidRequestError("domains must be non-empty strings", code="invalid_domain")
+        if value not in cleaned:
+            cleaned.append(value)
+    return tuple(cleaned)
+
+
+class AdapterService:
+    def __init__(
+        self,
+        database: Database,
+        store: ArtifactStore,
+        *,
+        base_model: str | None,
+        max_lora_rank: int,
+        on_active_changed: ActiveChangedListener | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.database = database
+        self.store = store
+        self.base_model = base_model
+        self.max_lora_rank = max_lora_rank
+        self._listeners: list[ActiveChangedListener] = []
+        if on_active_changed is not None:
+            self._listeners.append(on_active_changed)
+        self._rng = rng or random.Random()
+
+    def add_active_changed_listener(self, listener: ActiveChangedListener) -> None:
+        """Called with the adapter name after a promote/rollback has committed."""
+        self._listeners.append(listener)
+
+    # ---------------------------------------------------------------- registration
+
+    async def register(
+        self,
+        name: str,
+        version: str,
+        source: str,
+        *,
+        domains: Iterable[str] = (),
+        description: str | None = None,
+    ) -> AdapterVersionInfo:
+        check_name(name)
+        check_version(version)
+        cleaned = _clean_domains(domains)
+        if self.base_model is None:
+            raise ConfigurationError(
+                "no served base model configured: set HI_MOE_LORA_BASE_MODEL",
+                code="base_model_not_configured",
+            )
+        return await asyncio.to_thread(
+            self._register, name, version, source, cleaned, description, self.base_model
+        )
+
+    def _register(
+        self,
+        name: str,
+        version: str,
+        source: str,
+        domains: tuple[str, ...],
+        description: str | None,
+        base_model: str,
+    ) -> AdapterVersionInfo:
+        directory = source_directory(source)
+        self.database.run(lambda uow: self._ensure_version_free(uow, name, version), write=False)
+        staging = self.store.stage(directory)
+        try:
+            try:
+                manifest = inspect_adapter(staging)
+                check_policy(manifest, max_rank=self.max_lora_rank, base_model=base_model)
+            except AdapterValidationError as exc:
+                raise InvalidAdapterError(exc.detail, code=exc.code) from exc
+            registration = _Registration(
+                name, version, directory.as_uri(), domains, description, manifest, staging
+            )
+            info = self.database.run(lambda uow: self._insert_version(uow, registration))
+        finally:
+            self.store.discard(staging)  # gone already once published
+        logger.info(
+            "registered %s (lora_int_id=%d, active=%s)",
+            info.served_name,
+            info.lora_int_id,
+            info.is_active,
+        )
+        return info
+
+    def _ensure_version_free(self, uow: UnitOfWork, name: str, version: str) -> None:
+        repo = AdapterRepository(uow.session)
+        adapter = repo.get(name)
+        if adapter is not None and repo.version(adapter.id, version) is not None:
+            raise ConflictError(f"{name}@{version} is already registered", code="version_exists")
+
+    def _insert_version(self, uow: UnitOfWork, reg: _Registration) -> AdapterVersionInfo:
+        repo = AdapterRepository(uow.session)
+        adapter = repo.get(reg.name, lock=True)
+        if adapter is None:
+            adapter = repo.add(Adapter(name=reg.name, description=reg.description))
+        elif reg.description is not None:
+            adapter.description = reg.description
+        self._ensure_version_free(uow, reg.name, reg.version)
+        active = repo.active_version(adapter.id)
+        manifest = reg.manifest
+        assert manifest.base_model is not None  # check_policy rejects adapters without one
+        row = repo.add_version(
+            AdapterVersion(
+                adapter_id=adapter.id,
+                version=reg.version,
+                lora_int_id=allocate_lora_int_id(uow.session),
+                source_uri=reg.source_uri,
+                local_path=str(self.store.path_for(reg.name, reg.version)),
+                sha256=manifest.sha256,
+                rank=manifest.rank,
+                alpha=manifest.alpha,
+                target_modules=list(manifest.target_modules),
+                variant=manifest.variant,
+                domains=list(reg.domains),
+                base_model=manifest.base_model,
+                previous_version=active.version if active else None,
+                status="inactive" if active else "active",
+                is_active=active is None,
+                traffic_weight=0.0,
+                request_count=0,
+                success_count=0,
+            )
+        )
+        final = self.store.publish(reg.staging, reg.name, reg.version)
+        uow.on_rollback(lambda: self.store.unpublish(final, reg.staging))
+        return version_info(reg.name, row, 1.0 if row.is_active else 0.0)
+
+    # ---------------------------------------------------------------- reads
+
+    async def list_adapters(self) -> list[AdapterInfo]:
+        return await asyncio.to_thread(self.database.run, self._list, write=False)
+
+    def _list(self, uow: UnitOfWork) -> list[AdapterInfo]:
+        return [adapter_info(a) for a in AdapterRepository(uow.session).list_with_versions()]
+
+    async def get_adapter(self, name: str) -> AdapterInfo:
+        def work(uow: UnitOfWork) -> AdapterInfo:
+            adapter = AdapterRepository(uow.session).get_with_versions(name)
+            if adapter is None:
+                raise NotFoundError(f"no adapter named {name!r}", code="adapter_not_found")
+            return adapter_info(adapter)
+
+        return await asyncio.to_thread(self.database.run, work, write=False)
+
+    async def get_version(self, name: str, version: str) -> AdapterVersionInfo:
+        info = await self.get_adapter(name)
+        for candidate in info.versions:
+            if candidate.version == version:
+                return candidate
+        raise NotFoundError(f"{name}@{version} is not registered", code="version_not_found")
+
+    # ---------------------------------------------------------------- promote / rollback
+
+    async def promote(self, name: str, version: str) -> AdapterVersionInfo:
+        info, changed = await asyncio.to_thread(
+            self.database.run, lambda uow: self._promote(uow, name, version)
+        )
+        if changed:
+            logger.info("promoted %s", info.served_name)
+            await self._notify(name)
+        return info
+
+    def _promote(self, uow: UnitOfWork, name: str, version: str) -> tuple[AdapterVersionInfo, bool]:
+        repo = AdapterRepository(uow.session)
+        adapter = self._locked_adapter(repo, name)
+        target = self._version(repo, adapter, version)
+        current = repo.active_version(adapter.id)
+        if current is not None and current.id == target.id:
+            return self._info(repo, adapter, target), False
+        if current is not None:
+            repo.set_active(current, False)
+            target.previous_version = current.version
+        target.traffic_weight = 0.0
+        repo.set_active(target, True)
+        return self._info(repo, adapter, target), True
+
+    async def rollback(self, name: str) -> AdapterVersionInfo:
+        info = await asyncio.to_thread(self.database.run, lambda uow: self._rollback(uow, name))
+        logger.info("rolled %s back to %s", name, info.version)
+        await self._notify(name)
+        return info
+
+    def _rollback(self, uow: UnitOfWork, name: str) -> AdapterVersionInfo:
+        repo = AdapterRepository(uow.session)
+        adapter = self._locked_adapter(repo, name)
+        current = repo.active_version(adapter.id)
+        if current is None:
+            raise ConflictError(f"{name} has no active version", code="no_active_version")
+        if current.previous_version is None:
+            raise ConflictError(
+                f"{name}@{current.version} has no previous version to roll back to",
+                code="no_previous_version",
+            )
+        target = repo.version(adapter.id, current.previous_version)
+        if target is None:
+            raise ConflictError(
+                f"rollback target {name}@{current.previous_version} was deleted",
+                code="rollback_target_missing",
+            )
+        repo.set_active(current, False)
+        target.traffic_weight = 0.0
+        repo.set_active(target, True)
+        return self._info(repo, adapter, target)
+
+    async def _notify(self, name: str) -> None:
+        for listener in list(self._listeners):
+            try:
+                await listener(name)
+            except Exception:
+                logger.exception("active-version listener failed for %s", name)
+
+    # ---------------------------------------------------------------- delete
+
+    async def delete(self, name: str, version: str) -> None:
+        await asyncio.to_thread(self.database.run, lambda uow: self._delete(uow, name, version))
+        logger.info("deleted %s@%s", name, version)
+
+    def _delete(self, uow: UnitOfWork, name: str, version: str) -> None:
+        repo = AdapterRepository(uow.session)
+        adapter = self._locked_adapter(repo, name)
+        row = self._version(repo, adapter, version)
+        if row.is_active:
+            raise ConflictError(
+                f"{name}@{version} is active: promote another version first",
+                code="version_is_active",
+            )
+        final = Path(row.local_path)
+        repo.delete_version(row)
+        if not repo.versions(adapter.id):
+            repo.remove(adapter)
+        if not self.store.owns(final):
+            logger.warning("not deleting %s: outside the artifact store", final)
+            return
+        trash = self.store.retire(final)
+        if trash is not None:
+            uow.on_rollback(lambda: self.store.restore(trash, final))
+            uow.after_commit(lambda: self.store.purge(trash, final))
+
+    # ---------------------------------------------------------------- serving
+
+    async def resolve(self, served_name: str) -> ResolvedAdapter:
+        """``name`` -> its active version; ``name@version`` -> that version."""
+
+        def work(uow: UnitOfWork) -> ResolvedAdapter:
+            name, row = self._served_row(AdapterRepository(uow.session), served_name)
+            return resolved(name, row)
+
+        return await asyncio.to_thread(self.database.run, work, write=False)
+
+    async def choose_version_for_request(self, name: str) -> ResolvedAdapter:
+        """The version to serve a request for ``name`` by the A/B split (see module doc)."""
+        if "@" in name:
+            return await self.resolve(name)
+
+        def work(uow: UnitOfWork) -> ResolvedAdapter:
+            repo = AdapterRepository(uow.session)
+            adapter = self._adapter(repo, name)
+            rows = list(repo.versions(adapter.id))
+            shares = traffic_shares(rows)
+            weighted = [(row, shares.get(row.id, 0.0)) for row in rows]
+            weighted = [(row, share) for row, share in weighted if share > 0]
+            if not weighted:
+                raise NotFoundError(f"{name} has no active version", code="no_active_version")
+            pick = self._rng.random() * sum(share for _, share in weighted)
+            for row, share in weighted:
+                pick -= share
+                if pick < 0:
+                    return resolved(name, row)
+            return resolved(name, weighted[-1][0])
+
+        return await asyncio.to_thread(self.database.run, work, write=False)
+
+    async def set_traffic(self, name: str, weights: Mapping[str, float]) -> AdapterInfo:
+        for version, weight in weights.items():
+            if not math.isfinite(weight) or not 0.0 <= weight <= 1.0:
+                raise InvalidRequestError(
+                    f"weight of {version!r} must be within [0, 1]: {weight}",
+                    code="invalid_traffic",
+                )
+        return await asyncio.to_thread(
+            self.database.run, lambda uow: self._set_traffic(uow, name, dict(weights))
+        )
+
+    def _set_traffic(self, uow: UnitOfWork, name: str, weights: dict[str, float]) -> AdapterInfo:
+        repo = AdapterRepository(uow.session)
+        adapter = self._locked_adapter(repo, name)
+        rows = {row.version: row for row in repo.versions(adapter.id)}
+        unknown = sorted(set(weights) - set(rows))
+        if unknown:
+            raise NotFoundError(
+                f"{name} has no version(s) {', '.join(unknown)}", code="version_not_found"
+            )
+        candidates = sum(w for v, w in weights.items() if not rows[v].is_active)
+        if candidates > 1.0 + _WEIGHT_TOLERANCE:
+            raise InvalidRequestError(
+                f"candidate weights sum to {candidates:.6g} > 1", code="invalid_traffic"
+            )
+        for version, weight in weights.items():
+            remainder = 1.0 - candidates
+            if rows[version].is_active and abs(weight - remainder) > _WEIGHT_TOLERANCE:
+                raise InvalidRequestError(
+                    f"the active version {version} receives the remainder {remainder:.6g}, "
+                    f"not {weight}",
+                    code="invalid_traffic",
+                )
+        for version, row in rows.items():
+            row.traffic_weight = 0.0 if row.is_active else min(1.0, weights.get(version, 0.0))
+        uow.session.flush()
+        refreshed = repo.get_with_versions(name)
+        assert refreshed is not None
+        return adapter_info(refreshed)
+
+    async def record_outcome(self, served_name: str, latency_ms: float, ok: bool) -> None:
+        """Fold one request's latency and outcome into the version's running statistics."""
+
+        def work(uow: UnitOfWork) -> None:
+            repo = AdapterRepository(uow.session)
+            _, row = self._served_row(repo, served_name)
+            repo.record_outcome(row.id, latency_ms=latency_ms, ok=ok, at=datetime.now(timezone.utc))
+
+        await asyncio.to_thread(self.database.run, work)
+
+    # ---------------------------------------------------------------- helpers
+
+    def _adapter(self, repo: AdapterRepository, name: str) -> Adapter:
+        adapter = repo.get(name)
+        if adapter is None:
+            raise NotFoundError(f"no adapter named {name!r}", code="adapter_not_found")
+        return adapter
+
+    def _locked_adapter(self, repo: AdapterRepository, name: str) -> Adapter:
+        adapter = repo.get(name, lock=True)
+        if adapter is None:
+            raise NotFoundError(f"no adapter named {name!r}", code="adapter_not_found")
+        return adapter
+
+    def _version(self, repo: AdapterRepository, adapter: Adapter, version: str) -> AdapterVersion:
+        row = repo.version(adapter.id, version)
+        if row is None:
+            raise NotFoundError(
+                f"{adapter.name}@{version} is not registered", code="version_not_found"
+            )
+        return row
+
+    def _served_row(self, repo: AdapterRepository, served_name: str) -> tuple[str, AdapterVersion]:
+        name, version = split_served_name(served_name)
+        adapter = self._adapter(repo, name)
+        if version is not None:
+            return name, self._version(repo, adapter, version)
+        row = repo.active_version(adapter.id)
+        if row is None:
+            raise NotFoundError(f"{name} has no active version", code="no_active_version")
+        return name, row
+
+    def _info(
+        self, repo: AdapterRepository, adapter: Adapter, row: AdapterVersion
+    ) -> AdapterVersionInfo:
+        shares = traffic_shares(list(repo.versions(adapter.id)))
+        return version_info(adapter.name, row, shares.get(row.id, 0.0))

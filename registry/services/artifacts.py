@@ -1,0 +1,116 @@
+"""The artifact store: registered adapters live in ``artifact_dir/<name>/<version>/``.
+
+Registration copies the adapter's config and weights into a staging directory on the same file
+system, validates that copy, then publishes it with one ``rename``; deletion renames the version
+directory into a trash directory first, so both can be undone until the database commits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import uuid
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from hi_moe_lora.adapters.checksum import adapter_files
+from registry.errors import InvalidRequestError
+
+logger = logging.getLogger(__name__)
+
+_STAGING = ".staging"
+_TRASH = ".trash"
+
+
+def source_directory(source: str) -> Path:
+    """A local path or ``file://`` URI naming an existing directory."""
+    parsed = urlparse(source)
+    if parsed.scheme == "file":
+        if parsed.netloc not in ("", "localhost"):
+            raise InvalidRequestError(
+                f"file URI with a remote host is not supported: {source!r}",
+                code="unsupported_source",
+            )
+        path = Path(unquote(parsed.path))
+    elif parsed.scheme and len(parsed.scheme) > 1:
+        raise InvalidRequestError(
+            f"unsupported source {source!r}: give a local path or a file:// URI",
+            code="unsupported_source",
+        )
+    else:
+        path = Path(source)
+    path = path.expanduser()
+    if not path.is_dir():
+        raise InvalidRequestError(f"source {source!r} is not a directory", code="source_not_found")
+    return path.resolve()
+
+
+class ArtifactStore:
+    def __init__(self, root: Path) -> None:
+        self.root = root.expanduser().resolve()
+
+    def path_for(self, name: str, version: str) -> Path:
+        return self.root / name / version
+
+    def stage(self, source: Path) -> Path:
+        """Copy the files vLLM reads from ``source`` into a fresh staging directory."""
+        staging = self.root / _STAGING / uuid.uuid4().hex
+        staging.mkdir(parents=True)
+        try:
+            for path in adapter_files(source):
+                shutil.copyfile(path, staging / path.name)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        return staging
+
+    def publish(self, staging: Path, name: str, version: str) -> Path:
+        """Move a staged copy to its final place (replacing an orphan left by a crash)."""
+        final = self.path_for(name, version)
+        if final.exists():
+            logger.warning("replacing orphaned artifact directory %s", final)
+            shutil.rmtree(final)
+        for attempt in range(3):  # a concurrent clean-up may remove an empty parent meanwhile
+            final.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.rename(staging, final)
+                break
+            except FileNotFoundError:
+                if attempt == 2 or not staging.exists():
+                    raise
+        return final
+
+    def unpublish(self, final: Path, staging: Path) -> None:
+        """Undo :meth:`publish`: move the files back to staging (a retry may publish again)."""
+        os.rename(final, staging)
+        self._remove_if_empty(final.parent)
+
+    def owns(self, path: Path) -> bool:
+        """Whether ``path`` is a version directory inside this store (safe to delete)."""
+        return path.resolve().parent.parent == self.root
+
+    def retire(self, final: Path) -> Path | None:
+        """Move a version directory into the trash; ``None`` if it is already gone."""
+        if not final.exists():
+            return None
+        trash = self.root / _TRASH / uuid.uuid4().hex
+        trash.parent.mkdir(parents=True, exist_ok=True)
+        os.rename(final, trash)
+        return trash
+
+    def restore(self, trash: Path, final: Path) -> None:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        os.rename(trash, final)
+
+    def purge(self, trash: Path, final: Path) -> None:
+        shutil.rmtree(trash, ignore_errors=True)
+        self._remove_if_empty(final.parent)
+
+    def discard(self, staging: Path) -> None:
+        shutil.rmtree(staging, ignore_errors=True)
+
+    def _remove_if_empty(self, directory: Path) -> None:
+        with contextlib.suppress(OSError):
+            directory.rmdir()
