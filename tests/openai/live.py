@@ -1,0 +1,100 @@
+"""A real control plane (``create_app`` on SQLite) served by uvicorn in a background thread.
+
+Tests of the front door and of the resolver plugin talk to it over real HTTP.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import httpx
+import uvicorn
+
+from hi_moe_lora.processes import free_port
+from registry.app import create_app
+from registry.db.migrate import upgrade_to_head
+from registry.settings import ControlPlaneSettings
+
+START_TIMEOUT_S = 30.0
+
+
+class ServedApp:
+    """Any ASGI app on ``127.0.0.1:<free port>`` in a daemon thread."""
+
+    def __init__(self, app: Any) -> None:
+        self.port = free_port()
+        config = uvicorn.Config(
+            app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on"
+        )
+        self.server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self.server.run, name="uvicorn", daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> ServedApp:
+        self._thread.start()
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not self.server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.02)
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self._thread.join(timeout=15)
+
+    def __enter__(self) -> ServedApp:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def control_plane_settings(
+    workdir: Path, base_model: str, vllm_urls: list[str], **overrides: Any
+) -> ControlPlaneSettings:
+    """Settings for a fresh control plane under ``workdir`` (database migrated to head)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    settings = ControlPlaneSettings(
+        database_url=f"sqlite:///{workdir / 'registry.db'}",
+        artifact_dir=workdir / "artifacts",
+        base_model=base_model,
+        vllm_urls=vllm_urls,
+        **overrides,
+    )
+    upgrade_to_head(settings.database_url)
+    return settings
+
+
+def serve_control_plane(settings: ControlPlaneSettings) -> ServedApp:
+    return ServedApp(create_app(settings)).start()
+
+
+def register(
+    control_plane_url: str, name: str, version: str, source: Path, *, promote: bool = False
+) -> dict[str, Any]:
+    """Register ``source`` as ``name@version`` through the admin API (and optionally promote)."""
+    with httpx.Client(base_url=control_plane_url, timeout=60) as client:
+        response = client.post(
+            f"/admin/v1/adapters/{name}/versions",
+            json={"version": version, "source": str(source)},
+        )
+        response.raise_for_status()
+        info: dict[str, Any] = response.json()
+        if promote and not info["is_active"]:
+            response = client.post(f"/admin/v1/adapters/{name}/versions/{version}/promote")
+            response.raise_for_status()
+            info = response.json()
+    return info
