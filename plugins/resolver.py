@@ -172,9 +172,7 @@ class HiMoeLoraResolver(LoRAResolver):
         if settings.registry_url is None:
             raise PluginSettingsError("HI_MOE_LORA_REGISTRY_URL", "", "a registry URL")
         self._settings = settings
-        self._client = client or RegistryClient(
-            settings.registry_url, settings.resolver_timeout_s, settings.registry_api_key
-        )
+        self._client = client or RegistryClient(settings.registry_url, settings.resolver_timeout_s)
         self._checksums = checksums or ChecksumCache()
 
     async def resolve_lora(self, base_model_name: str, lora_name: str) -> LoRARequest | None:

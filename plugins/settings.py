@@ -10,8 +10,6 @@ Variables (all optional):
 - ``HI_MOE_LORA_CACHE_DIR``: local adapter cache (default ``~/.cache/hi-moe-lora``).
 - ``HI_MOE_LORA_RESOLVER_TIMEOUT_S``: timeout of one registry lookup, seconds (default 10).
 - ``HI_MOE_LORA_KERNELS``: ``ours`` (default) or ``vllm``: which Punica kernels serve LoRA.
-- ``HI_MOE_LORA_API_KEY``: bearer token for the registry, when the control plane requires one
-  (the same variable the control plane reads).
 """
 
 from __future__ import annotations
@@ -27,7 +25,6 @@ ENV_REGISTRY_URL = "HI_MOE_LORA_REGISTRY_URL"
 ENV_CACHE_DIR = "HI_MOE_LORA_CACHE_DIR"
 ENV_RESOLVER_TIMEOUT_S = "HI_MOE_LORA_RESOLVER_TIMEOUT_S"
 ENV_KERNELS = "HI_MOE_LORA_KERNELS"
-ENV_API_KEY = "HI_MOE_LORA_API_KEY"
 
 KernelsChoice = Literal["ours", "vllm"]
 KERNEL_CHOICES: tuple[KernelsChoice, ...] = ("ours", "vllm")
@@ -52,7 +49,6 @@ class PluginSettings:
     cache_dir: Path = field(default_factory=lambda: Path(DEFAULT_CACHE_DIR).expanduser())
     resolver_timeout_s: float = DEFAULT_RESOLVER_TIMEOUT_S
     kernels: KernelsChoice = "ours"
-    registry_api_key: str | None = field(default=None, repr=False)
 
     @property
     def resolver_enabled(self) -> bool:
@@ -70,7 +66,6 @@ class PluginSettings:
             cache_dir=Path(env.get(ENV_CACHE_DIR, "").strip() or DEFAULT_CACHE_DIR).expanduser(),
             resolver_timeout_s=_timeout(env.get(ENV_RESOLVER_TIMEOUT_S, "")),
             kernels=_kernels(env.get(ENV_KERNELS, "")),
-            registry_api_key=env.get(ENV_API_KEY, "").strip() or None,
         )
 
 
