@@ -1,0 +1,83 @@
+"""Plugin settings read from the environment (stdlib dataclass, no pydantic)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from plugins.settings import (
+    DEFAULT_RESOLVER_TIMEOUT_S,
+    ENV_CACHE_DIR,
+    ENV_KERNELS,
+    ENV_REGISTRY_URL,
+    ENV_RESOLVER_TIMEOUT_S,
+    PluginSettings,
+    PluginSettingsError,
+)
+
+
+def test_defaults_when_nothing_is_set() -> None:
+    settings = PluginSettings.from_env({})
+    assert settings.registry_url is None
+    assert not settings.resolver_enabled
+    assert settings.cache_dir == Path("~/.cache/hi-moe-lora").expanduser()
+    assert settings.resolver_timeout_s == DEFAULT_RESOLVER_TIMEOUT_S == 10.0
+    assert settings.kernels == "ours"
+
+
+def test_reads_every_variable(tmp_path: Path) -> None:
+    settings = PluginSettings.from_env(
+        {
+            ENV_REGISTRY_URL: " http://registry:8080/ ",
+            ENV_CACHE_DIR: str(tmp_path),
+            ENV_RESOLVER_TIMEOUT_S: "2.5",
+            ENV_KERNELS: "VLLM",
+        }
+    )
+    assert settings.registry_url == "http://registry:8080"
+    assert settings.resolver_enabled
+    assert settings.cache_dir == tmp_path
+    assert settings.resolver_timeout_s == 2.5
+    assert settings.kernels == "vllm"
+
+
+def test_empty_values_count_as_unset() -> None:
+    settings = PluginSettings.from_env(
+        {ENV_REGISTRY_URL: "", ENV_CACHE_DIR: " ", ENV_RESOLVER_TIMEOUT_S: "", ENV_KERNELS: ""}
+    )
+    assert settings == PluginSettings.from_env({})
+
+
+def test_reads_os_environ_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ENV_REGISTRY_URL, "https://registry.example")
+    monkeypatch.setenv(ENV_KERNELS, "vllm")
+    settings = PluginSettings.from_env()
+    assert settings.registry_url == "https://registry.example"
+    assert settings.kernels == "vllm"
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        (ENV_REGISTRY_URL, "registry:8080"),
+        (ENV_REGISTRY_URL, "ftp://registry"),
+        (ENV_RESOLVER_TIMEOUT_S, "soon"),
+        (ENV_RESOLVER_TIMEOUT_S, "0"),
+        (ENV_RESOLVER_TIMEOUT_S, "-1"),
+        (ENV_RESOLVER_TIMEOUT_S, "nan"),
+        (ENV_RESOLVER_TIMEOUT_S, "inf"),
+        (ENV_KERNELS, "triton"),
+    ],
+)
+def test_rejects_malformed_values(variable: str, value: str) -> None:
+    with pytest.raises(PluginSettingsError) as caught:
+        PluginSettings.from_env({variable: value})
+    assert caught.value.variable == variable
+    assert variable in str(caught.value)
+
+
+def test_is_frozen() -> None:
+    settings = PluginSettings.from_env({})
+    with pytest.raises(AttributeError):
+        settings.kernels = "vllm"  # type: ignore[misc]
