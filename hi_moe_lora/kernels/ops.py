@@ -1,0 +1,78 @@
+"""The ``hi_moe_lora::lora_linear`` torch custom op (own namespace, mutates ``y``, fake impl).
+
+Registered at import. The op is opaque to torch.compile and safe in CUDA graphs: every per-step
+value it needs lives in persistent tensors passed as arguments (work list, ranks), and the launch
+configuration depends only on static shapes. CUDA tensors (or ``TRITON_INTERPRET=1``) take the
+Triton kernel; other CPU tensors take the PyTorch fallback.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from .config import BLOCK_M_LARGE, BLOCK_M_SMALL, block_m_for
+from .fallback import lora_linear_torch
+from .ranks import observe
+
+OP_NAME = "hi_moe_lora::lora_linear"
+
+
+def _use_triton(x: torch.Tensor) -> bool:
+    return x.is_cuda or os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+@torch.library.custom_op(OP_NAME, mutates_args=("y",))
+def lora_linear(
+    y: torch.Tensor,
+    x: torch.Tensor,
+    lora_a: list[torch.Tensor],
+    lora_b: list[torch.Tensor],
+    token_indices: torch.Tensor,
+    tiles_small: torch.Tensor,
+    tiles_large: torch.Tensor,
+    slot_rank: torch.Tensor,
+    scale: float,
+    offset_start: int,
+    add_inputs: bool,
+) -> None:
+    """``y[t, slices] (+)= scale * x[t] @ A[slot].T @ B[slot].T`` for the work list's tokens."""
+    observe(slot_rank, lora_a)
+    if _use_triton(x):
+        from .triton_kernel import launch_fused_lora
+
+        launch_fused_lora(
+            y,
+            x,
+            lora_a,
+            lora_b,
+            token_indices,
+            {BLOCK_M_SMALL: tiles_small, BLOCK_M_LARGE: tiles_large},
+            slot_rank,
+            scale,
+            offset_start,
+            add_inputs,
+        )
+        return
+    tiles = tiles_small if block_m_for(x.shape[0]) == BLOCK_M_SMALL else tiles_large
+    lora_linear_torch(
+        y, x, lora_a, lora_b, token_indices, tiles, slot_rank, scale, offset_start, add_inputs
+    )
+
+
+@lora_linear.register_fake
+def _lora_linear_fake(
+    y: torch.Tensor,
+    x: torch.Tensor,
+    lora_a: list[torch.Tensor],
+    lora_b: list[torch.Tensor],
+    token_indices: torch.Tensor,
+    tiles_small: torch.Tensor,
+    tiles_large: torch.Tensor,
+    slot_rank: torch.Tensor,
+    scale: float,
+    offset_start: int,
+    add_inputs: bool,
+) -> None:
+    return None

@@ -1,0 +1,122 @@
+"""The per-step work list of the fused kernel: (adapter slot, token tile) entries.
+
+Built once per engine step on the host from the token -> slot mapping, then copied into
+persistent device buffers that every launch of that step reads (and that a captured CUDA graph
+keeps pointing at). Tokens are grouped by slot (a stable sort), each slot's tokens are cut into
+tiles of ``block_m`` rows, tokens without an adapter (slot -1) get no tile at all.
+
+Buffer layout (int32):
+- ``token_indices[i]``: the i-th token row in slot order;
+- ``tiles[0]``: number of tiles T; ``tiles[1 + 3 t : 4 + 3 t]`` = (slot, start, length) of tile t,
+  where ``start`` indexes ``token_indices``.
+A list is built for every token-tile height in :data:`.config.BLOCK_M_CHOICES`; a launch reads
+the one that matches its tile configuration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+from .config import BLOCK_M_CHOICES
+
+if TYPE_CHECKING:
+    import torch
+
+IntArray = npt.NDArray[np.int32]
+
+
+class WorkListError(ValueError):
+    """The mapping does not fit the buffers or names an unknown slot."""
+
+
+def tile_capacity(max_tokens: int, max_slots: int, block_m: int) -> int:
+    """Most tiles a step can produce: each slot's partial tile adds at most one."""
+    return -(-max_tokens // block_m) + max_slots
+
+
+def upper_bound_tiles(m: int, num_slots: int, block_m: int) -> int:
+    """Most tiles a call with ``m`` token rows can meet (sizes the launch grid)."""
+    return max(1, -(-m // block_m) + min(num_slots, m) - 1)
+
+
+def token_slots_from_mapping(
+    index_mapping: Sequence[int], lora_index_to_id: Sequence[int | None]
+) -> IntArray:
+    """Per-token slot (-1: no adapter) from vLLM's token -> LoRA-id mapping and slot table."""
+    ids = np.asarray(index_mapping, dtype=np.int64)
+    slots = np.full(ids.shape[0], -1, dtype=np.int32)
+    for slot, lora_id in enumerate(lora_index_to_id):
+        if lora_id is not None and lora_id > 0:
+            slots[ids == lora_id] = slot
+    return slots
+
+
+@dataclass(frozen=True)
+class WorkList:
+    """Host copy of one step's work list."""
+
+    token_indices: IntArray
+    tiles: dict[int, IntArray]
+
+
+def build_worklist(
+    token_slots: npt.ArrayLike, block_ms: Sequence[int] = BLOCK_M_CHOICES
+) -> WorkList:
+    """Group tokens by slot and cut each group into tiles for every tile height."""
+    slots = np.asarray(token_slots, dtype=np.int64)
+    order = np.argsort(slots, kind="stable")
+    sorted_slots = slots[order]
+    first = int(np.searchsorted(sorted_slots, 0, side="left"))
+    token_indices = order[first:].astype(np.int32)
+    active = sorted_slots[first:]
+    uniq, starts, counts = np.unique(active, return_index=True, return_counts=True)
+    tiles: dict[int, IntArray] = {}
+    for block_m in block_ms:
+        per_seg = -(-counts // block_m)
+        seg_of_tile = np.repeat(np.arange(uniq.shape[0]), per_seg)
+        first_tile = np.cumsum(per_seg) - per_seg
+        within = np.arange(seg_of_tile.shape[0]) - first_tile[seg_of_tile]
+        tile_start = starts[seg_of_tile] + within * block_m
+        tile_len = np.minimum(block_m, counts[seg_of_tile] - within * block_m)
+        body = np.stack([uniq[seg_of_tile], tile_start, tile_len], axis=1).reshape(-1)
+        tiles[block_m] = np.concatenate([[seg_of_tile.shape[0]], body]).astype(np.int32)
+    return WorkList(token_indices=token_indices, tiles=tiles)
+
+
+class WorkListBuffers:
+    """Persistent device buffers holding the current step's work list."""
+
+    def __init__(self, max_tokens: int, max_slots: int, device: torch.device | str) -> None:
+        import torch
+
+        self.max_tokens = max_tokens
+        self.max_slots = max_slots
+        self.token_indices = torch.zeros(max_tokens, dtype=torch.int32, device=device)
+        self.tiles: dict[int, torch.Tensor] = {
+            bm: torch.zeros(
+                1 + 3 * tile_capacity(max_tokens, max_slots, bm), dtype=torch.int32, device=device
+            )
+            for bm in BLOCK_M_CHOICES
+        }
+
+    def update(self, token_slots: npt.ArrayLike) -> WorkList:
+        """Rebuild the work list in place (the tensors keep their storage)."""
+        import torch
+
+        slots = np.asarray(token_slots, dtype=np.int64)
+        if slots.shape[0] > self.max_tokens:
+            raise WorkListError(f"{slots.shape[0]} tokens > capacity {self.max_tokens}")
+        if slots.size and int(slots.max()) >= self.max_slots:
+            raise WorkListError(f"slot {int(slots.max())} >= {self.max_slots} slots")
+        work = build_worklist(slots)
+        n = work.token_indices.shape[0]
+        if n:
+            self.token_indices[:n].copy_(torch.from_numpy(work.token_indices))
+        for bm, host in work.tiles.items():
+            self.tiles[bm][: host.shape[0]].copy_(torch.from_numpy(host))
+        return work

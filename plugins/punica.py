@@ -1,0 +1,94 @@
+"""vLLM plugin: install hi-moe-lora's Punica wrapper (fused multi-LoRA kernels) on CUDA.
+
+Entry point ``hi_moe_lora_kernels = "plugins.punica:register"`` (group
+``vllm.general_plugins``). vLLM resolves its Punica wrapper through
+``current_platform.get_punica_wrapper()`` when a worker loads the model; ``register`` points that
+at :class:`plugins.punica_wrapper.HiMoePunicaWrapperGPU`.
+
+Setting: ``HI_MOE_LORA_KERNELS=ours`` (default) or ``vllm`` (leave vLLM's kernels, to compare).
+CPU and other platforms keep vLLM's wrapper. Registration is idempotent, imports only
+``vllm.platforms`` (already loaded by vLLM when plugins load), and never breaks vLLM's start:
+any problem is logged and vLLM's wrapper stays. The heavy import of our wrapper (torch, triton)
+happens in the worker when vLLM asks for the class; if it fails there, vLLM's wrapper is used.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import threading
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+ENV_VAR = "HI_MOE_LORA_KERNELS"
+CHOICES = ("ours", "vllm")
+WRAPPER_MODULE = "plugins.punica_wrapper"
+WRAPPER_QUALNAME = f"{WRAPPER_MODULE}.HiMoePunicaWrapperGPU"
+_MARK = "_hi_moe_lora_original_punica"
+_LOCK = threading.Lock()
+
+
+def kernels_choice() -> str:
+    """The configured kernels (``ours`` unless ``HI_MOE_LORA_KERNELS`` says otherwise)."""
+    value = os.environ.get(ENV_VAR, "ours").strip().lower() or "ours"
+    return value
+
+
+def _make_resolver(original: str) -> Any:
+    def get_punica_wrapper(cls: type) -> str:
+        try:
+            importlib.import_module(WRAPPER_MODULE)
+        except Exception:
+            logger.exception("hi-moe-lora kernels unavailable; using vLLM's %s", original)
+            return original
+        return WRAPPER_QUALNAME
+
+    return classmethod(get_punica_wrapper)
+
+
+def install(platform: Any) -> bool:
+    """Point ``platform``'s Punica wrapper at ours if it is a CUDA platform; True if installed."""
+    if not platform.is_cuda():
+        logger.debug("hi-moe-lora kernels: not a CUDA platform, vLLM's wrapper stays")
+        return False
+    platform_cls = platform if isinstance(platform, type) else type(platform)
+    with _LOCK:
+        if getattr(platform_cls, _MARK, None) is not None:
+            return True
+        original = str(platform_cls.get_punica_wrapper())
+        platform_cls.get_punica_wrapper = _make_resolver(original)
+        setattr(platform_cls, _MARK, original)
+    logger.info("hi-moe-lora kernels installed (%s replaces %s)", WRAPPER_QUALNAME, original)
+    return True
+
+
+def uninstall(platform: Any) -> None:
+    """Restore the platform's own Punica wrapper (tests, switching back)."""
+    platform_cls = platform if isinstance(platform, type) else type(platform)
+    with _LOCK:
+        original = getattr(platform_cls, _MARK, None)
+        if original is None:
+            return
+        del platform_cls.get_punica_wrapper
+        delattr(platform_cls, _MARK)
+        if str(platform_cls.get_punica_wrapper()) != original:
+            platform_cls.get_punica_wrapper = classmethod(lambda cls: original)
+
+
+def register() -> None:
+    """vLLM ``general_plugins`` entry point."""
+    choice = kernels_choice()
+    if choice not in CHOICES:
+        logger.warning("%s=%r is not one of %s; keeping vLLM's kernels", ENV_VAR, choice, CHOICES)
+        return
+    if choice == "vllm":
+        logger.info("%s=vllm: keeping vLLM's Punica kernels", ENV_VAR)
+        return
+    try:
+        from vllm.platforms import current_platform
+
+        install(current_platform)
+    except Exception:
+        logger.exception("hi-moe-lora kernels not installed; vLLM's wrapper stays")

@@ -1,0 +1,108 @@
+"""hi-moe-lora's Punica wrapper: vLLM's GPU wrapper with the dense LoRA path on our kernel.
+
+Subclasses :class:`vllm.lora.punica_wrapper.punica_gpu.PunicaWrapperGPU` and keeps everything of
+it (metadata, MoE LoRA, ``apply_lora_full_linear``) except ``add_lora_linear``, which every
+LoRA-wrapped linear layer calls (qkv, o, gate_up, down; fully sharded TP layers excepted): one
+``hi_moe_lora::lora_linear`` launch per layer instead of vLLM's memset + shrink + expand.
+
+Kept from vLLM on purpose:
+- ``add_shrink`` / ``add_expand``: called only by the fully sharded (TP) layers, which
+  all-reduce the rank-sized intermediate between the two halves, so they cannot fuse;
+- ``add_lora_logits``: one call per step on the sampled rows only, against a vocab-wide B;
+- ``add_lora_embedding``: an expand-only gather, no shrink to fuse.
+
+Per step (``update_metadata``, eager, before the forward) the wrapper rebuilds the work list in
+its persistent buffers and refreshes the real ranks of the slots whose adapter changed.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import torch
+from vllm.lora.punica_wrapper.punica_gpu import PunicaWrapperGPU
+
+import hi_moe_lora.kernels.ops  # noqa: F401  (registers torch.ops.hi_moe_lora.lora_linear)
+from hi_moe_lora.kernels.config import BLOCK_M_LARGE, BLOCK_M_SMALL
+from hi_moe_lora.kernels.ranks import SlotRanks
+from hi_moe_lora.kernels.triton_kernel import MAX_SLICES
+from hi_moe_lora.kernels.worklist import WorkListBuffers, token_slots_from_mapping
+
+logger = logging.getLogger(__name__)
+
+QUALNAME = "plugins.punica_wrapper.HiMoePunicaWrapperGPU"
+
+
+class HiMoePunicaWrapperGPU(PunicaWrapperGPU):  # type: ignore[misc]
+    """vLLM's GPU Punica wrapper whose dense LoRA linear runs on the fused kernel."""
+
+    def __init__(
+        self,
+        max_num_batched_tokens: int,
+        max_batches: int,
+        device: torch.device | str,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(max_num_batched_tokens, max_batches, device, **kwargs)
+        lora_config = kwargs["lora_config"]
+        num_slots = int(lora_config.max_loras)
+        self._hm_work = WorkListBuffers(max_num_batched_tokens, num_slots, device)
+        self._hm_ranks = SlotRanks(num_slots, int(lora_config.max_lora_rank), device)
+        logger.info(
+            "hi-moe-lora fused LoRA kernels active (%d slots, max rank %d)",
+            num_slots,
+            int(lora_config.max_lora_rank),
+        )
+
+    def update_metadata(
+        self,
+        mapping: Any,
+        lora_index_to_id: list[int | None],
+        max_loras: int,
+        vocab_size: int,
+        **kwargs: Any,
+    ) -> None:
+        super().update_metadata(mapping, lora_index_to_id, max_loras, vocab_size, **kwargs)
+        slots = token_slots_from_mapping(mapping.index_mapping, lora_index_to_id)
+        self._hm_work.update(slots)
+        self._hm_ranks.refresh(lora_index_to_id)
+
+    def add_lora_linear(
+        self,
+        y: torch.Tensor,
+        x: torch.Tensor,
+        lora_a_stacked: tuple[torch.Tensor, ...],
+        lora_b_stacked: tuple[torch.Tensor, ...],
+        scale: float,
+        output_slices: tuple[int, ...],
+        *,
+        buffer: torch.Tensor | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if buffer is not None or not 1 <= len(lora_a_stacked) <= MAX_SLICES:
+            super().add_lora_linear(
+                y,
+                x,
+                lora_a_stacked,
+                lora_b_stacked,
+                scale,
+                output_slices,
+                buffer=buffer,
+                **kwargs,
+            )
+            return
+        add_inputs = bool(kwargs.pop("add_inputs", True))
+        torch.ops.hi_moe_lora.lora_linear(
+            y.view(-1, y.shape[-1]),
+            x.view(-1, x.shape[-1]),
+            list(lora_a_stacked),
+            list(lora_b_stacked),
+            self._hm_work.token_indices,
+            self._hm_work.tiles[BLOCK_M_SMALL],
+            self._hm_work.tiles[BLOCK_M_LARGE],
+            self._hm_ranks.ranks,
+            float(scale),
+            0,
+            add_inputs,
+        )
