@@ -1,0 +1,61 @@
+"""Registry fixtures: real SQLite files and real PostgreSQL schemas, a real app over ASGI."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from registry.app import create_app
+from registry.db.migrate import upgrade_to_head
+from registry.settings import ControlPlaneSettings
+from tests.support.adapter_files import DEFAULT_BASE_MODEL, write_adapter
+from tests.support.databases import database_url, postgres_url, sqlite_url
+
+__all__ = ["database_url", "postgres_url", "sqlite_url"]
+
+MAX_RANK = 16
+AdapterFactory = Callable[..., Path]
+
+
+@pytest.fixture
+def migrated_url(database_url: str) -> str:
+    upgrade_to_head(database_url)
+    return database_url
+
+
+@pytest.fixture
+def artifact_dir(tmp_path: Path) -> Path:
+    return tmp_path / "artifacts"
+
+
+@pytest.fixture
+def settings(migrated_url: str, artifact_dir: Path) -> ControlPlaneSettings:
+    return ControlPlaneSettings(
+        database_url=migrated_url,
+        artifact_dir=artifact_dir,
+        base_model=DEFAULT_BASE_MODEL,
+        max_lora_rank=MAX_RANK,
+    )
+
+
+@pytest.fixture
+def make_adapter(tmp_path: Path) -> AdapterFactory:
+    """Write a PEFT adapter under ``tmp_path/sources/<label>`` and return its directory."""
+
+    def make(label: str = "adapter", **options: Any) -> Path:
+        return write_adapter(tmp_path / "sources" / label, **options)
+
+    return make
+
+
+@pytest.fixture
+async def client(settings: ControlPlaneSettings) -> AsyncIterator[httpx.AsyncClient]:
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://registry") as http:
+            yield http
