@@ -28,6 +28,7 @@ from typing import Any
 from vllm.lora.request import LoRARequest
 from vllm.lora.resolver import LoRAResolver, LoRAResolverRegistry
 
+from hi_moe_lora.adapters.policy import base_models_match
 from hi_moe_lora.cache import ChecksumCache
 from plugins.settings import PluginSettings, PluginSettingsError
 
@@ -133,24 +134,6 @@ def _error_detail(exc: urllib.error.HTTPError) -> str:
     return text
 
 
-def base_models_match(registered: str | None, served: str) -> bool:
-    """Loose match of the registry's base model with vLLM's model (path or hub id).
-
-    Equal after normalisation, or equal last path component (``meta-llama/Llama-3-8B`` matches
-    ``/models/Llama-3-8B``). An adapter registered without a base model matches any.
-    """
-    if not registered:
-        return True
-    left, right = _normalise_model(registered), _normalise_model(served)
-    if left == right:
-        return True
-    return left.rsplit("/", 1)[-1] == right.rsplit("/", 1)[-1]
-
-
-def _normalise_model(name: str) -> str:
-    return name.strip().rstrip("/").lower()
-
-
 def make_lora_request(lora_name: str, lora_int_id: int, path: str) -> LoRARequest:
     """A :class:`LoRARequest`, whichever keyword this vLLM uses for the local path."""
     fields = getattr(LoRARequest, "__struct_fields__", ())
@@ -172,8 +155,12 @@ class HiMoeLoraResolver(LoRAResolver):
         if settings.registry_url is None:
             raise PluginSettingsError("HI_MOE_LORA_REGISTRY_URL", "", "a registry URL")
         self._settings = settings
-        self._client = client or RegistryClient(settings.registry_url, settings.resolver_timeout_s)
-        self._checksums = checksums or ChecksumCache()
+        self._client = (
+            client
+            if client is not None
+            else RegistryClient(settings.registry_url, settings.resolver_timeout_s)
+        )
+        self._checksums = checksums if checksums is not None else ChecksumCache()
 
     async def resolve_lora(self, base_model_name: str, lora_name: str) -> LoRARequest | None:
         try:
@@ -191,7 +178,9 @@ class HiMoeLoraResolver(LoRAResolver):
         except RegistryLookupError as exc:
             logger.warning("hi-moe-lora registry lookup of %r failed: %s", lora_name, exc)
             return None
-        if not base_models_match(resolved.base_model, base_model_name):
+        # Loose, as at registration: equal ids, or equal last path component
+        # (``meta-llama/Llama-3-8B`` matches ``/models/Llama-3-8B``).
+        if resolved.base_model and not base_models_match(resolved.base_model, base_model_name):
             logger.info(
                 "LoRA %r was trained for base model %r, vLLM serves %r; declining",
                 lora_name,
