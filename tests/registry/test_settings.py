@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from registry.settings import ControlPlaneSettings
+
+
+def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("DATABASE_URL", "BASE_MODEL", "VLLM_URLS", "PORT", "API_KEY", "ARTIFACT_DIR"):
+        monkeypatch.delenv(f"HI_MOE_LORA_{name}", raising=False)
+    settings = ControlPlaneSettings()
+    assert settings.database_url == "sqlite:///./.hi-moe-lora/registry.db"
+    assert settings.artifact_dir == Path("./.hi-moe-lora/artifacts")
+    assert settings.max_lora_rank == 64
+    assert settings.vllm_urls == ["http://127.0.0.1:8000"]
+    assert (settings.host, settings.port) == ("127.0.0.1", 8080)
+    assert settings.base_model is None
+    assert settings.api_key is None
+
+
+def test_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HI_MOE_LORA_BASE_MODEL", "/models/tiny")
+    monkeypatch.setenv("HI_MOE_LORA_VLLM_URLS", '["http://a:8000", "http://b:8000"]')
+    monkeypatch.setenv("HI_MOE_LORA_MAX_LORA_RANK", "16")
+    monkeypatch.setenv("HI_MOE_LORA_API_KEY", "secret")
+    settings = ControlPlaneSettings()
+    assert settings.base_model == "/models/tiny"
+    assert settings.vllm_urls == ["http://a:8000", "http://b:8000"]
+    assert settings.max_lora_rank == 16
+    assert settings.api_key is not None
+    assert settings.api_key.get_secret_value() == "secret"
+    assert "secret" not in repr(settings)
+
+
+def test_rejects_nonsense(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HI_MOE_LORA_MAX_LORA_RANK", "0")
+    with pytest.raises(ValueError, match="max_lora_rank"):
+        ControlPlaneSettings()
