@@ -72,7 +72,11 @@ class ModelRouter:
 
     async def route(self, model: str) -> Target:
         """Raises :class:`ModelNotFound` for a name that is neither base model nor adapter."""
-        if model in self.base_names:
+        if model in self._upstream_bases:
+            return Target(model, model)
+        if model == self._configured_base:
+            # vLLM may serve it under another name (a path, --served-model-name): learn it.
+            await self.refresh_base_names()
             return self._base_target(model)
         try:
             resolved: ResolvedAdapter = await self._adapters.choose_version_for_request(model)

@@ -1,0 +1,400 @@
+"""The front door's request path, over real HTTP with the stock ``openai`` client.
+
+Error paths need no vLLM (a control plane whose vLLM URL is a closed port, or a scripted upstream
+for what vLLM cannot be made to do on demand); everything else runs against the session's real
+vLLM CPU server (marked ``vllm``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from hi_moe_lora.processes import free_port
+from registry.openai.errors import InvalidRequest, UpstreamUnavailable
+from registry.openai.proxy import CHAT_COMPLETIONS, COMPLETIONS, parse_body
+from tests.conftest import VllmServer
+from tests.openai.live import ServedApp, control_plane_settings, register, serve_control_plane
+from tests.support.adapter_files import DEFAULT_BASE_MODEL, write_adapter
+
+CHAT = [{"role": "user", "content": "def fibonacci(n):"}]
+PROMPT = "def fibonacci(n):"
+
+
+def _error(response: httpx.Response) -> dict[str, Any]:
+    body = response.json()
+    assert set(body) == {"error"}
+    assert set(body["error"]) == {"message", "type", "param", "code"}
+    error: dict[str, Any] = body["error"]
+    return error
+
+
+# ------------------------------------------------------------------ no vLLM needed
+
+
+@pytest.fixture(scope="module")
+def unreachable_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedApp]:
+    """A control plane whose only vLLM replica is a closed port; one adapter registered."""
+    workdir = tmp_path_factory.mktemp("unreachable")
+    settings = control_plane_settings(
+        workdir, DEFAULT_BASE_MODEL, [f"http://127.0.0.1:{free_port()}"], request_timeout_s=5
+    )
+    served = serve_control_plane(settings)
+    register(served.url, "known", "1.0.0", write_adapter(workdir / "src"))
+    yield served
+    served.stop()
+
+
+@pytest.fixture
+def plane_client(unreachable_plane: ServedApp) -> Iterator[openai.OpenAI]:
+    client = openai.OpenAI(
+        base_url=f"{unreachable_plane.url}/v1", api_key="x", max_retries=0, timeout=20
+    )
+    yield client
+    client.close()
+
+
+def test_unreachable_vllm_is_503_without_hanging(plane_client: openai.OpenAI) -> None:
+    for model in ("known", "known@1.0.0", DEFAULT_BASE_MODEL):
+        started = time.monotonic()
+        with pytest.raises(openai.InternalServerError) as caught:
+            plane_client.chat.completions.create(model=model, messages=CHAT, max_tokens=4)
+        assert time.monotonic() - started < 10
+        assert caught.value.status_code == 503
+        assert caught.value.code == "upstream_unavailable"
+        assert "Traceback" not in str(caught.value.body)
+
+
+def test_unreachable_vllm_stream_is_503(plane_client: openai.OpenAI) -> None:
+    with pytest.raises(openai.InternalServerError) as caught:
+        plane_client.completions.create(model="known", prompt=PROMPT, max_tokens=4, stream=True)
+    assert caught.value.status_code == 503
+
+
+@pytest.mark.parametrize("model", ["unknown-adapter", "known@9.9.9", "known@not-semver", "A B"])
+def test_unknown_model_is_404(plane_client: openai.OpenAI, model: str) -> None:
+    with pytest.raises(openai.NotFoundError) as caught:
+        plane_client.chat.completions.create(model=model, messages=CHAT, max_tokens=4)
+    assert caught.value.code == "model_not_found"
+    assert caught.value.param == "model"
+
+
+@pytest.mark.parametrize(
+    ("path", "content", "param"),
+    [
+        ("/v1/chat/completions", b"{not json", None),
+        ("/v1/chat/completions", b"[1, 2]", None),
+        ("/v1/chat/completions", b'{"messages": []}', "model"),
+        ("/v1/chat/completions", b'{"model": "", "messages": []}', "model"),
+        ("/v1/chat/completions", b'{"model": 3, "messages": []}', "model"),
+        ("/v1/chat/completions", b'{"model": "known"}', "messages"),
+        ("/v1/chat/completions", b'{"model": "known", "messages": "hi"}', "messages"),
+        ("/v1/completions", b'{"model": "known"}', "prompt"),
+        ("/v1/completions", b'{"model": "known", "prompt": 5}', "prompt"),
+    ],
+)
+def test_invalid_requests_are_400(
+    unreachable_plane: ServedApp, path: str, content: bytes, param: str | None
+) -> None:
+    response = httpx.post(
+        unreachable_plane.url + path,
+        content=content,
+        headers={"content-type": "application/json"},
+    )
+    assert response.status_code == 400
+    error = _error(response)
+    assert error["type"] == "invalid_request_error"
+    assert error["param"] == param
+
+
+def test_parse_body_keeps_every_field() -> None:
+    raw = json.dumps({"model": "m", "prompt": "p", "logit_bias": {"1": 2}, "x_extra": [1]})
+    assert parse_body(raw.encode(), COMPLETIONS)["x_extra"] == [1]
+    with pytest.raises(InvalidRequest):
+        parse_body(raw.encode(), CHAT_COMPLETIONS)
+
+
+# ------------------------------------------------------------------ scripted upstream
+
+
+class ScriptedVllm:
+    """A stand-in for vLLM's HTTP surface where the test needs behaviour on demand."""
+
+    def __init__(self) -> None:
+        self.received: list[dict[str, Any]] = []
+        self.stream_closed = asyncio.Event()
+        self.chunks_sent = 0
+        self.app = Starlette(
+            routes=[
+                Route("/v1/completions", self.completions, methods=["POST"]),
+                Route("/v1/models", self.models, methods=["GET"]),
+            ]
+        )
+
+    async def models(self, request: Request) -> Response:
+        return JSONResponse({"object": "list", "data": [{"id": "served-base", "parent": None}]})
+
+    async def completions(self, request: Request) -> Response:
+        body = await request.json()
+        self.received.append(body)
+        if body["prompt"] == "reject":
+            return JSONResponse(
+                {
+                    "object": "error",
+                    "message": "max_tokens too large",
+                    "type": "BadRequestError",
+                    "param": "max_tokens",
+                    "code": 400,
+                },
+                status_code=400,
+            )
+        if not body.get("stream"):
+            return JSONResponse(
+                {
+                    "id": "1",
+                    "object": "text_completion",
+                    "model": body["model"],
+                    "choices": [{"index": 0, "text": "ok"}],
+                }
+            )
+        return StreamingResponse(self._endless(body["model"]), media_type="text/event-stream")
+
+    async def _endless(self, model: str) -> AsyncIterator[bytes]:
+        try:
+            while True:
+                chunk = {"model": model, "choices": [{"index": 0, "text": "x"}]}
+                yield f"data: {json.dumps(chunk)}\n\n".encode()
+                self.chunks_sent += 1
+                await asyncio.sleep(0.02)
+        finally:
+            self.stream_closed.set()
+
+
+@pytest.fixture
+def scripted(tmp_path: Path) -> Iterator[tuple[ScriptedVllm, ServedApp, ServedApp]]:
+    upstream = ScriptedVllm()
+    served_upstream = ServedApp(upstream.app).start()
+    settings = control_plane_settings(
+        tmp_path / "plane", DEFAULT_BASE_MODEL, [served_upstream.url], request_timeout_s=5
+    )
+    plane = serve_control_plane(settings)
+    register(plane.url, "known", "1.0.0", write_adapter(tmp_path / "src"))
+    yield upstream, served_upstream, plane
+    plane.stop()
+    served_upstream.stop()
+
+
+def test_body_is_forwarded_untouched_but_for_model(
+    scripted: tuple[ScriptedVllm, ServedApp, ServedApp],
+) -> None:
+    upstream, _, plane = scripted
+    body = {"model": "known", "prompt": "hi", "max_tokens": 3, "logit_bias": {"7": -1}, "x": [1]}
+    response = httpx.post(f"{plane.url}/v1/completions", json=body)
+    assert response.status_code == 200
+    assert upstream.received[-1] == {**body, "model": "known@1.0.0"}
+    assert response.json()["model"] == "known@1.0.0"
+    assert response.headers["x-himoe-served-model"] == "known@1.0.0"
+    assert response.headers["x-himoe-adapter-version"] == "1.0.0"
+
+
+def test_base_model_goes_under_vllms_served_name(
+    scripted: tuple[ScriptedVllm, ServedApp, ServedApp],
+) -> None:
+    upstream, _, plane = scripted
+    for model in (DEFAULT_BASE_MODEL, "served-base"):
+        response = httpx.post(f"{plane.url}/v1/completions", json={"model": model, "prompt": "a"})
+        assert response.status_code == 200
+        assert upstream.received[-1]["model"] == "served-base"
+        assert response.headers["x-himoe-served-model"] == "served-base"
+        assert "x-himoe-adapter-version" not in response.headers
+
+
+def test_vllm_errors_pass_through_in_openai_form(
+    scripted: tuple[ScriptedVllm, ServedApp, ServedApp],
+) -> None:
+    _, _, plane = scripted
+    for stream in (False, True):
+        response = httpx.post(
+            f"{plane.url}/v1/completions",
+            json={"model": "known", "prompt": "reject", "stream": stream},
+        )
+        assert response.status_code == 400
+        error = _error(response)
+        assert error == {
+            "message": "max_tokens too large",
+            "type": "BadRequestError",
+            "param": "max_tokens",
+            "code": 400,
+        }
+
+
+def test_client_leaving_a_stream_closes_the_upstream(
+    scripted: tuple[ScriptedVllm, ServedApp, ServedApp],
+) -> None:
+    upstream, _, plane = scripted
+    with httpx.stream(
+        "POST",
+        f"{plane.url}/v1/completions",
+        json={"model": "known", "prompt": "hi", "stream": True},
+        timeout=10,
+    ) as response:
+        assert response.status_code == 200
+        assert response.headers["x-himoe-served-model"] == "known@1.0.0"
+        lines = response.iter_lines()
+        first = next(line for line in lines if line.startswith("data: "))
+        assert json.loads(first.removeprefix("data: "))["model"] == "known@1.0.0"
+    # the client hung up: the relay must close its upstream stream promptly
+    deadline = time.monotonic() + 5
+    while not upstream.stream_closed.is_set() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert upstream.stream_closed.is_set()
+    sent = upstream.chunks_sent
+    time.sleep(0.3)
+    assert upstream.chunks_sent == sent
+
+
+def test_stream_is_relayed_unbuffered(
+    scripted: tuple[ScriptedVllm, ServedApp, ServedApp],
+) -> None:
+    _, _, plane = scripted
+    started = time.monotonic()
+    with httpx.stream(
+        "POST",
+        f"{plane.url}/v1/completions",
+        json={"model": "known", "prompt": "hi", "stream": True},
+        timeout=10,
+    ) as response:
+        events = 0
+        for line in response.iter_lines():
+            if line.startswith("data: "):
+                events += 1
+            if events == 3:
+                break
+    # an endless upstream stream: a buffering relay would never hand out three events
+    assert time.monotonic() - started < 3
+
+
+async def test_upstream_unavailable_names_the_cause() -> None:
+    from registry.openai.upstream import UpstreamPool
+
+    pool = UpstreamPool([f"http://127.0.0.1:{free_port()}"], request_timeout_s=2)
+    with pytest.raises(UpstreamUnavailable) as caught:
+        await pool.send("GET", "/v1/models")
+    assert "ConnectError" in caught.value.message
+    await pool.aclose()
+
+
+# ------------------------------------------------------------------ real vLLM
+
+vllm_only = pytest.mark.vllm
+
+
+def _chat(client: openai.OpenAI, model: str, **kwargs: Any) -> Any:
+    return client.chat.completions.with_raw_response.create(
+        model=model, messages=CHAT, max_tokens=8, temperature=0.0, **kwargs
+    )
+
+
+@vllm_only
+def test_chat_and_completions_through_the_front_door(
+    gateway: openai.OpenAI,
+    fresh_name: Callable[[str], str],
+    register_demo: Callable[..., dict[str, Any]],
+) -> None:
+    name = fresh_name("fd-chat")
+    register_demo(name, "1.0.0")
+    raw = _chat(gateway, name)
+    assert raw.headers["x-himoe-served-model"] == f"{name}@1.0.0"
+    assert raw.headers["x-himoe-adapter-version"] == "1.0.0"
+    chat = raw.parse()
+    assert chat.model == f"{name}@1.0.0"
+    assert chat.choices[0].message.content
+    assert chat.usage.completion_tokens <= 8
+
+    completion = gateway.completions.create(
+        model=name, prompt=PROMPT, max_tokens=8, temperature=0.0
+    )
+    assert completion.model == f"{name}@1.0.0"
+    assert completion.choices[0].text
+
+
+@vllm_only
+def test_streaming_equals_non_streaming(
+    gateway: openai.OpenAI,
+    fresh_name: Callable[[str], str],
+    register_demo: Callable[..., dict[str, Any]],
+) -> None:
+    name = fresh_name("fd-stream")
+    register_demo(name, "1.0.0")
+    whole = gateway.completions.create(model=name, prompt=PROMPT, max_tokens=8, temperature=0.0)
+    chunks = list(
+        gateway.completions.create(
+            model=name, prompt=PROMPT, max_tokens=8, temperature=0.0, stream=True
+        )
+    )
+    assert len(chunks) > 1
+    assert {chunk.model for chunk in chunks} == {f"{name}@1.0.0"}
+    assert "".join(c.choices[0].text for c in chunks if c.choices) == whole.choices[0].text
+
+    chat_whole = _chat(gateway, name).parse()
+    chat_chunks = list(
+        gateway.chat.completions.create(
+            model=name, messages=CHAT, max_tokens=8, temperature=0.0, stream=True
+        )
+    )
+    streamed = "".join(c.choices[0].delta.content or "" for c in chat_chunks if c.choices)
+    assert streamed == chat_whole.choices[0].message.content
+
+
+@vllm_only
+def test_specialist_differs_from_base_and_pinned_versions_are_served(
+    gateway: openai.OpenAI,
+    vllm_server: VllmServer,
+    fresh_name: Callable[[str], str],
+    register_demo: Callable[..., dict[str, Any]],
+) -> None:
+    name = fresh_name("fd-pin")
+    register_demo(name, "1.0.0", index=0)
+    register_demo(name, "1.1.0", index=1)
+
+    def text(model: str) -> tuple[str, str]:
+        raw = gateway.completions.with_raw_response.create(
+            model=model, prompt=PROMPT, max_tokens=8, temperature=0.0
+        )
+        return raw.headers["x-himoe-served-model"], raw.parse().choices[0].text
+
+    base_served, base = text(vllm_server.base_model)
+    assert base_served == vllm_server.base_model
+    active_served, active = text(name)
+    pinned_served, pinned = text(f"{name}@1.1.0")
+    assert active_served == f"{name}@1.0.0"  # the first version stays active until promoted
+    assert pinned_served == f"{name}@1.1.0"
+    assert active != base
+    assert pinned != active
+    assert text(f"{name}@1.0.0") == (f"{name}@1.0.0", active)
+
+
+@vllm_only
+def test_vllm_rejections_reach_the_client_in_openai_form(
+    gateway: openai.OpenAI,
+    fresh_name: Callable[[str], str],
+    register_demo: Callable[..., dict[str, Any]],
+) -> None:
+    name = fresh_name("fd-reject")
+    register_demo(name, "1.0.0")
+    with pytest.raises(openai.BadRequestError) as caught:
+        gateway.completions.create(model=name, prompt=PROMPT, max_tokens=100_000)
+    assert caught.value.status_code == 400
+    assert caught.value.body is not None
