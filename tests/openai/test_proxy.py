@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from openai.types.chat import ChatCompletionMessageParam
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -29,7 +30,7 @@ from tests.conftest import VllmServer
 from tests.openai.live import ServedApp, control_plane_settings, register, serve_control_plane
 from tests.support.adapter_files import DEFAULT_BASE_MODEL, write_adapter
 
-CHAT = [{"role": "user", "content": "def fibonacci(n):"}]
+CHAT: list[ChatCompletionMessageParam] = [{"role": "user", "content": "def fibonacci(n):"}]
 PROMPT = "def fibonacci(n):"
 
 
