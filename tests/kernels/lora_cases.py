@@ -51,9 +51,7 @@ def make_problem(
     work = WorkListBuffers(max(m, 1), slots, device)
     work.update(token_slots.numpy())
     slot_rank = torch.tensor(ranks, dtype=torch.int32, device=device)
-    return Problem(
-        x.to(device), y.to(device), lora_a, lora_b, token_slots, slot_rank, work
-    )
+    return Problem(x.to(device), y.to(device), lora_a, lora_b, token_slots, slot_rank, work)
 
 
 def tolerance(dtype: torch.dtype, ref: torch.Tensor) -> float:

@@ -93,7 +93,8 @@ def test_write_only_mode_and_column_offset_leave_other_cells(device: str) -> Non
     has = slots >= 0
     assert not torch.isnan(got[has][:, 6:54]).any()
     assert torch.isnan(got[~has]).all()
-    assert torch.isnan(got[:, :6]).all() and torch.isnan(got[:, 54:]).all()
+    assert torch.isnan(got[:, :6]).all()
+    assert torch.isnan(got[:, 54:]).all()
     diff = (got[has][:, 6:54] - ref[has][:, 6:54]).abs().max().item()
     assert diff <= tolerance(torch.float16, ref[has][:, 6:54])
 
@@ -101,8 +102,9 @@ def test_write_only_mode_and_column_offset_leave_other_cells(device: str) -> Non
 def test_bfloat16_and_prefill_config_with_groups(device: str) -> None:
     m = 150
     slots = _slots(m, "many", 4, seed=9)
-    p = make_problem(m, 72, [100, 36], [16, 8, 32, 16], slots, dtype=torch.bfloat16,
-                     device=device, seed=9)
+    p = make_problem(
+        m, 72, [100, 36], [16, 8, 32, 16], slots, dtype=torch.bfloat16, device=device, seed=9
+    )
     ref = lora_linear_reference(p.y, p.x, p.lora_a, p.lora_b, slots, 1.5)
     cfg = TileConfig(64, 32, 32, 32, 2, 4, 2)
     _run(p, 1.5, cfg=cfg)
@@ -114,8 +116,17 @@ def test_persistent_grid_loops_over_all_items(device: str) -> None:
     slots = _slots(m, "many", 3, seed=11)
     p = make_problem(m, K, [64], [16, 16, 16], slots, device=device, seed=11)
     ref = lora_linear_reference(p.y, p.x, p.lora_a, p.lora_b, slots, 1.0)
-    launch_fused_lora(p.y, p.x, p.lora_a, p.lora_b, p.work.token_indices, p.work.tiles,
-                      p.slot_rank, 1.0, max_programs=1)
+    launch_fused_lora(
+        p.y,
+        p.x,
+        p.lora_a,
+        p.lora_b,
+        p.work.token_indices,
+        p.work.tiles,
+        p.slot_rank,
+        1.0,
+        max_programs=1,
+    )
     assert (p.y.double().cpu() - ref).abs().max().item() <= tolerance(torch.float16, ref)
 
 
@@ -123,8 +134,25 @@ def test_rejects_mismatched_layout(device: str) -> None:
     slots = _slots(4, "one", 2, seed=1)
     p = make_problem(4, K, [16], [8, 8], slots, device=device)
     with pytest.raises(FusedLoRAShapeError):
-        launch_fused_lora(p.y, p.x[:, :-1], p.lora_a, p.lora_b, p.work.token_indices,
-                          p.work.tiles, p.slot_rank, 1.0)
+        launch_fused_lora(
+            p.y,
+            p.x[:, :-1],
+            p.lora_a,
+            p.lora_b,
+            p.work.token_indices,
+            p.work.tiles,
+            p.slot_rank,
+            1.0,
+        )
     with pytest.raises(FusedLoRAShapeError):
-        launch_fused_lora(p.y, p.x, p.lora_a, p.lora_b, p.work.token_indices, p.work.tiles,
-                          p.slot_rank, 1.0, offset_start=1)
+        launch_fused_lora(
+            p.y,
+            p.x,
+            p.lora_a,
+            p.lora_b,
+            p.work.token_indices,
+            p.work.tiles,
+            p.slot_rank,
+            1.0,
+            offset_start=1,
+        )

@@ -1,0 +1,238 @@
+"""Microbenchmark: our fused LoRA linear vs vLLM's lora_shrink + lora_expand (GPU only).
+
+Per-layer set of a Llama-3-8B decoder layer (qkv 4096->4096+1024+1024, o 4096->4096, gate_up
+4096->2x14336, down 14336->4096), bf16, 8 adapter slots. For each case both implementations run
+inside one CUDA graph over a rotating pool of copies (inputs, outputs and weights) larger than
+L2, so every call reads from HBM; the figure is the median over replays divided by the pool size.
+vLLM's side is what ``PunicaWrapperGPU.add_lora_linear`` does: float32 buffer zeroed by the
+shrink op, shrink, expand. The memory floor (x read once, y read+written, the active adapters'
+weights read once at their real rank) is computed at ``--hbm-tbs``. Before timing, both results
+are checked against the float64 reference.
+
+Usage: python benchmarks/kernels/bench_lora.py --out DIR [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from hi_moe_lora.kernels.reference import lora_linear_reference  # noqa: E402
+from hi_moe_lora.kernels.triton_kernel import launch_fused_lora  # noqa: E402
+from hi_moe_lora.kernels.worklist import WorkListBuffers  # noqa: E402
+
+SHAPES: dict[str, tuple[int, list[int]]] = {
+    "qkv": (4096, [4096, 1024, 1024]),
+    "o": (4096, [4096]),
+    "gate_up": (4096, [14336, 14336]),
+    "down": (14336, [4096]),
+}
+SLOTS = 8
+L2_BYTES = 50 * 2**20
+
+
+@dataclass
+class Result:
+    shape: str
+    m: int
+    rank: int
+    max_rank: int
+    adapters: int
+    ours_us: float
+    vllm_us: float
+    floor_us: float
+    ours_err: float
+    vllm_err: float
+    ref_max: float
+
+
+def _slots_for(m: int, adapters: int) -> torch.Tensor:
+    if adapters == 1:
+        return torch.zeros(m, dtype=torch.int64)
+    return torch.arange(m, dtype=torch.int64) % adapters
+
+
+def _make_copy(k: int, widths: list[int], rank: int, max_rank: int, m: int, gen: torch.Generator):
+    dev = "cuda"
+    x = torch.randn(m, k, generator=gen, device=dev).to(torch.bfloat16)
+    y = torch.randn(m, sum(widths), generator=gen, device=dev).to(torch.bfloat16)
+    a, b = [], []
+    for n in widths:
+        at = torch.zeros(SLOTS, 1, max_rank, k, device=dev, dtype=torch.bfloat16)
+        bt = torch.zeros(SLOTS, 1, n, max_rank, device=dev, dtype=torch.bfloat16)
+        at[:, :, :rank] = (torch.randn(SLOTS, 1, rank, k, generator=gen, device=dev) / k**0.5).to(
+            torch.bfloat16
+        )
+        bt[:, :, :, :rank] = (
+            torch.randn(SLOTS, 1, n, rank, generator=gen, device=dev) / rank**0.5
+        ).to(torch.bfloat16)
+        a.append(at)
+        b.append(bt)
+    return x, y, a, b
+
+
+def _graph_time(fn_list: list[Any], replays: int) -> float:
+    """Median µs per call of the captured sequence."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for fn in fn_list:
+            fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for fn in fn_list:
+            fn()
+    graph.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(replays):
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1000.0 / len(fn_list))
+    return statistics.median(times)
+
+
+def run_case(
+    shape: str, m: int, rank: int, max_rank: int, adapters: int, replays: int, hbm: float
+) -> Result:
+    from vllm.lora.ops.triton_ops import LoRAKernelMeta
+
+    k, widths = SHAPES[shape]
+    adapters = min(adapters, m)
+    slots = _slots_for(m, adapters)
+    gen = torch.Generator(device="cuda").manual_seed(m * 7 + rank)
+    one = _make_copy(k, widths, rank, max_rank, m, gen)
+    per_copy = sum(t.numel() * t.element_size() for t in [one[0], one[1], *one[2], *one[3]])
+    pool = max(2, min(64, -(-2 * L2_BYTES // per_copy)))
+    copies = [one] + [_make_copy(k, widths, rank, max_rank, m, gen) for _ in range(pool - 1)]
+
+    work = WorkListBuffers(max(m, 16), SLOTS, "cuda")
+    work.update(slots.numpy())
+    ranks = torch.full((SLOTS,), rank, dtype=torch.int32, device="cuda")
+    meta = LoRAKernelMeta.make(SLOTS, max(m, 16), "cuda")
+    meta.prepare_tensors(slots.to(device="cuda"))
+    margs = meta.meta_args(m, False)
+    buffers = [
+        torch.empty(len(widths), m, max_rank, dtype=torch.float32, device="cuda") for _ in copies
+    ]
+
+    def ours(c: Any) -> Any:
+        x, y, a, b = c
+        return lambda: launch_fused_lora(
+            y, x, a, b, work.token_indices, work.tiles, ranks, 1.0, 0, True
+        )
+
+    def vllm(c: Any, buf: torch.Tensor) -> Any:
+        x, y, a, b = c
+
+        def call() -> None:
+            torch.ops.vllm.lora_shrink(x, a, buf, *margs, 1.0)
+            torch.ops.vllm.lora_expand(buf, b, y, *margs, offset_start=0, add_inputs=True)
+
+        return call
+
+    x, y, a, b = one
+    y0 = y.clone()
+    ref = lora_linear_reference(y0, x, a, b, slots, 1.0)
+    ours(one)()
+    ours_err = (y.double().cpu() - ref).abs().max().item()
+    y.copy_(y0)
+    vllm(one, buffers[0])()
+    vllm_err = (y.double().cpu() - ref).abs().max().item()
+    y.copy_(y0)
+
+    t_ours = _graph_time([ours(c) for c in copies], replays)
+    t_vllm = _graph_time([vllm(c, buffers[i]) for i, c in enumerate(copies)], replays)
+    n_total = sum(widths)
+    weight_bytes = adapters * rank * (k * len(widths) + n_total) * 2
+    floor_bytes = m * k * 2 + 2 * m * n_total * 2 + weight_bytes
+    return Result(
+        shape,
+        m,
+        rank,
+        max_rank,
+        adapters,
+        t_ours,
+        t_vllm,
+        floor_bytes / (hbm * 1e12) * 1e6,
+        ours_err,
+        vllm_err,
+        ref.abs().max().item(),
+    )
+
+
+def markdown(results: list[Result]) -> str:
+    lines = [
+        "| shape | rank (max) | adapters | M | ours µs | vLLM µs | ours/vLLM | floor µs |"
+        " max err ours / vLLM |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        lines.append(
+            f"| {r.shape} | {r.rank} ({r.max_rank}) | {r.adapters} | {r.m} | {r.ours_us:.1f} | "
+            f"{r.vllm_us:.1f} | {r.ours_us / r.vllm_us:.2f} | {r.floor_us:.2f} | "
+            f"{r.ours_err:.3g} / {r.vllm_err:.3g} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--replays", type=int, default=20)
+    parser.add_argument("--hbm-tbs", type=float, default=3.0, help="HBM bandwidth, TB/s")
+    parser.add_argument("--budget-s", type=float, default=330.0)
+    args = parser.parse_args()
+    import vllm.lora.ops.triton_ops  # noqa: F401  (registers torch.ops.vllm.lora_*)
+
+    ms = [1, 16, 64, 256] if args.quick else [1, 4, 16, 64, 256, 1024]
+    ranks = [(16, 16), (64, 64), (16, 64)]
+    began = time.time()
+    results: list[Result] = []
+    args.out.mkdir(parents=True, exist_ok=True)
+    for shape in SHAPES:
+        for rank, max_rank in ranks:
+            for adapters in (1, 8):
+                for m in ms:
+                    if adapters > 1 and m == 1:
+                        continue
+                    if time.time() - began > args.budget_s:
+                        print("time budget reached; stopping", flush=True)
+                        break
+                    r = run_case(shape, m, rank, max_rank, adapters, args.replays, args.hbm_tbs)
+                    results.append(r)
+                    print(
+                        f"{shape:8s} r{rank:<3d}/{max_rank:<3d} a{r.adapters} M={m:<5d} "
+                        f"ours {r.ours_us:7.1f}  vllm {r.vllm_us:7.1f}  "
+                        f"ratio {r.ours_us / r.vllm_us:5.2f}  floor {r.floor_us:6.2f}  "
+                        f"err {r.ours_err:.3g}/{r.vllm_err:.3g}",
+                        flush=True,
+                    )
+                    (args.out / "bench_lora.json").write_text(
+                        json.dumps([asdict(x) for x in results], indent=1)
+                    )
+    (args.out / "bench_lora.md").write_text(markdown(results) + "\n")
+    print(markdown(results))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

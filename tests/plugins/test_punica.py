@@ -1,0 +1,82 @@
+"""The kernels plugin: installs our wrapper on CUDA platforms only, idempotent, switchable."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from plugins import punica
+
+
+class _CudaPlatform:
+    """A platform class shaped like vLLM's (``is_cuda`` + classmethod ``get_punica_wrapper``)."""
+
+    @classmethod
+    def get_punica_wrapper(cls) -> str:
+        return "vllm.lora.punica_wrapper.punica_gpu.PunicaWrapperGPU"
+
+    def is_cuda(self) -> bool:
+        return True
+
+
+@pytest.fixture
+def cuda_platform():  # type: ignore[no-untyped-def]
+    platform_cls = type("CudaPlatform", (_CudaPlatform,), {})
+    yield platform_cls()
+    punica.uninstall(platform_cls)
+
+
+def test_install_points_vllm_at_our_wrapper_once(cuda_platform) -> None:  # type: ignore[no-untyped-def]
+    assert punica.install(cuda_platform)
+    assert cuda_platform.get_punica_wrapper() == punica.WRAPPER_QUALNAME
+    assert punica.install(cuda_platform)  # idempotent
+    assert cuda_platform.get_punica_wrapper() == punica.WRAPPER_QUALNAME
+    punica.uninstall(type(cuda_platform))
+    assert cuda_platform.get_punica_wrapper().endswith("PunicaWrapperGPU")
+    assert cuda_platform.get_punica_wrapper() != punica.WRAPPER_QUALNAME
+
+
+def test_wrapper_import_failure_falls_back_to_vllm(
+    cuda_platform,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,  # type: ignore[no-untyped-def]
+) -> None:
+    monkeypatch.setattr(punica, "WRAPPER_MODULE", "plugins.does_not_exist")
+    punica.install(cuda_platform)
+    with caplog.at_level(logging.ERROR, logger="plugins.punica"):
+        assert cuda_platform.get_punica_wrapper().startswith("vllm.")
+    assert "unavailable" in caplog.text
+
+
+def test_register_leaves_cpu_platform_alone() -> None:
+    from vllm.platforms import current_platform
+
+    before = current_platform.get_punica_wrapper()
+    punica.register()
+    punica.register()
+    assert current_platform.get_punica_wrapper() == before
+    assert not current_platform.is_cuda()
+
+
+@pytest.mark.parametrize(("value", "expected"), [("", "ours"), ("VLLM", "vllm"), ("ours", "ours")])
+def test_choice_from_env(value: str, expected: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(punica.ENV_VAR, value)
+    assert punica.kernels_choice() == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "installed"), [("vllm", False), ("bogus", False), ("ours", True)]
+)
+def test_register_respects_switch(
+    value: str,
+    installed: bool,
+    monkeypatch: pytest.MonkeyPatch,
+    cuda_platform,  # type: ignore[no-untyped-def]
+) -> None:
+    import vllm.platforms
+
+    monkeypatch.setenv(punica.ENV_VAR, value)
+    monkeypatch.setattr(vllm.platforms, "_current_platform", cuda_platform, raising=False)
+    punica.register()
+    assert (cuda_platform.get_punica_wrapper() == punica.WRAPPER_QUALNAME) is installed

@@ -1,0 +1,118 @@
+"""Our Punica wrapper inside vLLM's own machinery (LoRAConfig, LoRAMapping, update_metadata).
+
+On CPU the fused kernel runs in the Triton interpreter (vLLM's CPU build disables its own Triton
+ops, so the GPU wrapper's metadata class is supplied from vLLM's module); on a GPU the result is
+also compared with vLLM's own ``PunicaWrapperGPU`` on the same inputs.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+punica_gpu = pytest.importorskip("vllm.lora.punica_wrapper.punica_gpu")
+
+from vllm.config import LoRAConfig  # noqa: E402
+from vllm.lora.layers import LoRAMapping  # noqa: E402
+from vllm.lora.ops.triton_ops.lora_kernel_metadata import LoRAKernelMeta  # noqa: E402
+
+from hi_moe_lora.kernels.reference import lora_linear_reference  # noqa: E402
+
+K = 48
+WIDTHS = (32, 16, 16)
+RANKS = {0: 8, 1: 16, 2: 4}  # slot -> real rank; slot 3 empty
+IDS = [21, 22, 23, None]
+MAX_RANK = 16
+
+
+@pytest.fixture
+def device(monkeypatch: pytest.MonkeyPatch) -> str:
+    if torch.cuda.is_available():
+        return "cuda"
+    monkeypatch.setattr(punica_gpu, "LoRAKernelMeta", LoRAKernelMeta, raising=False)
+    return "cpu"
+
+
+def _weights(device: str) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
+    gen = torch.Generator().manual_seed(7)
+    a_list, b_list = [], []
+    for n in WIDTHS:
+        a = torch.zeros(4, 1, MAX_RANK, K)
+        b = torch.zeros(4, 1, n, MAX_RANK)
+        for slot, r in RANKS.items():
+            a[slot, 0, :r] = torch.randn(r, K, generator=gen) / K**0.5
+            b[slot, 0, :, :r] = torch.randn(n, r, generator=gen) / r**0.5
+        a_list.append(a.to(torch.float16).to(device))
+        b_list.append(b.to(torch.float16).to(device))
+    return tuple(a_list), tuple(b_list)
+
+
+def _wrapper(cls: type, device: str):  # type: ignore[no-untyped-def]
+    cfg = LoRAConfig(max_loras=4, max_lora_rank=MAX_RANK)
+    return cls(64, 8, device, lora_config=cfg)
+
+
+def _mapping(m: int, seed: int) -> tuple[LoRAMapping, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    slots = torch.randint(-1, 3, (m,), generator=gen)
+    ids = tuple(IDS[s] if s >= 0 else 0 for s in slots.tolist())
+    return LoRAMapping(index_mapping=ids, prompt_mapping=ids, is_prefill=True), slots
+
+
+@pytest.mark.parametrize("m", [1, 5, 37])
+def test_add_lora_linear_matches_reference_and_learns_ranks(m: int, device: str) -> None:
+    from plugins.punica_wrapper import HiMoePunicaWrapperGPU
+
+    wrapper = _wrapper(HiMoePunicaWrapperGPU, device)
+    a, b = _weights(device)
+    mapping, slots = _mapping(m, seed=m)
+    gen = torch.Generator().manual_seed(m + 1)
+    x = torch.randn(m, K, generator=gen).to(torch.float16).to(device)
+    y = torch.randn(m, sum(WIDTHS), generator=gen).to(torch.float16).to(device)
+    ref = lora_linear_reference(y, x, a, b, slots, 0.5)
+
+    wrapper.update_metadata(mapping, IDS, 5, 128)
+    assert wrapper._hm_ranks.ranks.tolist() == [MAX_RANK] * 4  # nothing seen yet: full rank
+    out = y.clone()
+    wrapper.add_lora_linear(out, x, a, b, 0.5, WIDTHS)
+    tol = 6e-3 * max(1.0, ref.abs().max().item())
+    assert (out.double().cpu() - ref).abs().max().item() <= tol
+
+    # Next step: the weights have been seen, so the real ranks are used and the result holds.
+    wrapper.update_metadata(mapping, IDS, 5, 128)
+    assert wrapper._hm_ranks.ranks.tolist()[:3] == [RANKS[0], RANKS[1], RANKS[2]]
+    out2 = y.clone()
+    wrapper.add_lora_linear(out2, x, a, b, 0.5, WIDTHS)
+    assert (out2.double().cpu() - ref).abs().max().item() <= tol
+
+    if device == "cuda":
+        native = _wrapper(punica_gpu.PunicaWrapperGPU, device)
+        native.update_metadata(mapping, IDS, 5, 128)
+        out3 = y.clone()
+        native.add_lora_linear(out3, x, a, b, 0.5, WIDTHS)
+        assert (out2.double() - out3.double()).abs().max().item() <= tol
+
+
+def test_slot_change_refreshes_rank(device: str) -> None:
+    from plugins.punica_wrapper import HiMoePunicaWrapperGPU
+
+    wrapper = _wrapper(HiMoePunicaWrapperGPU, device)
+    a, b = _weights(device)
+    mapping, slots = _mapping(9, seed=3)
+    x = torch.randn(9, K).to(torch.float16).to(device)
+    y = torch.randn(9, sum(WIDTHS)).to(torch.float16).to(device)
+    wrapper.update_metadata(mapping, IDS, 5, 128)
+    wrapper.add_lora_linear(y.clone(), x, a, b, 1.0, WIDTHS)
+    wrapper.update_metadata(mapping, IDS, 5, 128)
+    assert wrapper._hm_ranks.ranks.tolist()[2] == RANKS[2]
+    # A new adapter lands in slot 2 with a larger rank: the rank must follow.
+    for t in a:
+        t[2, 0, :12] = 0.01
+    new_ids = [21, 22, 24, None]
+    ids = tuple(new_ids[s] if s >= 0 else 0 for s in slots.tolist())
+    wrapper.update_metadata(LoRAMapping(ids, ids, is_prefill=True), new_ids, 5, 128)
+    assert wrapper._hm_ranks.ranks.tolist()[2] == 12
