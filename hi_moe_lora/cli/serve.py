@@ -1,0 +1,47 @@
+"""``hi-moe-lora serve``: run the control plane (admin API, health, OpenAI front door)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def add_parser(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "serve",
+        help="run the control plane (settings from HI_MOE_LORA_* variables)",
+        description=(
+            "Serve the registry's admin API and the OpenAI front door with uvicorn. The database "
+            "must be at the latest schema (`hi-moe-lora db upgrade`, or pass --migrate)."
+        ),
+    )
+    parser.add_argument("--host", default=None, help="bind address (default: $HI_MOE_LORA_HOST)")
+    parser.add_argument("--port", type=int, default=None, help="port (default: $HI_MOE_LORA_PORT)")
+    parser.add_argument("--database-url", default=None, help="default: $HI_MOE_LORA_DATABASE_URL")
+    parser.add_argument(
+        "--migrate", action="store_true", help="upgrade the database to the latest schema first"
+    )
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from registry.app import create_app
+    from registry.db.migrate import upgrade_to_head
+    from registry.settings import ControlPlaneSettings
+
+    overrides: dict[str, Any] = {
+        key: value
+        for key, value in (
+            ("host", args.host),
+            ("port", args.port),
+            ("database_url", args.database_url),
+        )
+        if value is not None
+    }
+    settings = ControlPlaneSettings(**overrides)
+    if args.migrate:
+        upgrade_to_head(settings.database_url)
+    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_config=None)
+    return 0
