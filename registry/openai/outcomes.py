@@ -37,8 +37,9 @@ class Outcome:
 class OutcomeRecorder:
     """Hands finished requests to the registry's statistics without awaiting them."""
 
-    def __init__(self, adapters: AdapterService) -> None:
+    def __init__(self, adapters: AdapterService, max_pending: int = MAX_PENDING) -> None:
         self._adapters = adapters
+        self._max_pending = max_pending
         self._pending: set[asyncio.Task[None]] = set()
         self._dropped = 0
 
@@ -49,7 +50,7 @@ class OutcomeRecorder:
     def record(self, outcome: Outcome) -> None:
         if not outcome.target.is_adapter:
             return
-        if len(self._pending) >= MAX_PENDING:
+        if len(self._pending) >= self._max_pending:
             self._dropped += 1
             if self._dropped in (1, 100) or self._dropped % 10_000 == 0:
                 logger.warning("outcome backlog full: %d outcomes dropped", self._dropped)
