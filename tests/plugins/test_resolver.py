@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from vllm.lora.request import LoRARequest
 from vllm.lora.resolver import LoRAResolverRegistry
@@ -31,6 +32,7 @@ from plugins.resolver import (
     register,
 )
 from plugins.settings import ENV_REGISTRY_URL, ENV_RESOLVER_TIMEOUT_S, PluginSettings
+from tests.conftest import VllmServer
 from tests.openai.live import ServedApp, control_plane_settings, serve_control_plane
 from tests.openai.live import register as register_version
 from tests.support.adapter_files import DEFAULT_BASE_MODEL, write_adapter
@@ -321,3 +323,37 @@ def test_register_with_bad_settings_logs_and_returns(
     register()
     assert RESOLVER_NAME not in LoRAResolverRegistry.get_supported_resolvers()
     assert any(r.levelno == logging.ERROR for r in caplog.records)
+
+
+# ------------------------------------------------------------------ inside real vLLM
+
+
+@pytest.mark.vllm
+def test_vllm_loads_a_never_loaded_version_through_the_resolver(vllm_server: VllmServer) -> None:
+    name = f"res-vllm-{time.monotonic_ns()}"
+    register_version(
+        vllm_server.control_plane_url, name, "1.0.0", vllm_server.adapters["python-lora"][0]
+    )
+    register_version(
+        vllm_server.control_plane_url, name, "1.1.0", vllm_server.adapters["python-lora"][1]
+    )
+
+    def loaded() -> set[str]:
+        data = httpx.get(f"{vllm_server.url}/v1/models", timeout=30).json()["data"]
+        return {card["id"] for card in data}
+
+    def complete(model: str) -> httpx.Response:
+        return httpx.post(
+            f"{vllm_server.url}/v1/completions",
+            json={"model": model, "prompt": "def f(x):", "max_tokens": 4, "temperature": 0.0},
+            timeout=120,
+        )
+
+    assert f"{name}@1.1.0" not in loaded()
+    response = complete(f"{name}@1.1.0")  # never loaded: vLLM asks our resolver
+    assert response.status_code == 200, response.text
+    assert response.json()["model"] == f"{name}@1.1.0"
+    assert f"{name}@1.1.0" in loaded()
+
+    missing = complete(f"{name}@9.9.9")  # our resolver declines: vLLM's own 404
+    assert missing.status_code == 404
