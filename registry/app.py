@@ -55,13 +55,13 @@ def create_app(settings: ControlPlaneSettings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        revision = await asyncio.to_thread(current_revision_of, engine)
-        head = head_revision()
-        if revision != head:
-            logger.error("database at revision %s, head is %s", revision, head)
-            raise SchemaNotAtHeadError()
-        logger.info("control plane ready (schema %s)", head)
         try:
+            revision = await asyncio.to_thread(current_revision_of, engine)
+            head = head_revision()
+            if revision != head:
+                logger.error("database at revision %s, head is %s", revision, head)
+                raise SchemaNotAtHeadError()
+            logger.info("control plane ready (schema %s)", head)
             yield
         finally:
             database.dispose()

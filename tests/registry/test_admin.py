@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -149,7 +150,7 @@ def _other_peft_type(directory: Path) -> None:
     (directory / "adapter_config.json").write_text(json.dumps(config))
 
 
-BAD_ADAPTERS = {
+BAD_ADAPTERS: dict[str, tuple[Callable[[Path], None] | None, dict[str, Any]]] = {
     "missing_config": (_drop_config, {}),
     "malformed_config": (_break_config, {}),
     "corrupt_weights-truncated": (_truncate_weights, {}),
