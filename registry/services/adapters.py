@@ -151,7 +151,8 @@ class AdapterService:
                 manifest = inspect_adapter(staging)
                 check_policy(manifest, max_rank=self.max_lora_rank, base_model=base_model)
             except AdapterValidationError as exc:
-                raise InvalidAdapterError(exc.detail, code=exc.code) from exc
+                detail = exc.detail.replace(str(staging), str(directory))
+                raise InvalidAdapterError(detail, code=exc.code) from exc
             registration = _Registration(
                 name, version, directory.as_uri(), domains, description, manifest, staging
             )

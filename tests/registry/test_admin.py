@@ -176,7 +176,8 @@ async def test_bad_adapters_leave_nothing_behind(
     if breaker is not None:
         breaker(source)
     response = await _register(client, "bad-lora", "1.0.0", source)
-    _problem(response, 422, case.split("-")[0])
+    problem = _problem(response, 422, case.split("-")[0])
+    assert ".staging" not in problem["detail"]
 
     assert (await client.get("/admin/v1/adapters")).json() == before_db
     assert _files(artifact_dir) == before_files

@@ -1,0 +1,47 @@
+"""Engine set-up: SQLite pragmas and BEGIN IMMEDIATE for writers."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from sqlalchemy import text
+from sqlalchemy.orm import Session
+
+from registry.db.engine import make_engine, writer
+
+
+def test_sqlite_pragmas(tmp_path: Path) -> None:
+    engine = make_engine(f"sqlite:///{tmp_path / 'sub' / 'dir' / 'r.db'}")
+    try:
+        with engine.connect() as connection:
+            assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+            assert connection.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+            assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30_000
+    finally:
+        engine.dispose()
+    assert (tmp_path / "sub" / "dir" / "r.db").is_file()
+
+
+def test_writers_serialise_read_modify_write(tmp_path: Path) -> None:
+    """Lost updates would show up as a final value below the number of increments."""
+    engine = make_engine(f"sqlite:///{tmp_path / 'r.db'}", pool_size=4)
+    with engine.begin() as connection:
+        connection.execute(text("CREATE TABLE c (v INTEGER)"))
+        connection.execute(text("INSERT INTO c VALUES (0)"))
+
+    def worker() -> None:
+        for _ in range(25):
+            with Session(writer(engine)) as session:
+                value = session.execute(text("SELECT v FROM c")).scalar_one()
+                session.execute(text("UPDATE c SET v = :v"), {"v": value + 1})
+                session.commit()
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    with engine.connect() as connection:
+        assert connection.execute(text("SELECT v FROM c")).scalar_one() == 100
+    engine.dispose()
