@@ -62,7 +62,10 @@ class UpstreamPool:
             connect=min(CONNECT_TIMEOUT_S, request_timeout_s),
             pool=min(POOL_TIMEOUT_S, request_timeout_s),
         )
-        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        # identity: streams are relayed byte for byte, so they must not arrive compressed
+        self._headers = {"Accept-Encoding": "identity"}
+        if api_key:
+            self._headers["Authorization"] = f"Bearer {api_key}"
         self._transport = transport
         self._client: httpx.AsyncClient | None = None
 
