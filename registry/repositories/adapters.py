@@ -38,10 +38,6 @@ class AdapterRepository:
         self.session.flush()
         return adapter
 
-    def remove(self, adapter: Adapter) -> None:
-        self.session.execute(delete(Adapter).where(Adapter.id == adapter.id))
-        self.session.expunge(adapter)
-
     def versions(self, adapter_id: int) -> Sequence[AdapterVersion]:
         statement = (
             select(AdapterVersion)

@@ -7,14 +7,11 @@ version. ``promote`` makes a version active and records the version it replaced 
 ``previous_version``; ``rollback`` re-activates the active version's ``previous_version`` (so
 repeated rollbacks walk the chain back). The database guarantees at most one active version per
 adapter (partial unique index); promotion deactivates the old version before activating the new.
+``delete`` removes an inactive version and its artifact; the active version cannot be deleted, so
+an adapter keeps at least one version. Ids are never reused (``repositories.lora_ids``).
 
-A/B traffic. ``set_traffic(name, {version: weight})`` replaces the split: each listed inactive
-version (a *candidate*) receives that fraction of the adapter's requests, unlisted inactive
-versions get 0, and the active version receives the remainder ``1 - sum(candidate weights)``
-(the candidates' weights must sum to at most 1; listing the active version is allowed only with
-exactly that remainder). Without an active version the candidates share all traffic in
-proportion to their weights. Promoting or rolling back to a version ends its experiment (its
-weight becomes 0); other candidates keep theirs.
+A/B traffic: see :mod:`registry.services.traffic`. Promoting or rolling back to a version ends
+its experiment (its weight becomes 0); other candidates keep theirs.
 
 All public methods are coroutines; database and file work runs in a worker thread.
 """
@@ -23,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import random
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -47,6 +43,7 @@ from registry.errors import (
 )
 from registry.repositories.adapters import AdapterRepository
 from registry.repositories.lora_ids import allocate_lora_int_id
+from registry.services import traffic
 from registry.services.artifacts import ArtifactStore, source_directory
 from registry.services.naming import check_name, check_version, split_served_name
 from registry.services.records import (
@@ -62,7 +59,6 @@ from registry.services.records import (
 logger = logging.getLogger(__name__)
 
 ActiveChangedListener = Callable[[str], Awaitable[None]]
-_WEIGHT_TOLERANCE = 1e-6
 
 
 @dataclass(frozen=True)
@@ -311,8 +307,6 @@ class AdapterService:
             )
         final = Path(row.local_path)
         repo.delete_version(row)
-        if not repo.versions(adapter.id):
-            repo.remove(adapter)
         if not self.store.owns(final):
             logger.warning("not deleting %s: outside the artifact store", final)
             return
@@ -340,56 +334,35 @@ class AdapterService:
         def work(uow: UnitOfWork) -> ResolvedAdapter:
             repo = AdapterRepository(uow.session)
             adapter = self._adapter(repo, name)
-            rows = list(repo.versions(adapter.id))
-            shares = traffic_shares(rows)
-            weighted = [(row, shares.get(row.id, 0.0)) for row in rows]
-            weighted = [(row, share) for row, share in weighted if share > 0]
-            if not weighted:
+            rows = {row.version: row for row in repo.versions(adapter.id)}
+            shares = traffic.shares(
+                [traffic.Arm(r.version, r.traffic_weight, r.is_active) for r in rows.values()]
+            )
+            version = traffic.pick(shares, self._rng.random())
+            if version is None:
                 raise NotFoundError(f"{name} has no active version", code="no_active_version")
-            pick = self._rng.random() * sum(share for _, share in weighted)
-            for row, share in weighted:
-                pick -= share
-                if pick < 0:
-                    return resolved(name, row)
-            return resolved(name, weighted[-1][0])
+            return resolved(name, rows[version])
 
         return await asyncio.to_thread(self.database.run, work, write=False)
 
     async def set_traffic(self, name: str, weights: Mapping[str, float]) -> AdapterInfo:
-        for version, weight in weights.items():
-            if not math.isfinite(weight) or not 0.0 <= weight <= 1.0:
-                raise InvalidRequestError(
-                    f"weight of {version!r} must be within [0, 1]: {weight}",
-                    code="invalid_traffic",
-                )
+        """Replace the A/B split of ``name`` (see :mod:`registry.services.traffic`)."""
         return await asyncio.to_thread(
             self.database.run, lambda uow: self._set_traffic(uow, name, dict(weights))
         )
 
-    def _set_traffic(self, uow: UnitOfWork, name: str, weights: dict[str, float]) -> AdapterInfo:
+    def _set_traffic(self, uow: UnitOfWork, name: str, split: dict[str, float]) -> AdapterInfo:
         repo = AdapterRepository(uow.session)
         adapter = self._locked_adapter(repo, name)
-        rows = {row.version: row for row in repo.versions(adapter.id)}
-        unknown = sorted(set(weights) - set(rows))
-        if unknown:
-            raise NotFoundError(
-                f"{name} has no version(s) {', '.join(unknown)}", code="version_not_found"
+        rows = list(repo.versions(adapter.id))
+        try:
+            weights = traffic.new_weights(
+                [traffic.Arm(r.version, r.traffic_weight, r.is_active) for r in rows], split
             )
-        candidates = sum(w for v, w in weights.items() if not rows[v].is_active)
-        if candidates > 1.0 + _WEIGHT_TOLERANCE:
-            raise InvalidRequestError(
-                f"candidate weights sum to {candidates:.6g} > 1", code="invalid_traffic"
-            )
-        for version, weight in weights.items():
-            remainder = 1.0 - candidates
-            if rows[version].is_active and abs(weight - remainder) > _WEIGHT_TOLERANCE:
-                raise InvalidRequestError(
-                    f"the active version {version} receives the remainder {remainder:.6g}, "
-                    f"not {weight}",
-                    code="invalid_traffic",
-                )
-        for version, row in rows.items():
-            row.traffic_weight = 0.0 if row.is_active else min(1.0, weights.get(version, 0.0))
+        except NotFoundError as exc:
+            raise NotFoundError(f"{name}: {exc.detail}", code=exc.code) from exc
+        for row in rows:
+            row.traffic_weight = weights[row.version]
         uow.session.flush()
         refreshed = repo.get_with_versions(name)
         assert refreshed is not None

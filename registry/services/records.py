@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from registry.db.models import Adapter, AdapterVersion
+from registry.services import traffic
 
 
 def _aware(moment: datetime | None) -> datetime | None:
@@ -75,16 +76,11 @@ def served_name_of(name: str, version: str) -> str:
 
 
 def traffic_shares(versions: list[AdapterVersion]) -> dict[int, float]:
-    """Requests share per version id: candidates their weight, the active one the rest."""
-    candidates = {v.id: v.traffic_weight for v in versions if not v.is_active}
-    total = sum(candidates.values())
-    active = [v for v in versions if v.is_active]
-    shares = dict(candidates)
-    if active:
-        shares[active[0].id] = max(0.0, 1.0 - total)
-    elif total > 0:
-        shares = {vid: w / total for vid, w in candidates.items()}
-    return shares
+    """Requests share per version id (see :mod:`registry.services.traffic`)."""
+    by_version = traffic.shares(
+        [traffic.Arm(v.version, v.traffic_weight, v.is_active) for v in versions]
+    )
+    return {v.id: by_version[v.version] for v in versions}
 
 
 def version_info(

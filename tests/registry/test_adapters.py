@@ -97,7 +97,7 @@ async def test_ids_survive_a_restart(
     second.database.dispose()
 
 
-async def test_deleting_the_last_version_removes_the_adapter(
+async def test_rollback_to_a_deleted_version_is_refused(
     service: AdapterService, make_adapter: AdapterFactory
 ) -> None:
     await service.register("gone-lora", "1.0.0", str(make_adapter("a")))
@@ -105,8 +105,10 @@ async def test_deleting_the_last_version_removes_the_adapter(
     await service.promote("gone-lora", "1.1.0")
     await service.delete("gone-lora", "1.0.0")
     assert [v.version for v in (await service.get_adapter("gone-lora")).versions] == ["1.1.0"]
-    with pytest.raises(ConflictError):
+    with pytest.raises(ConflictError) as caught:
         await service.rollback("gone-lora")  # its previous version was deleted
+    assert caught.value.code == "rollback_target_missing"
+    assert (await service.resolve("gone-lora")).version == "1.1.0"
 
 
 async def test_listeners_hear_promote_and_rollback(
