@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,10 @@ def add_parser(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from hi_moe_lora.demo import DemoError, run_demo
     from hi_moe_lora.processes import ProcessStartError
+
+    # The demo prints its own story; per-request client logs would drown it.
+    for noisy in ("httpx", "httpx2", "openai"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
 
     try:
         run_demo(args.workdir.resolve())
