@@ -58,6 +58,29 @@ class AdapterRepository:
         )
         return self.session.execute(statement).scalar_one_or_none()
 
+    def versions_by_name(self, name: str) -> Sequence[AdapterVersion]:
+        """All versions of adapter ``name`` in one query (the request hot path)."""
+        statement = (
+            select(AdapterVersion)
+            .join(Adapter, Adapter.id == AdapterVersion.adapter_id)
+            .where(Adapter.name == name)
+            .order_by(AdapterVersion.id)
+        )
+        return self.session.execute(statement).scalars().all()
+
+    def served_version(self, name: str, version: str | None) -> AdapterVersion | None:
+        """``name@version``, or the active version of ``name`` when ``version`` is None."""
+        statement = (
+            select(AdapterVersion)
+            .join(Adapter, Adapter.id == AdapterVersion.adapter_id)
+            .where(Adapter.name == name)
+        )
+        if version is None:
+            statement = statement.where(AdapterVersion.is_active.is_(True))
+        else:
+            statement = statement.where(AdapterVersion.version == version)
+        return self.session.execute(statement).scalar_one_or_none()
+
     def add_version(self, version: AdapterVersion) -> AdapterVersion:
         self.session.add(version)
         self.session.flush()

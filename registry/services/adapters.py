@@ -333,8 +333,9 @@ class AdapterService:
 
         def work(uow: UnitOfWork) -> ResolvedAdapter:
             repo = AdapterRepository(uow.session)
-            adapter = self._adapter(repo, name)
-            rows = {row.version: row for row in repo.versions(adapter.id)}
+            rows = {row.version: row for row in repo.versions_by_name(name)}
+            if not rows:
+                self._adapter(repo, name)  # raises adapter_not_found
             shares = traffic.shares(
                 [traffic.Arm(r.version, r.traffic_weight, r.is_active) for r in rows.values()]
             )
@@ -402,13 +403,15 @@ class AdapterService:
 
     def _served_row(self, repo: AdapterRepository, served_name: str) -> tuple[str, AdapterVersion]:
         name, version = split_served_name(served_name)
-        adapter = self._adapter(repo, name)
+        row = repo.served_version(name, version)
+        if row is not None:
+            return name, row
+        adapter = self._adapter(repo, name)  # the miss path: say precisely what is missing
         if version is not None:
-            return name, self._version(repo, adapter, version)
-        row = repo.active_version(adapter.id)
-        if row is None:
-            raise NotFoundError(f"{name} has no active version", code="no_active_version")
-        return name, row
+            raise NotFoundError(
+                f"{adapter.name}@{version} is not registered", code="version_not_found"
+            )
+        raise NotFoundError(f"{name} has no active version", code="no_active_version")
 
     def _info(
         self, repo: AdapterRepository, adapter: Adapter, row: AdapterVersion
