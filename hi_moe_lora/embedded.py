@@ -28,7 +28,7 @@ CONTROL_PLANE_START_TIMEOUT_S = 60.0
 
 @dataclass
 class EmbeddedStack:
-    """Control plane + vLLM for ``model_dir``, with state (SQLite, artifacts, logs) in ``workdir``."""
+    """Control plane + vLLM serving ``model_dir``; SQLite, artifacts and logs under ``workdir``."""
 
     workdir: Path
     model_dir: Path

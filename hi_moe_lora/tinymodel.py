@@ -59,7 +59,7 @@ class TinyAdapterSpec:
     """One PEFT LoRA adapter on the tiny model; ``seed`` makes its weights distinct."""
 
     rank: int = 8
-    alpha: float = 16.0
+    alpha: int = 16
     seed: int = 1
     target_modules: Sequence[str] = LLAMA_PROJECTIONS
     use_dora: bool = False
@@ -91,7 +91,9 @@ def build_tokenizer(target: Path, vocab_size: int) -> None:
         show_progress=False,
     )
     tokenizer.train_from_iterator(list(_TOKENIZER_CORPUS) * 4, trainer=trainer)
-    fast = PreTrainedTokenizerFast(
+    # transformers' constructors are untyped; Any keeps mypy strict elsewhere.
+    tokenizer_class: Any = PreTrainedTokenizerFast
+    fast = tokenizer_class(
         tokenizer_object=tokenizer,
         bos_token="<s>",
         eos_token="</s>",
@@ -123,7 +125,8 @@ def build_model(target: Path, spec: TinyModelSpec = TinyModelSpec()) -> Path:
         pad_token_id=3,
         tie_word_embeddings=False,
     )
-    model = LlamaForCausalLM(config).to(torch.float32)
+    model_class: Any = LlamaForCausalLM
+    model = model_class(config).to(torch.float32)
     model.save_pretrained(str(target), safe_serialization=True)
     logger.info("built tiny Llama in %s", target)
     return target
@@ -166,7 +169,7 @@ def _pin_base_model(config_path: Path, base_model: str) -> None:
 #: The demo fleet: two versions of python-lora and one math-lora.
 DEMO_ADAPTERS: dict[str, TinyAdapterSpec] = {
     "python-lora-1.0.0": TinyAdapterSpec(rank=8, seed=11),
-    "python-lora-1.1.0": TinyAdapterSpec(rank=16, alpha=32.0, seed=12),
+    "python-lora-1.1.0": TinyAdapterSpec(rank=16, alpha=32, seed=12),
     "math-lora-1.0.0": TinyAdapterSpec(rank=8, seed=21),
 }
 

@@ -52,8 +52,8 @@ def test_a_process_that_never_answers_times_out(tmp_path: Path) -> None:
 
 def test_stop_kills_a_process_that_ignores_sigterm(tmp_path: Path) -> None:
     script = (
-        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True);"
-        " time.sleep(60)"
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN);"
+        " print('up', flush=True); time.sleep(60)"
     )
     process = ManagedProcess("stubborn", [sys.executable, "-c", script], tmp_path / "x.log")
     process.start()

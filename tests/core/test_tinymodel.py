@@ -33,9 +33,10 @@ def test_fleet_has_model_tokenizer_and_demo_adapters(tiny_fleet: TinyFleet) -> N
     tokenizer_config = json.loads((tiny_fleet.model_dir / "tokenizer_config.json").read_text())
     assert tokenizer_config["eos_token"] == "</s>"
     assert set(tiny_fleet.adapters) == {"python-lora-1.0.0", "python-lora-1.1.0", "math-lora-1.0.0"}
-    config = json.loads((tiny_fleet.adapters["python-lora-1.1.0"] / "adapter_config.json").read_text())
+    config_path = tiny_fleet.adapters["python-lora-1.1.0"] / "adapter_config.json"
+    config = json.loads(config_path.read_text())
     assert config["r"] == 16
-    assert config["lora_alpha"] == 32.0
+    assert config["lora_alpha"] == 32
     assert config["peft_type"] == "LORA"
     assert set(config["target_modules"]) == set(LLAMA_PROJECTIONS)
     assert config["base_model_name_or_path"] == str(tiny_fleet.model_dir)
