@@ -1,15 +1,20 @@
 """Per-request outcomes (latency, success), recorded off the request's path.
 
-The front door calls :meth:`OutcomeRecorder.record` once a response has been sent (or a stream
-has ended); the registry's ``record_outcome`` then runs in a background task so that a slow or
-failing statistics write never delays or breaks a request. This is also where request metrics
-(Prometheus) plug in: :class:`OutcomeRecorder` receives every finished request.
+The front door hands every finished request to :meth:`OutcomeRecorder.record`, which only
+appends it to a buffer; a background task writes the buffer to the registry's statistics every
+``flush_interval_s`` (or at :meth:`drain`), so a slow or failing statistics write never delays or
+breaks a request, and writes are grouped instead of one per request. When the adapter service
+offers ``record_outcomes(batch)`` the whole buffer goes in one call (one transaction); otherwise
+each outcome goes through ``record_outcome``. This is also where request metrics (Prometheus)
+plug in: the recorder sees every finished request.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from registry.openai.routing import Target
@@ -17,8 +22,12 @@ from registry.services.adapters import AdapterService
 
 logger = logging.getLogger(__name__)
 
-#: Outcomes still being written beyond this are dropped (with a warning) rather than queued.
-MAX_PENDING = 1024
+#: Outcomes waiting to be written beyond this are dropped (with a warning) rather than queued.
+MAX_PENDING = 10_000
+FLUSH_INTERVAL_S = 0.5
+
+OutcomeRow = tuple[str, float, bool]
+BatchWriter = Callable[[Sequence[OutcomeRow]], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -33,43 +42,78 @@ class Outcome:
     def ok(self) -> bool:
         return self.status < 400
 
+    def row(self) -> OutcomeRow:
+        return (self.target.served_name, self.latency_ms, self.ok)
+
 
 class OutcomeRecorder:
-    """Hands finished requests to the registry's statistics without awaiting them."""
+    """Buffers finished requests and writes them to the registry in the background."""
 
-    def __init__(self, adapters: AdapterService, max_pending: int = MAX_PENDING) -> None:
+    def __init__(
+        self,
+        adapters: AdapterService,
+        *,
+        max_pending: int = MAX_PENDING,
+        flush_interval_s: float = FLUSH_INTERVAL_S,
+    ) -> None:
         self._adapters = adapters
         self._max_pending = max_pending
-        self._pending: set[asyncio.Task[None]] = set()
+        self._flush_interval_s = flush_interval_s
+        self._buffer: list[Outcome] = []
+        self._writing = 0
+        self._flusher: asyncio.Task[None] | None = None
+        self._flush_now = asyncio.Event()
         self._dropped = 0
 
     @property
     def pending(self) -> int:
-        return len(self._pending)
+        """Outcomes recorded but not yet written."""
+        return len(self._buffer) + self._writing
 
     def record(self, outcome: Outcome) -> None:
         if not outcome.target.is_adapter:
             return
-        if len(self._pending) >= self._max_pending:
+        if self.pending >= self._max_pending:
             self._dropped += 1
             if self._dropped in (1, 100) or self._dropped % 10_000 == 0:
                 logger.warning("outcome backlog full: %d outcomes dropped", self._dropped)
             return
-        task = asyncio.get_running_loop().create_task(self._write(outcome))
-        self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
+        self._buffer.append(outcome)
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.get_running_loop().create_task(self._flush_loop())
 
-    async def _write(self, outcome: Outcome) -> None:
-        try:
-            await self._adapters.record_outcome(
-                outcome.target.served_name, outcome.latency_ms, outcome.ok
-            )
-        except Exception:
-            logger.warning(
-                "could not record the outcome of %s", outcome.target.served_name, exc_info=True
-            )
+    async def _flush_loop(self) -> None:
+        while self._buffer:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._flush_now.wait(), self._flush_interval_s)
+            self._flush_now.clear()
+            batch, self._buffer = self._buffer, []
+            self._writing = len(batch)
+            try:
+                await self._write(batch)
+            finally:
+                self._writing = 0
+
+    async def _write(self, batch: list[Outcome]) -> None:
+        write_batch: BatchWriter | None = getattr(self._adapters, "record_outcomes", None)
+        if write_batch is not None:
+            try:
+                await write_batch([outcome.row() for outcome in batch])
+            except Exception:
+                logger.warning("could not record %d outcomes", len(batch), exc_info=True)
+            return
+        for outcome in batch:
+            try:
+                await self._adapters.record_outcome(*outcome.row())
+            except Exception:
+                logger.warning(
+                    "could not record the outcome of %s",
+                    outcome.target.served_name,
+                    exc_info=True,
+                )
 
     async def drain(self) -> None:
-        """Wait for the outcomes being written (shutdown, tests)."""
-        while self._pending:
-            await asyncio.gather(*list(self._pending), return_exceptions=True)
+        """Write everything recorded so far now (shutdown, tests)."""
+        while self._flusher is not None and not self._flusher.done():
+            self._flush_now.set()
+            await asyncio.gather(self._flusher, return_exceptions=True)

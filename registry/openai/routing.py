@@ -18,8 +18,7 @@ from typing import Any
 from registry.errors import NotFoundError
 from registry.openai.errors import ModelNotFound, UpstreamUnavailable
 from registry.openai.upstream import UpstreamPool
-from registry.services.adapters import AdapterService
-from registry.services.records import ResolvedAdapter
+from registry.openai.versions import ServedVersion, VersionTable
 
 logger = logging.getLogger(__name__)
 
@@ -50,9 +49,9 @@ class ModelRouter:
     """Turns a request's ``model`` into a :class:`Target`."""
 
     def __init__(
-        self, adapters: AdapterService, upstream: UpstreamPool, base_model: str | None = None
+        self, versions: VersionTable, upstream: UpstreamPool, base_model: str | None = None
     ) -> None:
-        self._adapters = adapters
+        self.versions = versions
         self._upstream = upstream
         self._configured_base = base_model
         self._upstream_bases: frozenset[str] = frozenset()
@@ -79,7 +78,7 @@ class ModelRouter:
             await self.refresh_base_names()
             return self._base_target(model)
         try:
-            resolved: ResolvedAdapter = await self._adapters.choose_version_for_request(model)
+            resolved: ServedVersion = await self.versions.choose(model)
         except NotFoundError as exc:
             if "@" not in model:
                 await self.refresh_base_names()

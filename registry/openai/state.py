@@ -18,6 +18,7 @@ from registry.openai.outcomes import OutcomeRecorder
 from registry.openai.proxy import FrontDoor
 from registry.openai.routing import ModelRouter
 from registry.openai.upstream import UpstreamPool
+from registry.openai.versions import VersionTable
 from registry.services.adapters import AdapterService
 
 logger = logging.getLogger(__name__)
@@ -42,15 +43,30 @@ class FrontDoorState:
         """Bind to the adapter service (once; later calls return the same door)."""
         with self._lock:
             if self._door is None or self._door.adapters is not adapters:
-                router = ModelRouter(adapters, self.upstream, self.base_model)
+                versions = VersionTable(adapters)
+                router = ModelRouter(versions, self.upstream, self.base_model)
                 self._door = FrontDoor(adapters, router, self.upstream, OutcomeRecorder(adapters))
-                adapters.add_active_changed_listener(BareNameInvalidator(self.upstream))
+                adapters.add_active_changed_listener(
+                    ActiveVersionChanged(versions, BareNameInvalidator(self.upstream))
+                )
             return self._door
 
     async def aclose(self) -> None:
         if self._door is not None:
             await self._door.outcomes.drain()
         await self.upstream.aclose()
+
+
+class ActiveVersionChanged:
+    """``on_active_changed``: route the adapter afresh, then make vLLM forget its bare name."""
+
+    def __init__(self, versions: VersionTable, invalidator: BareNameInvalidator) -> None:
+        self._versions = versions
+        self._invalidator = invalidator
+
+    async def __call__(self, name: str) -> None:
+        self._versions.forget(name)
+        await self._invalidator(name)
 
 
 def state_of(app: Starlette) -> FrontDoorState:

@@ -16,6 +16,7 @@ from registry.app import create_app
 from registry.openai.errors import ModelNotFound
 from registry.openai.routing import ModelRouter, Target, base_model_ids
 from registry.openai.upstream import UpstreamPool
+from registry.openai.versions import VersionTable
 from registry.services.adapters import AdapterService
 from tests.openai.live import ServedApp, control_plane_settings
 from tests.support.adapter_files import DEFAULT_BASE_MODEL, write_adapter
@@ -61,7 +62,7 @@ async def router(
     service: AdapterService, vllm_models: tuple[ModelsEndpoint, ServedApp]
 ) -> AsyncIterator[ModelRouter]:
     pool = UpstreamPool([vllm_models[1].url], request_timeout_s=5)
-    yield ModelRouter(service, pool, DEFAULT_BASE_MODEL)
+    yield ModelRouter(VersionTable(service, ttl_s=0), pool, DEFAULT_BASE_MODEL)
     await pool.aclose()
 
 
@@ -107,7 +108,7 @@ async def test_base_is_forwarded_as_is_when_vllm_is_unreachable(
     service: AdapterService,
 ) -> None:
     pool = UpstreamPool([f"http://127.0.0.1:{free_port()}"], request_timeout_s=2)
-    router = ModelRouter(service, pool, DEFAULT_BASE_MODEL)
+    router = ModelRouter(VersionTable(service), pool, DEFAULT_BASE_MODEL)
     assert await router.route(DEFAULT_BASE_MODEL) == Target(DEFAULT_BASE_MODEL, DEFAULT_BASE_MODEL)
     await pool.aclose()
 

@@ -1,0 +1,103 @@
+"""Which version of an adapter serves a request, without a database query per request.
+
+A lookup in the registry costs milliseconds (a worker thread and a SQLite/PostgreSQL round trip);
+the front door's budget is under one millisecond. :class:`VersionTable` keeps, per adapter, the
+versions with the traffic share the registry computed for each (active version: the remainder;
+A/B candidates: their weight) for at most ``ttl_s`` seconds, and drops an adapter's entry the
+moment its active version changes (the adapter service's ``on_active_changed``, awaited before
+the promote/rollback call returns), so a promotion or rollback applies to the very next request.
+Other changes (a new traffic split, a newly registered or deleted version) apply within ``ttl_s``;
+names the table does not hold are always looked up.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from registry.errors import NotFoundError
+from registry.services.adapters import AdapterService
+from registry.services.records import AdapterInfo
+
+DEFAULT_TTL_S = 1.0
+
+
+@dataclass(frozen=True)
+class ServedVersion:
+    name: str
+    version: str
+    served_name: str
+
+
+@dataclass(frozen=True)
+class _Entry:
+    fetched_at: float
+    versions: dict[str, ServedVersion]
+    weighted: tuple[tuple[ServedVersion, float], ...]
+
+
+def _entry(info: AdapterInfo, now: float) -> _Entry:
+    versions = {
+        v.version: ServedVersion(info.name, v.version, v.served_name) for v in info.versions
+    }
+    weighted = tuple(
+        (versions[v.version], v.traffic_share) for v in info.versions if v.traffic_share > 0
+    )
+    return _Entry(now, versions, weighted)
+
+
+class VersionTable:
+    """Per-adapter routing snapshot with a short TTL and explicit invalidation."""
+
+    def __init__(
+        self,
+        adapters: AdapterService,
+        *,
+        ttl_s: float = DEFAULT_TTL_S,
+        rng: random.Random | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._adapters = adapters
+        self._ttl_s = ttl_s
+        self._rng = rng or random.Random()
+        self._clock = clock
+        self._entries: dict[str, _Entry] = {}
+
+    def forget(self, name: str) -> None:
+        """Drop ``name``'s snapshot (its active version changed)."""
+        self._entries.pop(name, None)
+
+    async def choose(self, model: str) -> ServedVersion:
+        """``name`` -> a version by the A/B split; ``name@version`` -> that version.
+
+        Raises the registry's :class:`NotFoundError` when there is no such adapter or version.
+        """
+        name, sep, version = model.partition("@")
+        entry = await self._entry(name)
+        if sep:
+            served = entry.versions.get(version)
+            if served is None:
+                raise NotFoundError(f"{model} is not registered", code="version_not_found")
+            return served
+        if not entry.weighted:
+            raise NotFoundError(f"{name} has no active version", code="no_active_version")
+        if len(entry.weighted) == 1:
+            return entry.weighted[0][0]
+        pick = self._rng.random() * sum(share for _, share in entry.weighted)
+        for served, share in entry.weighted:
+            pick -= share
+            if pick < 0:
+                return served
+        return entry.weighted[-1][0]
+
+    async def _entry(self, name: str) -> _Entry:
+        now = self._clock()
+        entry = self._entries.get(name)
+        if entry is not None and now - entry.fetched_at < self._ttl_s:
+            return entry
+        info = await self._adapters.get_adapter(name)
+        entry = _entry(info, now)
+        self._entries[name] = entry
+        return entry
