@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 
 logger = logging.getLogger(__name__)
 
@@ -50,15 +50,24 @@ def is_sqlite(engine: Engine) -> bool:
     return engine.dialect.name == "sqlite"
 
 
+def normalise_url(url: str) -> URL:
+    """Plain ``postgresql://`` means psycopg 3 (our ``postgres`` extra), not psycopg2."""
+    parsed = make_url(url)
+    if parsed.drivername in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed
+
+
 def make_engine(url: str, **kwargs: Any) -> Engine:
     """An engine for ``url`` configured for the registry (SQLite pragmas, pool pre-ping)."""
-    if make_url(url).get_backend_name() == "sqlite":
+    parsed = normalise_url(url)
+    if parsed.get_backend_name() == "sqlite":
         _ensure_sqlite_parent(url)
-        engine = create_engine(url, **kwargs)
+        engine = create_engine(parsed, **kwargs)
         _install_sqlite_hooks(engine)
         return engine
     kwargs.setdefault("pool_pre_ping", True)
-    return create_engine(url, **kwargs)
+    return create_engine(parsed, **kwargs)
 
 
 def writer(engine: Engine) -> Engine:

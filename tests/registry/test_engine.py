@@ -45,3 +45,10 @@ def test_writers_serialise_read_modify_write(tmp_path: Path) -> None:
     with engine.connect() as connection:
         assert connection.execute(text("SELECT v FROM c")).scalar_one() == 100
     engine.dispose()
+
+
+def test_plain_postgresql_urls_use_psycopg3() -> None:
+    engine = make_engine("postgresql://user@db.example:5432/registry")
+    assert engine.dialect.driver == "psycopg"
+    assert engine.url.database == "registry"
+    engine.dispose()
