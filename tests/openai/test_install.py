@@ -6,6 +6,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from fastapi import FastAPI
 
 from registry.app import create_app
 from registry.openai import install
@@ -59,3 +60,22 @@ def test_lifespan_closes_the_upstream_client(settings_dir: Path) -> None:
     finally:
         served.stop()
     assert client.is_closed
+
+
+def test_internal_failures_answer_openai_json_without_a_trace(settings_dir: Path) -> None:
+    settings = control_plane_settings(settings_dir, DEFAULT_BASE_MODEL, ["http://127.0.0.1:9"])
+    app = FastAPI()  # no adapter service on app.state: the front door cannot work
+    install(app, settings)
+    with ServedApp(app) as served:
+        response = httpx.post(
+            f"{served.url}/v1/completions", json={"model": "x", "prompt": "y"}, timeout=10
+        )
+    assert response.status_code == 500
+    assert response.json() == {
+        "error": {
+            "message": "internal error in the control plane",
+            "type": "server_error",
+            "param": None,
+            "code": 500,
+        }
+    }
