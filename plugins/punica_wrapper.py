@@ -26,8 +26,7 @@ from vllm.lora.punica_wrapper.punica_gpu import PunicaWrapperGPU
 import hi_moe_lora.kernels.ops  # noqa: F401  (registers torch.ops.hi_moe_lora.lora_linear)
 from hi_moe_lora.kernels.config import BLOCK_M_LARGE, BLOCK_M_SMALL
 from hi_moe_lora.kernels.ranks import SlotRanks
-from hi_moe_lora.kernels.triton_kernel import MAX_SLICES
-from hi_moe_lora.kernels.worklist import WorkListBuffers, token_slots_from_mapping
+from hi_moe_lora.kernels.worklist import MAX_SLICES, WorkListBuffers, token_slots_from_mapping
 
 logger = logging.getLogger(__name__)
 
@@ -102,6 +101,7 @@ class HiMoePunicaWrapperGPU(PunicaWrapperGPU):  # type: ignore[misc]
             self._hm_work.tiles[BLOCK_M_SMALL],
             self._hm_work.tiles[BLOCK_M_LARGE],
             self._hm_ranks.ranks,
+            self._hm_work.counters,
             float(scale),
             0,
             add_inputs,

@@ -110,9 +110,15 @@ def _graph_time(fn_list: list[Any], replays: int) -> float:
 
 
 def run_case(
-    shape: str, m: int, rank: int, max_rank: int, adapters: int, replays: int, hbm: float
+    shape: str,
+    m: int,
+    rank: int,
+    max_rank: int,
+    adapters: int,
+    replays: int,
+    hbm: float,
+    with_vllm: bool = True,
 ) -> Result:
-    from vllm.lora.ops.triton_ops import LoRAKernelMeta
 
     k, widths = SHAPES[shape]
     adapters = min(adapters, m)
@@ -126,9 +132,13 @@ def run_case(
     work = WorkListBuffers(max(m, 16), SLOTS, "cuda")
     work.update(slots.numpy())
     ranks = torch.full((SLOTS,), rank, dtype=torch.int32, device="cuda")
-    meta = LoRAKernelMeta.make(SLOTS, max(m, 16), "cuda")
-    meta.prepare_tensors(slots.to(device="cuda"))
-    margs = meta.meta_args(m, False)
+    margs: Any = None
+    if with_vllm:
+        from vllm.lora.ops.triton_ops import LoRAKernelMeta
+
+        meta = LoRAKernelMeta.make(SLOTS, max(m, 16), "cuda")
+        meta.prepare_tensors(slots.to(device="cuda"))
+        margs = meta.meta_args(m, False)
     buffers = [
         torch.empty(len(widths), m, max_rank, dtype=torch.float32, device="cuda") for _ in copies
     ]
@@ -136,7 +146,7 @@ def run_case(
     def ours(c: Any) -> Any:
         x, y, a, b = c
         return lambda: launch_fused_lora(
-            y, x, a, b, work.token_indices, work.tiles, ranks, 1.0, 0, True
+            y, x, a, b, work.token_indices, work.tiles, ranks, work.counters, 1.0, 0, True
         )
 
     def vllm(c: Any, buf: torch.Tensor) -> Any:
@@ -154,12 +164,15 @@ def run_case(
     ours(one)()
     ours_err = (y.double().cpu() - ref).abs().max().item()
     y.copy_(y0)
-    vllm(one, buffers[0])()
-    vllm_err = (y.double().cpu() - ref).abs().max().item()
-    y.copy_(y0)
-
+    vllm_err = float("nan")
+    t_vllm = float("nan")
+    if with_vllm:
+        vllm(one, buffers[0])()
+        vllm_err = (y.double().cpu() - ref).abs().max().item()
+        y.copy_(y0)
     t_ours = _graph_time([ours(c) for c in copies], replays)
-    t_vllm = _graph_time([vllm(c, buffers[i]) for i, c in enumerate(copies)], replays)
+    if with_vllm:
+        t_vllm = _graph_time([vllm(c, buffers[i]) for i, c in enumerate(copies)], replays)
     n_total = sum(widths)
     weight_bytes = adapters * rank * (k * len(widths) + n_total) * 2
     floor_bytes = m * k * 2 + 2 * m * n_total * 2 + weight_bytes
@@ -200,15 +213,18 @@ def main() -> int:
     parser.add_argument("--replays", type=int, default=20)
     parser.add_argument("--hbm-tbs", type=float, default=3.0, help="HBM bandwidth, TB/s")
     parser.add_argument("--budget-s", type=float, default=330.0)
+    parser.add_argument("--ours-only", action="store_true", help="no vLLM kit: time ours only")
+    parser.add_argument("--shapes", default=",".join(SHAPES))
     args = parser.parse_args()
-    import vllm.lora.ops.triton_ops  # noqa: F401  (registers torch.ops.vllm.lora_*)
+    if not args.ours_only:
+        import vllm.lora.ops.triton_ops  # noqa: F401  (registers torch.ops.vllm.lora_*)
 
     ms = [1, 16, 64, 256] if args.quick else [1, 4, 16, 64, 256, 1024]
     ranks = [(16, 16), (64, 64), (16, 64)]
     began = time.time()
     results: list[Result] = []
     args.out.mkdir(parents=True, exist_ok=True)
-    for shape in SHAPES:
+    for shape in args.shapes.split(","):
         for rank, max_rank in ranks:
             for adapters in (1, 8):
                 for m in ms:
@@ -217,7 +233,16 @@ def main() -> int:
                     if time.time() - began > args.budget_s:
                         print("time budget reached; stopping", flush=True)
                         break
-                    r = run_case(shape, m, rank, max_rank, adapters, args.replays, args.hbm_tbs)
+                    r = run_case(
+                        shape,
+                        m,
+                        rank,
+                        max_rank,
+                        adapters,
+                        args.replays,
+                        args.hbm_tbs,
+                        not args.ours_only,
+                    )
                     results.append(r)
                     print(
                         f"{shape:8s} r{rank:<3d}/{max_rank:<3d} a{r.adapters} M={m:<5d} "

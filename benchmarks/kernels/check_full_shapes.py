@@ -82,7 +82,9 @@ def main() -> int:
                 ranks = torch.tensor(RANKS, dtype=torch.int32, device="cuda")
                 y0 = y.clone()
                 ref = lora_linear_reference(y0, x, a, b, slots, 0.5)
-                launch_fused_lora(y, x, a, b, work.token_indices, work.tiles, ranks, 0.5)
+                launch_fused_lora(
+                    y, x, a, b, work.token_indices, work.tiles, ranks, work.counters, 0.5
+                )
                 torch.cuda.synchronize()
                 ours = (y.double().cpu() - ref).abs().max().item()
                 y.copy_(y0)

@@ -8,7 +8,7 @@ export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/env.txt"
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" | tee -a "$OUT/env.txt"
 echo "== pytest tests/kernels tests/plugins/test_punica_wrapper.py (GPU)"
-timeout 240 python3 -m pytest -q -p no:cacheprovider tests/kernels tests/plugins/test_punica_wrapper.py \
+timeout 240 python3 -m pytest -c /dev/null --rootdir . -q -p no:cacheprovider tests/kernels tests/plugins/test_punica_wrapper.py \
   2>&1 | tee "$OUT/pytest_gpu.txt" | tail -15
 echo "== full shapes vs float64"
 timeout 150 python3 benchmarks/kernels/check_full_shapes.py 2>&1 | tee "$OUT/full_shapes.txt" | tail -30

@@ -3,6 +3,11 @@
 Everything here depends only on values that are fixed when a CUDA graph is captured (the number
 of token rows ``m`` of the call, the input width ``k``, the output widths of the slices and the
 padded rank), never on the per-step data, so a captured launch stays valid on every replay.
+
+The kernel splits the shrink over the input width: a shrink job reduces ``k_chunk`` columns
+(``k_iters`` iterations of ``block_k``), so a decode-sized call spreads the read of A over many
+SMs instead of streaming it through one; the last job of a (token tile, slice) sums the
+partials. Expand jobs cover ``block_n * n_group`` output columns each.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ BLOCK_M_CHOICES = (BLOCK_M_SMALL, BLOCK_M_LARGE)
 
 #: Calls with at most this many token rows use the small token tile (decode-sized batches).
 SMALL_M_LIMIT = 64
+#: Most K chunks one (token tile, slice) is split into.
+MAX_K_SPLIT = 32
 
 
 class KernelConfigError(ValueError):
@@ -30,9 +37,17 @@ class TileConfig:
     block_n: int
     block_k: int
     block_r: int
+    k_iters: int
     n_group: int
     num_warps: int
     num_stages: int
+
+    @property
+    def k_chunk(self) -> int:
+        return self.block_k * self.k_iters
+
+    def k_split(self, k: int) -> int:
+        return -(-k // self.k_chunk)
 
 
 def padded_rank(max_rank: int) -> int:
@@ -50,34 +65,37 @@ def block_m_for(m: int) -> int:
     return BLOCK_M_SMALL if m <= SMALL_M_LIMIT else BLOCK_M_LARGE
 
 
-def choose_config(m: int, k: int, n_total: int, max_rank: int, num_sms: int) -> TileConfig:
-    """Pick the tile configuration for one call.
+def _pow2_at_least(value: int) -> int:
+    out = 1
+    while out < value:
+        out *= 2
+    return out
 
-    Decode-sized calls (``m <= 64``) take 16-row token tiles and one output tile per program; the
-    output tile widens with the layer width so that the number of programs stays near one or two
-    waves (every program re-reads its adapter's A, so more programs only add L2 traffic).
-    Prefill calls take 64-row token tiles and let a program walk several output tiles with the
-    same rank-sized intermediate (``n_group``), which bounds the recomputed shrink.
-    """
+
+def choose_config(m: int, k: int, n_total: int, max_rank: int, num_sms: int) -> TileConfig:
+    """Pick the tile configuration for one call (see the module docstring)."""
     if m < 1 or k < 1 or n_total < 1:
         raise KernelConfigError(f"empty problem: m={m} k={k} n={n_total}")
     block_r = padded_rank(max_rank)
     block_m = block_m_for(m)
     if block_m == BLOCK_M_SMALL:
-        if n_total <= 8192:
-            block_n = 64
-        elif n_total <= 16384:
-            block_n = 128
-        else:
-            block_n = 256
-        block_k = 256 if block_r <= 32 else 128
-        return TileConfig(block_m, block_n, block_k, block_r, 1, 4, 3)
-    block_n = 128
+        # One iteration per shrink job; the chunk is as wide as registers allow.
+        limit = 16384 if block_r <= 32 else 32768
+        block_k = min(_pow2_at_least(-(-k // 16)), max(limit // block_r, 64), 1024)
+        block_k = max(block_k, 64)
+        while -(-k // block_k) > MAX_K_SPLIT:
+            block_k *= 2
+        block_n = 64 if n_total <= 8192 else 128
+        warps = 4 if (block_m + block_r) * block_k <= 16384 else 8
+        return TileConfig(block_m, block_n, block_k, block_r, 1, 1, warps, 2)
     block_k = 64 if block_r >= 64 else 128
     m_tiles = -(-m // block_m)
+    # Enough shrink jobs for about two waves, no more (partials cost traffic).
+    want_split = max(1, min(MAX_K_SPLIT, -(-2 * max(num_sms, 1) // max(m_tiles, 1))))
+    k_iters = max(1, -(-k // (block_k * want_split)))
+    block_n = 128
     n_tiles = -(-n_total // block_n)
-    target_programs = 2 * max(num_sms, 1)
     n_group = 1
-    while n_group < 8 and m_tiles * (-(-n_tiles // (n_group * 2))) >= target_programs:
+    while n_group < 4 and m_tiles * (-(-n_tiles // (n_group * 2))) >= 2 * max(num_sms, 1):
         n_group *= 2
-    return TileConfig(block_m, block_n, block_k, block_r, n_group, 4, 3)
+    return TileConfig(block_m, block_n, block_k, block_r, k_iters, n_group, 4, 3)

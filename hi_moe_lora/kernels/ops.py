@@ -1,6 +1,7 @@
 """The ``hi_moe_lora::lora_linear`` torch custom op (own namespace, mutates ``y``, fake impl).
 
-Registered at import. The op is opaque to torch.compile and safe in CUDA graphs: every per-step
+Registered at import. ``counters`` is the work list's zeroed synchronisation buffer: the kernel
+uses it and leaves it zeroed (declared mutated all the same). The op is opaque to torch.compile and safe in CUDA graphs: every per-step
 value it needs lives in persistent tensors passed as arguments (work list, ranks), and the launch
 configuration depends only on static shapes. CUDA tensors (or ``TRITON_INTERPRET=1``) take the
 Triton kernel; other CPU tensors take the PyTorch fallback.
@@ -23,7 +24,7 @@ def _use_triton(x: torch.Tensor) -> bool:
     return x.is_cuda or os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
-@torch.library.custom_op(OP_NAME, mutates_args=("y",))
+@torch.library.custom_op(OP_NAME, mutates_args=("y", "counters"))
 def lora_linear(
     y: torch.Tensor,
     x: torch.Tensor,
@@ -33,6 +34,7 @@ def lora_linear(
     tiles_small: torch.Tensor,
     tiles_large: torch.Tensor,
     slot_rank: torch.Tensor,
+    counters: torch.Tensor,
     scale: float,
     offset_start: int,
     add_inputs: bool,
@@ -50,6 +52,7 @@ def lora_linear(
             token_indices,
             {BLOCK_M_SMALL: tiles_small, BLOCK_M_LARGE: tiles_large},
             slot_rank,
+            counters,
             scale,
             offset_start,
             add_inputs,
@@ -71,6 +74,7 @@ def _lora_linear_fake(
     tiles_small: torch.Tensor,
     tiles_large: torch.Tensor,
     slot_rank: torch.Tensor,
+    counters: torch.Tensor,
     scale: float,
     offset_start: int,
     add_inputs: bool,

@@ -1,15 +1,25 @@
 """The fused multi-LoRA Triton kernel: shrink and expand in one launch per wrapped linear.
 
-One program takes work items (token tile, output tile group) from a device-side work list:
-it gathers the tile's token rows of ``x``, reduces ``x @ A[slot].T`` over the input width into a
-rank-sized float32 intermediate held in registers (only the adapter's real rank is read), scales
-and rounds it to the weights' dtype, then multiplies by ``B[slot]`` for each of its output tiles
-and adds the result into ``y``. All slices of a packed layer (qkv, gate_up) are output tiles of
-the same launch. No memset, no float32 buffer in memory, no atomics.
+One launch does all of a wrapped linear's LoRA, every slice of a packed layer (qkv, gate_up)
+included. Its programs take jobs from a ticket counter, in this order:
 
-The grid is a persistent one sized from static values only (the call's token count, the slot
-count, the layer's widths); the number of tiles actually present this step is read from the work
-list on the device, so a CUDA graph captured once stays valid for every step.
+1. shrink jobs, one per (token tile, slice, K chunk): gather the tile's token rows of ``x``,
+   multiply by the chunk of ``A[slot]`` (only the adapter's real rank is read) and store the
+   float32 partial; the job that arrives last for its (tile, slice) sums the partials in a fixed
+   order (deterministic, no float atomics), scales, rounds to the weights' dtype, stores the
+   rank-sized intermediate and raises the pair's ready flag;
+2. expand jobs, one per (token tile, output tile group): wait for the pair's flag, multiply the
+   intermediate by ``B[slot]`` and add into ``y``.
+
+Tickets are taken in order, so every shrink job is held by a running program before any expand
+job is handed out: the wait cannot deadlock whatever the grid or the occupancy. The program that
+takes the very last ticket (all others have then finished) resets the counters to zero, so no
+memset is needed before the next launch. The intermediate never leaves L2-sized scratch (a few
+KiB per tile); there is no separate buffer-zeroing launch and no split-K atomics on data.
+
+The grid is sized from static values only (token count of the call, slot count, layer widths);
+the number of tiles present this step is read from the work list on the device, so a CUDA
+graph captured once stays valid for every step.
 
 Written for both Triton 3.6 (GPU hosts) and 3.9 (the CPU interpreter of CI). The 3.9
 interpreter miscomputes ``tl.dot`` on bfloat16 operands, so on CPU bfloat16 products are taken in
@@ -28,9 +38,7 @@ import triton.language as tl
 
 from .config import TileConfig, choose_config
 from .reference import stacked_view
-from .worklist import upper_bound_tiles
-
-MAX_SLICES = 3
+from .worklist import MAX_SLICES, upper_bound_tiles
 
 
 class FusedLoRAShapeError(ValueError):
@@ -45,6 +53,9 @@ def _fused_lora_kernel(
     tok_ptr,
     tiles_ptr,
     rank_ptr,
+    part_ptr,
+    inter_ptr,
+    ctr_ptr,
     a_off1,
     a_off2,
     b_off1,
@@ -62,7 +73,11 @@ def _fused_lora_kernel(
     a_row_stride,
     b_row_stride,
     y_col_offset,
+    pair_cap,
     scale,
+    NUM_SLICES: tl.constexpr,
+    K_SPLIT: tl.constexpr,
+    K_ITERS: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
@@ -71,7 +86,6 @@ def _fused_lora_kernel(
     ADD_INPUTS: tl.constexpr,
     UPCAST_DOT: tl.constexpr,
 ):
-    pid = tl.program_id(0)
     nprog = tl.num_programs(0)
     num_tiles = tl.load(tiles_ptr)
     span = BLOCK_N * N_GROUP
@@ -79,75 +93,129 @@ def _fused_lora_kernel(
     t1 = (n1 + span - 1) // span
     t2 = (n2 + span - 1) // span
     n_items = t0 + t1 + t2
-    total = num_tiles * n_items
+    n_pairs = num_tiles * NUM_SLICES
+    n_shrink = n_pairs * K_SPLIT
+    total = n_shrink + num_tiles * n_items
+    arrive_ptr = ctr_ptr + 2
+    ready_ptr = ctr_ptr + 2 + pair_cap
+
     offs_m = tl.arange(0, BLOCK_M)
     offs_r = tl.arange(0, BLOCK_R)
     offs_kb = tl.arange(0, BLOCK_K)
     offs_nb = tl.arange(0, BLOCK_N)
-    for w in range(pid, total, nprog):
-        mt = w // n_items
-        item = w - mt * n_items
-        slot = tl.load(tiles_ptr + 1 + 3 * mt)
-        start = tl.load(tiles_ptr + 2 + 3 * mt)
-        count = tl.load(tiles_ptr + 3 + 3 * mt)
-        rank = tl.load(rank_ptr + slot)
-        in1 = item >= t0
-        in2 = item >= t0 + t1
-        a_off = tl.where(in2, a_off2, tl.where(in1, a_off1, 0)).to(tl.int64)
-        b_off = tl.where(in2, b_off2, tl.where(in1, b_off1, 0)).to(tl.int64)
-        n_s = tl.where(in2, n2, tl.where(in1, n1, n0))
-        col_base = tl.where(in2, n0 + n1, tl.where(in1, n0, 0))
-        local = item - tl.where(in2, t0 + t1, tl.where(in1, t0, 0))
+    tile_offs = offs_m[:, None] * BLOCK_R + offs_r[None, :]
+    k_chunk = BLOCK_K * K_ITERS
 
-        m_mask = offs_m < count
-        tok = tl.load(tok_ptr + start + offs_m, mask=m_mask, other=0)
-        m_mask = m_mask & (tok < m_rows)
-        tok64 = tok.to(tl.int64)
-        r_mask = offs_r < rank
-
-        a_base = a_ptr + a_off + slot.to(tl.int64) * a_slot_stride
-        inter = tl.zeros((BLOCK_M, BLOCK_R), dtype=tl.float32)
-        for k0 in range(0, k_dim, BLOCK_K):
-            offs_k = k0 + offs_kb
-            k_mask = offs_k < k_dim
-            xt = tl.load(
-                x_ptr + tok64[:, None] * stride_xm + offs_k[None, :] * stride_xk,
-                mask=m_mask[:, None] & k_mask[None, :],
-                other=0.0,
+    job = tl.atomic_add(ctr_ptr, 1)
+    while job < total:
+        if job < n_shrink:
+            pair = job // K_SPLIT
+            ks = job - pair * K_SPLIT
+            mt = pair // NUM_SLICES
+            s = pair - mt * NUM_SLICES
+            slot = tl.load(tiles_ptr + 1 + 3 * mt)
+            start = tl.load(tiles_ptr + 2 + 3 * mt)
+            count = tl.load(tiles_ptr + 3 + 3 * mt)
+            rank = tl.load(rank_ptr + slot)
+            a_off = tl.where(s == 2, a_off2, tl.where(s == 1, a_off1, 0)).to(tl.int64)
+            m_mask = offs_m < count
+            tok = tl.load(tok_ptr + start + offs_m, mask=m_mask, other=0)
+            m_mask = m_mask & (tok < m_rows)
+            tok64 = tok.to(tl.int64)
+            r_mask = offs_r < rank
+            a_base = a_ptr + a_off + slot.to(tl.int64) * a_slot_stride
+            acc = tl.zeros((BLOCK_M, BLOCK_R), dtype=tl.float32)
+            for it in range(K_ITERS):
+                offs_k = ks * k_chunk + it * BLOCK_K + offs_kb
+                k_mask = offs_k < k_dim
+                xt = tl.load(
+                    x_ptr + tok64[:, None] * stride_xm + offs_k[None, :] * stride_xk,
+                    mask=m_mask[:, None] & k_mask[None, :],
+                    other=0.0,
+                )
+                at = tl.load(
+                    a_base + offs_r[None, :] * a_row_stride + offs_k[:, None],
+                    mask=r_mask[None, :] & k_mask[:, None],
+                    other=0.0,
+                )
+                if UPCAST_DOT:
+                    acc += tl.dot(xt.to(tl.float32), at.to(tl.float32))
+                else:
+                    acc += tl.dot(xt.to(at.dtype), at)
+            tl.store(part_ptr + job.to(tl.int64) * (BLOCK_M * BLOCK_R) + tile_offs, acc)
+            arrived = tl.atomic_add(arrive_ptr + pair, 1, sem="acq_rel")
+            if arrived == K_SPLIT - 1:
+                summed = tl.zeros((BLOCK_M, BLOCK_R), dtype=tl.float32)
+                first = pair.to(tl.int64) * K_SPLIT
+                for i in tl.static_range(K_SPLIT):
+                    summed += tl.load(
+                        part_ptr + (first + i) * (BLOCK_M * BLOCK_R) + tile_offs,
+                        cache_modifier=".cg",
+                    )
+                tl.store(
+                    inter_ptr + pair.to(tl.int64) * (BLOCK_M * BLOCK_R) + tile_offs,
+                    (summed * scale).to(inter_ptr.dtype.element_ty),
+                )
+                tl.atomic_xchg(ready_ptr + pair, 1, sem="release")
+        else:
+            e = job - n_shrink
+            mt = e // n_items
+            item = e - mt * n_items
+            in1 = item >= t0
+            in2 = item >= t0 + t1
+            s = in1.to(tl.int32) + in2.to(tl.int32)
+            pair = mt * NUM_SLICES + s
+            slot = tl.load(tiles_ptr + 1 + 3 * mt)
+            start = tl.load(tiles_ptr + 2 + 3 * mt)
+            count = tl.load(tiles_ptr + 3 + 3 * mt)
+            rank = tl.load(rank_ptr + slot)
+            b_off = tl.where(in2, b_off2, tl.where(in1, b_off1, 0)).to(tl.int64)
+            n_s = tl.where(in2, n2, tl.where(in1, n1, n0))
+            col_base = tl.where(in2, n0 + n1, tl.where(in1, n0, 0))
+            local = item - tl.where(in2, t0 + t1, tl.where(in1, t0, 0))
+            m_mask = offs_m < count
+            tok = tl.load(tok_ptr + start + offs_m, mask=m_mask, other=0)
+            m_mask = m_mask & (tok < m_rows)
+            tok64 = tok.to(tl.int64)
+            r_mask = offs_r < rank
+            b_base = b_ptr + b_off + slot.to(tl.int64) * n_s * b_row_stride
+            ready = tl.atomic_add(ready_ptr + pair, 0, sem="acquire")
+            while ready == 0:
+                ready = tl.atomic_add(ready_ptr + pair, 0, sem="acquire")
+            inter = tl.load(
+                inter_ptr + pair.to(tl.int64) * (BLOCK_M * BLOCK_R) + tile_offs,
+                cache_modifier=".cg",
             )
-            at = tl.load(
-                a_base + offs_r[None, :] * a_row_stride + offs_k[:, None],
-                mask=r_mask[None, :] & k_mask[:, None],
-                other=0.0,
-            )
-            if UPCAST_DOT:
-                inter += tl.dot(xt.to(tl.float32), at.to(tl.float32))
-            else:
-                inter += tl.dot(xt.to(at.dtype), at)
-        inter_lp = (inter * scale).to(b_ptr.dtype.element_ty)
-
-        b_base = b_ptr + b_off + slot.to(tl.int64) * n_s * b_row_stride
-        for g in range(N_GROUP):
-            offs_n = local * span + g * BLOCK_N + offs_nb
-            n_mask = offs_n < n_s
-            bt = tl.load(
-                b_base + offs_n[None, :] * b_row_stride + offs_r[:, None],
-                mask=r_mask[:, None] & n_mask[None, :],
-                other=0.0,
-            )
-            if UPCAST_DOT:
-                out = tl.dot(inter_lp.to(tl.float32), bt.to(tl.float32))
-            else:
-                out = tl.dot(inter_lp, bt)
-            y_ptrs = (
-                y_ptr
-                + tok64[:, None] * stride_ym
-                + (y_col_offset + col_base + offs_n)[None, :] * stride_yn
-            )
-            y_mask = m_mask[:, None] & n_mask[None, :]
-            if ADD_INPUTS:
-                out += tl.load(y_ptrs, mask=y_mask, other=0.0).to(tl.float32)
-            tl.store(y_ptrs, out.to(y_ptr.dtype.element_ty), mask=y_mask)
+            for g in tl.static_range(N_GROUP):
+                offs_n = local * span + g * BLOCK_N + offs_nb
+                n_mask = offs_n < n_s
+                bt = tl.load(
+                    b_base + offs_n[None, :] * b_row_stride + offs_r[:, None],
+                    mask=r_mask[:, None] & n_mask[None, :],
+                    other=0.0,
+                )
+                if UPCAST_DOT:
+                    out = tl.dot(inter.to(tl.float32), bt.to(tl.float32))
+                else:
+                    out = tl.dot(inter, bt)
+                y_ptrs = (
+                    y_ptr
+                    + tok64[:, None] * stride_ym
+                    + (y_col_offset + col_base + offs_n)[None, :] * stride_yn
+                )
+                y_mask = m_mask[:, None] & n_mask[None, :]
+                if ADD_INPUTS:
+                    out += tl.load(y_ptrs, mask=y_mask, other=0.0).to(tl.float32)
+                tl.store(y_ptrs, out.to(y_ptr.dtype.element_ty), mask=y_mask)
+        job = tl.atomic_add(ctr_ptr, 1)
+    if job == total + nprog - 1:
+        # Every other program has taken its last ticket, so all jobs are done: reset.
+        offs_c = tl.arange(0, 128)
+        for c0 in range(0, n_pairs, 128):
+            c_mask = c0 + offs_c < n_pairs
+            tl.store(arrive_ptr + c0 + offs_c, tl.zeros((128,), dtype=tl.int32), mask=c_mask)
+            tl.store(ready_ptr + c0 + offs_c, tl.zeros((128,), dtype=tl.int32), mask=c_mask)
+        tl.atomic_xchg(ctr_ptr, 0)
 
 
 @functools.cache
@@ -200,13 +268,17 @@ def launch_fused_lora(
     token_indices: torch.Tensor,
     tiles_by_block_m: dict[int, torch.Tensor],
     slot_rank: torch.Tensor,
+    counters: torch.Tensor,
     scale: float,
     offset_start: int = 0,
     add_inputs: bool = True,
     config: TileConfig | None = None,
     max_programs: int | None = None,
 ) -> TileConfig:
-    """Launch the kernel once for all slices; returns the tile configuration it used."""
+    """Launch the kernel once for all slices; returns the tile configuration it used.
+
+    ``counters`` is the zeroed int32 buffer of :class:`.worklist.WorkListBuffers` (left zeroed).
+    """
     a = [stacked_view(t) for t in lora_a]
     b = [stacked_view(t) for t in lora_b]
     _check_layout(x, y, a, b)
@@ -219,11 +291,21 @@ def launch_fused_lora(
     cfg = config or choose_config(m, x.shape[1], sum(widths), a[0].shape[1], num_sms)
     tiles = tiles_by_block_m[cfg.block_m]
     n_slots = a[0].shape[0]
+    k_split = cfg.k_split(x.shape[1])
     span = cfg.block_n * cfg.n_group
     n_items = sum(-(-w // span) for w in widths)
-    work_ub = upper_bound_tiles(m, n_slots, cfg.block_m) * n_items
-    cap = max_programs if max_programs is not None else (num_sms * 4 if on_gpu else 8)
-    grid = (max(1, min(work_ub, cap)),)
+    tiles_ub = min(upper_bound_tiles(m, n_slots, cfg.block_m), (tiles.numel() - 1) // 3)
+    pair_cap = (counters.numel() - 2) // 2
+    if tiles_ub * len(a) > pair_cap:
+        raise FusedLoRAShapeError(f"{tiles_ub * len(a)} tile pairs > counter capacity {pair_cap}")
+    jobs_ub = tiles_ub * (len(a) * k_split + n_items)
+    cap = max_programs if max_programs is not None else (num_sms * 4 if on_gpu else 4)
+    grid = (max(1, min(jobs_ub, cap)),)
+    tile_elems = cfg.block_m * cfg.block_r
+    part = torch.empty(
+        tiles_ub * len(a) * k_split * tile_elems, dtype=torch.float32, device=x.device
+    )
+    inter = torch.empty(tiles_ub * len(a) * tile_elems, dtype=a[0].dtype, device=x.device)
     elem = a[0].element_size()
     base_a = a[0].data_ptr()
     base_b = b[0].data_ptr()
@@ -239,6 +321,9 @@ def launch_fused_lora(
         token_indices,
         tiles,
         slot_rank,
+        part,
+        inter,
+        counters,
         a_offs[0],
         a_offs[1],
         b_offs[0],
@@ -256,7 +341,11 @@ def launch_fused_lora(
         a[0].stride(1),
         b[0].stride(1),
         offset_start,
+        pair_cap,
         float(scale),
+        NUM_SLICES=len(a),
+        K_SPLIT=k_split,
+        K_ITERS=cfg.k_iters,
         BLOCK_M=cfg.block_m,
         BLOCK_N=cfg.block_n,
         BLOCK_K=cfg.block_k,

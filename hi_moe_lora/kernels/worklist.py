@@ -11,6 +11,10 @@ Buffer layout (int32):
   where ``start`` indexes ``token_indices``.
 A list is built for every token-tile height in :data:`.config.BLOCK_M_CHOICES`; a launch reads
 the one that matches its tile configuration.
+
+The buffers also hold the kernel's synchronisation counters (``counters``: a job ticket, then an
+arrival count and a ready flag per (tile, slice) pair). They start at zero and every launch
+leaves them at zero again (the last program resets them), so they are never written here.
 """
 
 from __future__ import annotations
@@ -37,6 +41,19 @@ class WorkListError(ValueError):
 def tile_capacity(max_tokens: int, max_slots: int, block_m: int) -> int:
     """Most tiles a step can produce: each slot's partial tile adds at most one."""
     return -(-max_tokens // block_m) + max_slots
+
+
+MAX_SLICES = 3
+
+
+def counter_size(max_tokens: int, max_slots: int) -> int:
+    """Length of the counters buffer: ticket, spare, then arrivals and ready flags per pair."""
+    return 2 + 2 * pair_capacity(max_tokens, max_slots)
+
+
+def pair_capacity(max_tokens: int, max_slots: int) -> int:
+    """Most (tile, slice) pairs one launch can meet."""
+    return MAX_SLICES * tile_capacity(max_tokens, max_slots, min(BLOCK_M_CHOICES))
 
 
 def upper_bound_tiles(m: int, num_slots: int, block_m: int) -> int:
@@ -103,6 +120,9 @@ class WorkListBuffers:
             )
             for bm in BLOCK_M_CHOICES
         }
+        self.counters = torch.zeros(
+            counter_size(max_tokens, max_slots), dtype=torch.int32, device=device
+        )
 
     def update(self, token_slots: npt.ArrayLike) -> WorkList:
         """Rebuild the work list in place (the tensors keep their storage)."""

@@ -21,6 +21,7 @@ def _args(p, scale: float = 1.0):  # type: ignore[no-untyped-def]
         p.work.tiles[16],
         p.work.tiles[64],
         p.slot_rank,
+        p.work.counters,
         scale,
         0,
         True,

@@ -37,6 +37,7 @@ def _run(problem, scale: float, offset: int = 0, add_inputs: bool = True, cfg=No
         problem.work.token_indices,
         problem.work.tiles,
         problem.slot_rank,
+        problem.work.counters,
         scale,
         offset,
         add_inputs,
@@ -106,7 +107,7 @@ def test_bfloat16_and_prefill_config_with_groups(device: str) -> None:
         m, 72, [100, 36], [16, 8, 32, 16], slots, dtype=torch.bfloat16, device=device, seed=9
     )
     ref = lora_linear_reference(p.y, p.x, p.lora_a, p.lora_b, slots, 1.5)
-    cfg = TileConfig(64, 32, 32, 32, 2, 4, 2)
+    cfg = TileConfig(64, 32, 32, 32, 2, 2, 4, 2)
     _run(p, 1.5, cfg=cfg)
     assert (p.y.double().cpu() - ref).abs().max().item() <= tolerance(torch.bfloat16, ref)
 
@@ -124,6 +125,7 @@ def test_persistent_grid_loops_over_all_items(device: str) -> None:
         p.work.token_indices,
         p.work.tiles,
         p.slot_rank,
+        p.work.counters,
         1.0,
         max_programs=1,
     )
@@ -142,6 +144,7 @@ def test_rejects_mismatched_layout(device: str) -> None:
             p.work.token_indices,
             p.work.tiles,
             p.slot_rank,
+            p.work.counters,
             1.0,
         )
     with pytest.raises(FusedLoRAShapeError):
@@ -153,6 +156,7 @@ def test_rejects_mismatched_layout(device: str) -> None:
             p.work.token_indices,
             p.work.tiles,
             p.slot_rank,
+            p.work.counters,
             1.0,
             offset_start=1,
         )
