@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from registry.app import create_app
-from registry.openai.outcomes import MAX_PENDING, Outcome, OutcomeRecorder
+from registry.openai.outcomes import MAX_PENDING, Outcome, OutcomeRecorder, OutcomeRow
 from registry.openai.routing import Target
 from registry.services.adapters import AdapterService
 from tests.openai.live import control_plane_settings
@@ -73,3 +74,23 @@ async def test_backlog_is_bounded(service: AdapterService) -> None:
     info = await service.get_version("stats", "1.0.0")
     assert info.request_count == 4
     assert MAX_PENDING >= 100
+
+
+async def test_batches_go_in_one_call_when_the_service_offers_it(
+    service: AdapterService,
+) -> None:
+    calls: list[int] = []
+
+    async def record_outcomes(rows: Sequence[OutcomeRow]) -> None:
+        calls.append(len(rows))
+        for row in rows:
+            await service.record_outcome(*row)
+
+    # the registry's batch API, where it exists, is found by name on the service
+    service.record_outcomes = record_outcomes  # type: ignore[attr-defined]
+    recorder = OutcomeRecorder(service, flush_interval_s=60)
+    for _ in range(5):
+        recorder.record(_outcome("stats@1.0.0", 200))
+    await recorder.drain()
+    assert calls == [5]
+    assert (await service.get_version("stats", "1.0.0")).request_count == 5
