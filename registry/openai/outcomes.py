@@ -3,10 +3,9 @@
 The front door hands every finished request to :meth:`OutcomeRecorder.record`, which only
 appends it to a buffer; a background task writes the buffer to the registry's statistics every
 ``flush_interval_s`` (or at :meth:`drain`), so a slow or failing statistics write never delays or
-breaks a request, and writes are grouped instead of one per request. When the adapter service
-offers ``record_outcomes(batch)`` the whole buffer goes in one call (one transaction); otherwise
-each outcome goes through ``record_outcome``. This is also where request metrics (Prometheus)
-plug in: the recorder sees every finished request.
+breaks a request, and each flush is one ``record_outcomes`` call (one transaction) instead of one
+write per request. This is also where request metrics (Prometheus) plug in: the recorder sees
+every finished request.
 """
 
 from __future__ import annotations
@@ -14,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from registry.openai.routing import Target
@@ -27,7 +25,6 @@ MAX_PENDING = 10_000
 FLUSH_INTERVAL_S = 0.5
 
 OutcomeRow = tuple[str, float, bool]
-BatchWriter = Callable[[Sequence[OutcomeRow]], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -95,22 +92,10 @@ class OutcomeRecorder:
                 self._writing = 0
 
     async def _write(self, batch: list[Outcome]) -> None:
-        write_batch: BatchWriter | None = getattr(self._adapters, "record_outcomes", None)
-        if write_batch is not None:
-            try:
-                await write_batch([outcome.row() for outcome in batch])
-            except Exception:
-                logger.warning("could not record %d outcomes", len(batch), exc_info=True)
-            return
-        for outcome in batch:
-            try:
-                await self._adapters.record_outcome(*outcome.row())
-            except Exception:
-                logger.warning(
-                    "could not record the outcome of %s",
-                    outcome.target.served_name,
-                    exc_info=True,
-                )
+        try:
+            await self._adapters.record_outcomes([outcome.row() for outcome in batch])
+        except Exception:
+            logger.warning("could not record %d outcomes", len(batch), exc_info=True)
 
     async def drain(self) -> None:
         """Write everything recorded so far now (shutdown, tests)."""

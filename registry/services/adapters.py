@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -371,11 +371,27 @@ class AdapterService:
 
     async def record_outcome(self, served_name: str, latency_ms: float, ok: bool) -> None:
         """Fold one request's latency and outcome into the version's running statistics."""
+        await self.record_outcomes([(served_name, latency_ms, ok)], strict=True)
+
+    async def record_outcomes(
+        self, outcomes: Sequence[tuple[str, float, bool]], *, strict: bool = False
+    ) -> None:
+        """Fold many requests' (served_name, latency_ms, ok) in one transaction.
+
+        Outcomes of versions deleted since their request are skipped unless ``strict``.
+        """
+        at = datetime.now(timezone.utc)
 
         def work(uow: UnitOfWork) -> None:
             repo = AdapterRepository(uow.session)
-            _, row = self._served_row(repo, served_name)
-            repo.record_outcome(row.id, latency_ms=latency_ms, ok=ok, at=datetime.now(timezone.utc))
+            for served_name, latency_ms, ok in outcomes:
+                try:
+                    _, row = self._served_row(repo, served_name)
+                except NotFoundError:
+                    if strict:
+                        raise
+                    continue
+                repo.record_outcome(row.id, latency_ms=latency_ms, ok=ok, at=at)
 
         await asyncio.to_thread(self.database.run, work)
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from registry.app import create_app
-from registry.openai.outcomes import MAX_PENDING, Outcome, OutcomeRecorder, OutcomeRow
+from registry.openai.outcomes import MAX_PENDING, Outcome, OutcomeRecorder
 from registry.openai.routing import Target
 from registry.services.adapters import AdapterService
 from tests.openai.live import control_plane_settings
@@ -51,10 +50,12 @@ async def test_base_model_requests_are_not_recorded(service: AdapterService) -> 
 async def test_a_failing_write_is_logged_not_raised(
     service: AdapterService, caplog: pytest.LogCaptureFixture
 ) -> None:
+    with service.database.engine.begin() as connection:  # the statistics write will fail
+        connection.exec_driver_sql("ALTER TABLE adapter_versions RENAME TO moved_away")
     recorder = OutcomeRecorder(service)
-    recorder.record(_outcome("deleted@1.0.0", 200))  # the version does not exist
+    recorder.record(_outcome("stats@1.0.0", 200))
     await recorder.drain()
-    assert any("could not record" in r.getMessage() for r in caplog.records)
+    assert any("could not record 1 outcomes" in r.getMessage() for r in caplog.records)
 
 
 async def test_recording_does_not_wait_for_the_write(service: AdapterService) -> None:
@@ -76,21 +77,14 @@ async def test_backlog_is_bounded(service: AdapterService) -> None:
     assert MAX_PENDING >= 100
 
 
-async def test_batches_go_in_one_call_when_the_service_offers_it(
+async def test_a_flush_writes_the_whole_batch_in_one_transaction(
     service: AdapterService,
 ) -> None:
-    calls: list[int] = []
-
-    async def record_outcomes(rows: Sequence[OutcomeRow]) -> None:
-        calls.append(len(rows))
-        for row in rows:
-            await service.record_outcome(*row)
-
-    # the registry's batch API, where it exists, is found by name on the service
-    service.record_outcomes = record_outcomes  # type: ignore[attr-defined]
     recorder = OutcomeRecorder(service, flush_interval_s=60)
-    for _ in range(5):
-        recorder.record(_outcome("stats@1.0.0", 200))
+    for status in (200, 200, 500, 200, 200):
+        recorder.record(_outcome("stats@1.0.0", status))
+    recorder.record(_outcome("stats@9.9.9", 200))  # a version that does not exist is skipped
     await recorder.drain()
-    assert calls == [5]
-    assert (await service.get_version("stats", "1.0.0")).request_count == 5
+    info = await service.get_version("stats", "1.0.0")
+    assert info.request_count == 5
+    assert info.success_count == 4
