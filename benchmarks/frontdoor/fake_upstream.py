@@ -1,0 +1,60 @@
+"""FAKE UPSTREAM — stands in for vLLM only to measure the control plane's own overhead.
+
+A raw ASGI app that answers the OpenAI endpoints the front door forwards to with a fixed,
+vLLM-shaped body (echoing the requested ``model``) as fast as it can, so that the difference
+between calling it directly and calling it through the control plane is our overhead alone.
+Never use it to test behaviour: the tests run against the real vLLM CPU server.
+
+Run: ``python -m uvicorn benchmarks.frontdoor.fake_upstream:app --port 9000``
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+_MODELS = {"object": "list", "data": [{"id": "base", "object": "model", "owned_by": "fake"}]}
+
+
+def _completion(model: str) -> dict[str, Any]:
+    return {
+        "id": "cmpl-fake",
+        "object": "text_completion",
+        "created": 0,
+        "model": model,
+        "choices": [{"index": 0, "text": " fake", "finish_reason": "length", "logprobs": None}],
+        "usage": {"prompt_tokens": 4, "completion_tokens": 1, "total_tokens": 5},
+    }
+
+
+async def _body(receive: Receive) -> bytes:
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+async def app(scope: Scope, receive: Receive, send: Send) -> None:
+    if scope["type"] != "http":
+        return
+    raw = await _body(receive)
+    if scope["path"] == "/v1/models" or scope["path"] == "/health":
+        payload: dict[str, Any] = _MODELS
+    else:
+        try:
+            model = str(json.loads(raw or b"{}").get("model", "base"))
+        except json.JSONDecodeError:
+            model = "base"
+        payload = _completion(model)
+    body = json.dumps(payload).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
