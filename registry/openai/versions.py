@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from registry.errors import NotFoundError
+from registry.services import traffic
 from registry.services.adapters import AdapterService
 from registry.services.records import AdapterInfo
 
@@ -35,17 +36,14 @@ class ServedVersion:
 class _Entry:
     fetched_at: float
     versions: dict[str, ServedVersion]
-    weighted: tuple[tuple[ServedVersion, float], ...]
+    shares: dict[str, float]
 
 
 def _entry(info: AdapterInfo, now: float) -> _Entry:
     versions = {
         v.version: ServedVersion(info.name, v.version, v.served_name) for v in info.versions
     }
-    weighted = tuple(
-        (versions[v.version], v.traffic_share) for v in info.versions if v.traffic_share > 0
-    )
-    return _Entry(now, versions, weighted)
+    return _Entry(now, versions, {v.version: v.traffic_share for v in info.versions})
 
 
 class VersionTable:
@@ -81,16 +79,10 @@ class VersionTable:
             if served is None:
                 raise NotFoundError(f"{model} is not registered", code="version_not_found")
             return served
-        if not entry.weighted:
+        picked = traffic.pick(entry.shares, self._rng.random())
+        if picked is None:
             raise NotFoundError(f"{name} has no active version", code="no_active_version")
-        if len(entry.weighted) == 1:
-            return entry.weighted[0][0]
-        pick = self._rng.random() * sum(share for _, share in entry.weighted)
-        for served, share in entry.weighted:
-            pick -= share
-            if pick < 0:
-                return served
-        return entry.weighted[-1][0]
+        return entry.versions[picked]
 
     async def _entry(self, name: str) -> _Entry:
         now = self._clock()
