@@ -7,7 +7,6 @@ Variables (all optional):
 
 - ``HI_MOE_LORA_REGISTRY_URL``: base URL of the control plane (``http://registry:8080``). Unset:
   the resolver stays off.
-- ``HI_MOE_LORA_CACHE_DIR``: local adapter cache (default ``~/.cache/hi-moe-lora``).
 - ``HI_MOE_LORA_RESOLVER_TIMEOUT_S``: timeout of one registry lookup, seconds (default 10).
 - ``HI_MOE_LORA_KERNELS``: ``ours`` (default) or ``vllm``: which Punica kernels serve LoRA.
 """
@@ -17,18 +16,15 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Literal
 
 ENV_REGISTRY_URL = "HI_MOE_LORA_REGISTRY_URL"
-ENV_CACHE_DIR = "HI_MOE_LORA_CACHE_DIR"
 ENV_RESOLVER_TIMEOUT_S = "HI_MOE_LORA_RESOLVER_TIMEOUT_S"
 ENV_KERNELS = "HI_MOE_LORA_KERNELS"
 
 KernelsChoice = Literal["ours", "vllm"]
 KERNEL_CHOICES: tuple[KernelsChoice, ...] = ("ours", "vllm")
-DEFAULT_CACHE_DIR = "~/.cache/hi-moe-lora"
 DEFAULT_RESOLVER_TIMEOUT_S = 10.0
 
 
@@ -46,7 +42,6 @@ class PluginSettings:
     """What the vLLM plugins need to know; build it with :meth:`from_env`."""
 
     registry_url: str | None = None
-    cache_dir: Path = field(default_factory=lambda: Path(DEFAULT_CACHE_DIR).expanduser())
     resolver_timeout_s: float = DEFAULT_RESOLVER_TIMEOUT_S
     kernels: KernelsChoice = "ours"
 
@@ -63,7 +58,6 @@ class PluginSettings:
         env = os.environ if environ is None else environ
         return cls(
             registry_url=_registry_url(env.get(ENV_REGISTRY_URL, "")),
-            cache_dir=Path(env.get(ENV_CACHE_DIR, "").strip() or DEFAULT_CACHE_DIR).expanduser(),
             resolver_timeout_s=_timeout(env.get(ENV_RESOLVER_TIMEOUT_S, "")),
             kernels=_kernels(env.get(ENV_KERNELS, "")),
         )

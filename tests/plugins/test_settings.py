@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from plugins.settings import (
     DEFAULT_RESOLVER_TIMEOUT_S,
-    ENV_CACHE_DIR,
     ENV_KERNELS,
     ENV_REGISTRY_URL,
     ENV_RESOLVER_TIMEOUT_S,
@@ -21,30 +18,27 @@ def test_defaults_when_nothing_is_set() -> None:
     settings = PluginSettings.from_env({})
     assert settings.registry_url is None
     assert not settings.resolver_enabled
-    assert settings.cache_dir == Path("~/.cache/hi-moe-lora").expanduser()
     assert settings.resolver_timeout_s == DEFAULT_RESOLVER_TIMEOUT_S == 10.0
     assert settings.kernels == "ours"
 
 
-def test_reads_every_variable(tmp_path: Path) -> None:
+def test_reads_every_variable() -> None:
     settings = PluginSettings.from_env(
         {
             ENV_REGISTRY_URL: " http://registry:8080/ ",
-            ENV_CACHE_DIR: str(tmp_path),
             ENV_RESOLVER_TIMEOUT_S: "2.5",
             ENV_KERNELS: "VLLM",
         }
     )
     assert settings.registry_url == "http://registry:8080"
     assert settings.resolver_enabled
-    assert settings.cache_dir == tmp_path
     assert settings.resolver_timeout_s == 2.5
     assert settings.kernels == "vllm"
 
 
 def test_empty_values_count_as_unset() -> None:
     settings = PluginSettings.from_env(
-        {ENV_REGISTRY_URL: "", ENV_CACHE_DIR: " ", ENV_RESOLVER_TIMEOUT_S: "", ENV_KERNELS: ""}
+        {ENV_REGISTRY_URL: " ", ENV_RESOLVER_TIMEOUT_S: "", ENV_KERNELS: ""}
     )
     assert settings == PluginSettings.from_env({})
 
