@@ -63,9 +63,9 @@ class HiMoePunicaWrapperGPU(PunicaWrapperGPU):  # type: ignore[misc]
         **kwargs: Any,
     ) -> None:
         super().update_metadata(mapping, lora_index_to_id, max_loras, vocab_size, **kwargs)
+        ranks = self._hm_ranks.refresh(lora_index_to_id)
         slots = token_slots_from_mapping(mapping.index_mapping, lora_index_to_id)
-        self._hm_work.update(slots)
-        self._hm_ranks.refresh(lora_index_to_id)
+        self._hm_work.update(slots, ranks)
 
     def add_lora_linear(
         self,
@@ -97,7 +97,6 @@ class HiMoePunicaWrapperGPU(PunicaWrapperGPU):  # type: ignore[misc]
             x.view(-1, x.shape[-1]),
             list(lora_a_stacked),
             list(lora_b_stacked),
-            self._hm_work.token_indices,
             self._hm_work.tiles[BLOCK_M_SMALL],
             self._hm_work.tiles[BLOCK_M_LARGE],
             self._hm_ranks.ranks,

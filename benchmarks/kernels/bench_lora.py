@@ -130,8 +130,7 @@ def run_case(
     copies = [one] + [_make_copy(k, widths, rank, max_rank, m, gen) for _ in range(pool - 1)]
 
     work = WorkListBuffers(max(m, 16), SLOTS, "cuda")
-    work.update(slots.numpy())
-    ranks = torch.full((SLOTS,), rank, dtype=torch.int32, device="cuda")
+    work.update(slots.numpy(), [rank] * SLOTS)
     margs: Any = None
     if with_vllm:
         from vllm.lora.ops.triton_ops import LoRAKernelMeta
@@ -145,9 +144,7 @@ def run_case(
 
     def ours(c: Any) -> Any:
         x, y, a, b = c
-        return lambda: launch_fused_lora(
-            y, x, a, b, work.token_indices, work.tiles, ranks, work.counters, 1.0, 0, True
-        )
+        return lambda: launch_fused_lora(y, x, a, b, work.tiles, work.counters, 1.0, 0, True)
 
     def vllm(c: Any, buf: torch.Tensor) -> Any:
         x, y, a, b = c
@@ -191,6 +188,53 @@ def run_case(
     )
 
 
+def sweep(shape: str, m: int, rank: int, adapters: int, replays: int) -> None:
+    """Time a grid of tile configurations for one case (tuning aid; prints one line each)."""
+    from hi_moe_lora.kernels.config import TileConfig, choose_config
+
+    k, widths = SHAPES[shape]
+    adapters = min(adapters, m)
+    slots = _slots_for(m, adapters)
+    gen = torch.Generator(device="cuda").manual_seed(3)
+    one = _make_copy(k, widths, rank, rank, m, gen)
+    per_copy = sum(t.numel() * t.element_size() for t in [one[0], one[1], *one[2], *one[3]])
+    pool = max(2, min(64, -(-2 * L2_BYTES // per_copy)))
+    copies = [one] + [_make_copy(k, widths, rank, rank, m, gen) for _ in range(pool - 1)]
+    work = WorkListBuffers(max(m, 16), SLOTS, "cuda")
+    work.update(slots.numpy(), [rank] * SLOTS)
+    base = choose_config(m, k, sum(widths), rank, 132, SLOTS)
+    results = []
+    for block_k in (256, 512, 1024):
+        for block_n in (64, 128):
+            for warps in (4, 8):
+                for red in (True, False):
+                    cfg = TileConfig(base.block_m, block_n, block_k, base.block_r, 1, 1, warps, 1)
+                    if cfg.k_split(k) > 64:
+                        continue
+
+                    def call(c: Any, cfg: TileConfig = cfg, red: bool = red) -> Any:
+                        x, y, a, b = c
+                        return lambda: launch_fused_lora(
+                            y,
+                            x,
+                            a,
+                            b,
+                            work.tiles,
+                            work.counters,
+                            1.0,
+                            0,
+                            True,
+                            config=cfg,
+                            reduce_in_expand=red,
+                        )
+
+                    t = _graph_time([call(c) for c in copies], replays)
+                    results.append((t, block_k, block_n, warps, red))
+    results.sort()
+    best = ", ".join(f"{t:.1f}us bk{bk} bn{bn} w{w} red{int(r)}" for t, bk, bn, w, r in results[:4])
+    print(f"sweep {shape} M={m} r{rank} a{adapters} default={base}: {best}", flush=True)
+
+
 def markdown(results: list[Result]) -> str:
     lines = [
         "| shape | rank (max) | adapters | M | ours µs | vLLM µs | ours/vLLM | floor µs |"
@@ -215,9 +259,19 @@ def main() -> int:
     parser.add_argument("--budget-s", type=float, default=330.0)
     parser.add_argument("--ours-only", action="store_true", help="no vLLM kit: time ours only")
     parser.add_argument("--shapes", default=",".join(SHAPES))
+    parser.add_argument("--sweep", action="store_true", help="time tile configs (decode sizes)")
     args = parser.parse_args()
     if not args.ours_only:
         import vllm.lora.ops.triton_ops  # noqa: F401  (registers torch.ops.vllm.lora_*)
+    if args.sweep:
+        for shape in args.shapes.split(","):
+            for m in (1, 16, 64):
+                for rank in (16, 64):
+                    for adapters in (1, 8):
+                        if adapters > 1 and m == 1:
+                            continue
+                        sweep(shape, m, rank, adapters, args.replays)
+        return 0
 
     ms = [1, 16, 64, 256] if args.quick else [1, 4, 16, 64, 256, 1024]
     ranks = [(16, 16), (64, 64), (16, 64)]

@@ -78,13 +78,10 @@ def main() -> int:
                     a.append(at)
                     b.append(bt)
                 work = WorkListBuffers(max(m, 16), len(RANKS), "cuda")
-                work.update(slots.numpy())
-                ranks = torch.tensor(RANKS, dtype=torch.int32, device="cuda")
+                work.update(slots.numpy(), RANKS)
                 y0 = y.clone()
                 ref = lora_linear_reference(y0, x, a, b, slots, 0.5)
-                launch_fused_lora(
-                    y, x, a, b, work.token_indices, work.tiles, ranks, work.counters, 0.5
-                )
+                launch_fused_lora(y, x, a, b, work.tiles, work.counters, 0.5)
                 torch.cuda.synchronize()
                 ours = (y.double().cpu() - ref).abs().max().item()
                 y.copy_(y0)

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import torch
 
 from .reference import stacked_view
+from .worklist import record_size
 
 
 def lora_linear_torch(
@@ -19,28 +20,24 @@ def lora_linear_torch(
     x: torch.Tensor,
     lora_a: Sequence[torch.Tensor],
     lora_b: Sequence[torch.Tensor],
-    token_indices: torch.Tensor,
     tiles: torch.Tensor,
-    slot_rank: torch.Tensor,
+    block_m: int,
     scale: float,
     offset_start: int,
     add_inputs: bool,
+    min_rank: int = 0,
 ) -> None:
-    """Apply the work list ``tiles`` (see :mod:`.worklist`) to ``y`` in place."""
+    """Apply the work list ``tiles`` (records of ``block_m`` rows, see :mod:`.worklist`)."""
     host_tiles = tiles.cpu().tolist()
     count = int(host_tiles[0])
-    if count == 0:
-        return
-    order = token_indices.to(torch.int64)
-    ranks = slot_rank.cpu().tolist()
+    width = record_size(block_m)
     m = x.shape[0]
     for t in range(count):
-        slot, start, length = host_tiles[1 + 3 * t : 4 + 3 * t]
-        rows = order[start : start + length]
-        rows = rows[rows < m]
+        record = host_tiles[1 + width * t : 1 + width * (t + 1)]
+        slot, rank, length = record[0], max(record[1], min_rank), record[2]
+        rows = torch.tensor([r for r in record[3 : 3 + length] if r < m], dtype=torch.int64)
         if rows.numel() == 0:
             continue
-        rank = int(ranks[slot])
         xs = x[rows].to(torch.float32)
         col = offset_start
         for a_stack, b_stack in zip(lora_a, lora_b, strict=True):

@@ -1,8 +1,10 @@
 """The ``hi_moe_lora::lora_linear`` torch custom op (own namespace, mutates ``y``, fake impl).
 
-Registered at import. ``counters`` is the work list's zeroed synchronisation buffer: the kernel
-uses it and leaves it zeroed (declared mutated all the same). The op is opaque to torch.compile and safe in CUDA graphs: every per-step
-value it needs lives in persistent tensors passed as arguments (work list, ranks), and the launch
+Registered at import. ``slot_rank`` identifies the wrapper's rank tracker, which learns the
+stacked weights here, outside any traced graph. ``counters`` is the work list's zeroed
+synchronisation buffer: the kernel uses it and leaves it zeroed (declared mutated all the same).
+The op is opaque to torch.compile and safe in CUDA graphs: every per-step value it needs lives
+in persistent tensors passed as arguments (the work list with its ranks), and the launch
 configuration depends only on static shapes. CUDA tensors (or ``TRITON_INTERPRET=1``) take the
 Triton kernel; other CPU tensors take the PyTorch fallback.
 """
@@ -15,7 +17,7 @@ import torch
 
 from .config import BLOCK_M_LARGE, BLOCK_M_SMALL, block_m_for
 from .fallback import lora_linear_torch
-from .ranks import observe
+from .ranks import tracker_for
 
 OP_NAME = "hi_moe_lora::lora_linear"
 
@@ -30,7 +32,6 @@ def lora_linear(
     x: torch.Tensor,
     lora_a: list[torch.Tensor],
     lora_b: list[torch.Tensor],
-    token_indices: torch.Tensor,
     tiles_small: torch.Tensor,
     tiles_large: torch.Tensor,
     slot_rank: torch.Tensor,
@@ -40,7 +41,11 @@ def lora_linear(
     add_inputs: bool,
 ) -> None:
     """``y[t, slices] (+)= scale * x[t] @ A[slot].T @ B[slot].T`` for the work list's tokens."""
-    observe(slot_rank, lora_a)
+    tracker = tracker_for(slot_rank)
+    min_rank = 0
+    if tracker is not None:
+        tracker.observe(lora_a)
+        min_rank = tracker.max_rank if tracker.stale else 0
     if _use_triton(x):
         from .triton_kernel import launch_fused_lora
 
@@ -49,18 +54,18 @@ def lora_linear(
             x,
             lora_a,
             lora_b,
-            token_indices,
             {BLOCK_M_SMALL: tiles_small, BLOCK_M_LARGE: tiles_large},
-            slot_rank,
             counters,
             scale,
             offset_start,
             add_inputs,
+            min_rank=min_rank,
         )
         return
-    tiles = tiles_small if block_m_for(x.shape[0]) == BLOCK_M_SMALL else tiles_large
+    block_m = block_m_for(x.shape[0])
+    tiles = tiles_small if block_m == BLOCK_M_SMALL else tiles_large
     lora_linear_torch(
-        y, x, lora_a, lora_b, token_indices, tiles, slot_rank, scale, offset_start, add_inputs
+        y, x, lora_a, lora_b, tiles, block_m, scale, offset_start, add_inputs, min_rank
     )
 
 
@@ -70,7 +75,6 @@ def _lora_linear_fake(
     x: torch.Tensor,
     lora_a: list[torch.Tensor],
     lora_b: list[torch.Tensor],
-    token_indices: torch.Tensor,
     tiles_small: torch.Tensor,
     tiles_large: torch.Tensor,
     slot_rank: torch.Tensor,

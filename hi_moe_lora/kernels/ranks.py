@@ -5,13 +5,13 @@ taken as one past the last row of ``A[slot]`` that is not all zero, maximised ov
 ``A`` seen so far. Rows past that index are zero, so skipping them is exact whatever the
 adapter: the detection never changes a result, it only saves reads.
 
-The ranks live in one persistent int32 device tensor per Punica wrapper (the kernel reads it, a
-captured CUDA graph keeps pointing at it). They start at ``max_lora_rank`` (always exact) and are
-recomputed, on the device and without a host sync, for the slots whose adapter changed in a step
-(``refresh``, called from the wrapper's ``update_metadata``). The stacked ``A`` tensors are
-learnt from the custom op's eager calls (``observe``): the op body is opaque to torch.compile, so
-this bookkeeping never enters a traced graph. A stacked ``A`` first seen after ranks were lowered
-puts every slot back to the full rank until the next refresh.
+Ranks start at ``max_lora_rank`` (always exact). ``refresh`` (from the wrapper's
+``update_metadata``, eager, before the step's forward) recomputes on the device the ranks of the
+slots whose adapter changed and, only then, copies them to the host, where the work list embeds
+them in its tile records. The stacked ``A`` tensors are learnt from the custom op's eager calls
+(``observe``; the op body is opaque to torch.compile, so this bookkeeping never enters a traced
+graph). While weights have been seen that the ranks do not yet account for, the tracker is
+``stale`` and the op runs every adapter at the full rank.
 """
 
 from __future__ import annotations
@@ -38,45 +38,34 @@ def detect_rank(a_stack: torch.Tensor, slot: int) -> torch.Tensor:
     return (positions * nonzero.to(torch.int32)).max()
 
 
-def _capturing() -> bool:
-    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
-
-
 class SlotRanks:
-    """The rank tensor of one Punica wrapper and the stacked weights it was derived from."""
+    """The ranks of one Punica wrapper's slots and the stacked weights they come from."""
 
     def __init__(self, num_slots: int, max_rank: int, device: torch.device | str) -> None:
         self.max_rank = max_rank
         self.ranks = torch.full((num_slots,), max_rank, dtype=torch.int32, device=device)
+        self.host: list[int] = [max_rank] * num_slots
+        self.stale = False
         self._seen: dict[int, torch.Tensor] = {}
         self._slot_ids: list[int | None] = [None] * num_slots
-        self._stale = False
         with _LOCK:
             _TRACKERS[self.ranks.data_ptr()] = self
 
     def observe(self, lora_a: Sequence[torch.Tensor]) -> None:
-        """Remember stacked ``A`` tensors; a new one resets the ranks to the full rank."""
-        new = [t for t in lora_a if t.data_ptr() not in self._seen]
-        if not new:
-            return
-        for t in new:
-            self._seen[t.data_ptr()] = t
-        if _capturing():
-            self._stale = True
-            return
-        self.ranks.fill_(self.max_rank)
-        self._stale = True
+        """Remember stacked ``A`` tensors; a new one makes the ranks stale until ``refresh``."""
+        for t in lora_a:
+            if t.data_ptr() not in self._seen:
+                self._seen[t.data_ptr()] = t
+                self.stale = True
 
-    def refresh(self, lora_index_to_id: Sequence[int | None]) -> None:
-        """Recompute the ranks of the slots whose adapter changed (all of them when stale)."""
+    def refresh(self, lora_index_to_id: Sequence[int | None]) -> list[int]:
+        """Recompute the ranks of the slots whose adapter changed (all when stale); host list."""
         ids = list(lora_index_to_id)[: self.ranks.shape[0]]
         ids += [None] * (self.ranks.shape[0] - len(ids))
         if not self._seen:
             self._slot_ids = ids
-            return
-        changed = [
-            s for s, lora_id in enumerate(ids) if self._stale or lora_id != self._slot_ids[s]
-        ]
+            return self.host
+        changed = [s for s, i in enumerate(ids) if self.stale or i != self._slot_ids[s]]
         for slot in changed:
             if ids[slot] is None:
                 continue
@@ -86,13 +75,14 @@ class SlotRanks:
                     best = torch.maximum(best, detect_rank(a_stack, slot))
             self.ranks[slot : slot + 1].copy_(best.view(1))
         self._slot_ids = ids
-        self._stale = False
+        self.stale = False
         if changed:
-            logger.debug("refreshed LoRA ranks of slots %s", changed)
+            self.host = [int(r) for r in self.ranks.tolist()]
+            logger.debug("LoRA ranks of slots %s refreshed: %s", changed, self.host)
+        return self.host
 
 
-def observe(slot_rank: torch.Tensor, lora_a: Sequence[torch.Tensor]) -> None:
-    """Forward stacked ``A`` tensors to the tracker owning ``slot_rank`` (if any)."""
+def tracker_for(slot_rank: torch.Tensor) -> SlotRanks | None:
+    """The tracker owning ``slot_rank``, if any."""
     tracker = _TRACKERS.get(slot_rank.data_ptr())
-    if tracker is not None and tracker.ranks is slot_rank:
-        tracker.observe(lora_a)
+    return tracker if tracker is not None and tracker.ranks is slot_rank else None

@@ -4,12 +4,14 @@ One launch does all of a wrapped linear's LoRA, every slice of a packed layer (q
 included. Its programs take jobs from a ticket counter, in this order:
 
 1. shrink jobs, one per (token tile, slice, K chunk): gather the tile's token rows of ``x``,
-   multiply by the chunk of ``A[slot]`` (only the adapter's real rank is read) and store the
-   float32 partial; the job that arrives last for its (tile, slice) sums the partials in a fixed
-   order (deterministic, no float atomics), scales, rounds to the weights' dtype, stores the
-   rank-sized intermediate and raises the pair's ready flag;
-2. expand jobs, one per (token tile, output tile group): wait for the pair's flag, multiply the
-   intermediate by ``B[slot]`` and add into ``y``.
+   multiply by the chunk of ``A[slot]`` (only the adapter's real rank is read), store the
+   float32 partial and count the arrival for the (tile, slice) pair;
+2. expand jobs, one per (token tile, output tile group): load B and y first, wait for the
+   pair, sum its partials in a fixed order (deterministic, no float atomics), scale, round to
+   the weights' dtype, multiply by ``B[slot]`` and add into ``y``.
+When re-reading the partials in every expand job would cost too much (wide layers at high rank),
+the shrink job that arrives last sums them once into a rank-sized intermediate and raises the
+pair's ready flag instead (``REDUCE_IN_EXPAND`` off).
 
 Tickets are taken in order, so every shrink job is held by a running program before any expand
 job is handed out: the wait cannot deadlock whatever the grid or the occupancy. The program that
@@ -38,7 +40,12 @@ import triton.language as tl
 
 from .config import TileConfig, choose_config
 from .reference import stacked_view
-from .worklist import MAX_SLICES, upper_bound_tiles
+from .worklist import MAX_SLICES, record_size, upper_bound_tiles
+
+#: Per token tile, the most partial-sum bytes expand jobs may re-read instead of a reduction step.
+REDUCE_IN_EXPAND_BYTES = 2**20
+#: Programs per SM: enough to hide latency, few enough that idle programs cost one wave.
+PROGRAMS_PER_SM = 2
 
 
 class FusedLoRAShapeError(ValueError):
@@ -50,9 +57,7 @@ def _fused_lora_kernel(
     y_ptr,
     a_ptr,
     b_ptr,
-    tok_ptr,
     tiles_ptr,
-    rank_ptr,
     part_ptr,
     inter_ptr,
     ctr_ptr,
@@ -74,6 +79,7 @@ def _fused_lora_kernel(
     b_row_stride,
     y_col_offset,
     pair_cap,
+    min_rank,
     scale,
     NUM_SLICES: tl.constexpr,
     K_SPLIT: tl.constexpr,
@@ -83,10 +89,12 @@ def _fused_lora_kernel(
     BLOCK_K: tl.constexpr,
     BLOCK_R: tl.constexpr,
     N_GROUP: tl.constexpr,
+    REDUCE_IN_EXPAND: tl.constexpr,
     ADD_INPUTS: tl.constexpr,
     UPCAST_DOT: tl.constexpr,
 ):
     nprog = tl.num_programs(0)
+    job = tl.atomic_add(ctr_ptr, 1)
     num_tiles = tl.load(tiles_ptr)
     span = BLOCK_N * N_GROUP
     t0 = (n0 + span - 1) // span
@@ -98,6 +106,7 @@ def _fused_lora_kernel(
     total = n_shrink + num_tiles * n_items
     arrive_ptr = ctr_ptr + 2
     ready_ptr = ctr_ptr + 2 + pair_cap
+    rec_size = 3 + BLOCK_M
 
     offs_m = tl.arange(0, BLOCK_M)
     offs_r = tl.arange(0, BLOCK_R)
@@ -106,23 +115,22 @@ def _fused_lora_kernel(
     tile_offs = offs_m[:, None] * BLOCK_R + offs_r[None, :]
     k_chunk = BLOCK_K * K_ITERS
 
-    job = tl.atomic_add(ctr_ptr, 1)
     while job < total:
         if job < n_shrink:
             pair = job // K_SPLIT
             ks = job - pair * K_SPLIT
             mt = pair // NUM_SLICES
             s = pair - mt * NUM_SLICES
-            slot = tl.load(tiles_ptr + 1 + 3 * mt)
-            start = tl.load(tiles_ptr + 2 + 3 * mt)
-            count = tl.load(tiles_ptr + 3 + 3 * mt)
-            rank = tl.load(rank_ptr + slot)
-            a_off = tl.where(s == 2, a_off2, tl.where(s == 1, a_off1, 0)).to(tl.int64)
+            rec = tiles_ptr + 1 + mt * rec_size
+            slot = tl.load(rec)
+            rank = tl.maximum(tl.load(rec + 1), min_rank)
+            count = tl.load(rec + 2)
             m_mask = offs_m < count
-            tok = tl.load(tok_ptr + start + offs_m, mask=m_mask, other=0)
+            tok = tl.load(rec + 3 + offs_m, mask=m_mask, other=0)
             m_mask = m_mask & (tok < m_rows)
             tok64 = tok.to(tl.int64)
             r_mask = offs_r < rank
+            a_off = tl.where(s == 2, a_off2, tl.where(s == 1, a_off1, 0)).to(tl.int64)
             a_base = a_ptr + a_off + slot.to(tl.int64) * a_slot_stride
             acc = tl.zeros((BLOCK_M, BLOCK_R), dtype=tl.float32)
             for it in range(K_ITERS):
@@ -143,20 +151,25 @@ def _fused_lora_kernel(
                 else:
                     acc += tl.dot(xt.to(at.dtype), at)
             tl.store(part_ptr + job.to(tl.int64) * (BLOCK_M * BLOCK_R) + tile_offs, acc)
+            # All threads' stores before the (single-thread) release of the arrival.
+            tl.debug_barrier()
             arrived = tl.atomic_add(arrive_ptr + pair, 1, sem="acq_rel")
-            if arrived == K_SPLIT - 1:
-                summed = tl.zeros((BLOCK_M, BLOCK_R), dtype=tl.float32)
-                first = pair.to(tl.int64) * K_SPLIT
-                for i in tl.static_range(K_SPLIT):
-                    summed += tl.load(
-                        part_ptr + (first + i) * (BLOCK_M * BLOCK_R) + tile_offs,
-                        cache_modifier=".cg",
+            if not REDUCE_IN_EXPAND:  # noqa: SIM102  (constexpr guard; Triton has no `and`)
+                if arrived == K_SPLIT - 1:
+                    tl.debug_barrier()
+                    summed = tl.zeros((BLOCK_M, BLOCK_R), dtype=tl.float32)
+                    first = pair.to(tl.int64) * K_SPLIT
+                    for i in tl.static_range(K_SPLIT):
+                        summed += tl.load(
+                            part_ptr + (first + i) * (BLOCK_M * BLOCK_R) + tile_offs,
+                            cache_modifier=".cg",
+                        )
+                    tl.store(
+                        inter_ptr + pair.to(tl.int64) * (BLOCK_M * BLOCK_R) + tile_offs,
+                        (summed * scale).to(inter_ptr.dtype.element_ty),
                     )
-                tl.store(
-                    inter_ptr + pair.to(tl.int64) * (BLOCK_M * BLOCK_R) + tile_offs,
-                    (summed * scale).to(inter_ptr.dtype.element_ty),
-                )
-                tl.atomic_xchg(ready_ptr + pair, 1, sem="release")
+                    tl.debug_barrier()
+                    tl.atomic_xchg(ready_ptr + pair, 1, sem="release")
         else:
             e = job - n_shrink
             mt = e // n_items
@@ -165,28 +178,66 @@ def _fused_lora_kernel(
             in2 = item >= t0 + t1
             s = in1.to(tl.int32) + in2.to(tl.int32)
             pair = mt * NUM_SLICES + s
-            slot = tl.load(tiles_ptr + 1 + 3 * mt)
-            start = tl.load(tiles_ptr + 2 + 3 * mt)
-            count = tl.load(tiles_ptr + 3 + 3 * mt)
-            rank = tl.load(rank_ptr + slot)
+            rec = tiles_ptr + 1 + mt * rec_size
+            slot = tl.load(rec)
+            rank = tl.maximum(tl.load(rec + 1), min_rank)
+            count = tl.load(rec + 2)
+            m_mask = offs_m < count
+            tok = tl.load(rec + 3 + offs_m, mask=m_mask, other=0)
+            m_mask = m_mask & (tok < m_rows)
+            tok64 = tok.to(tl.int64)
+            r_mask = offs_r < rank
             b_off = tl.where(in2, b_off2, tl.where(in1, b_off1, 0)).to(tl.int64)
             n_s = tl.where(in2, n2, tl.where(in1, n1, n0))
             col_base = tl.where(in2, n0 + n1, tl.where(in1, n0, 0))
             local = item - tl.where(in2, t0 + t1, tl.where(in1, t0, 0))
-            m_mask = offs_m < count
-            tok = tl.load(tok_ptr + start + offs_m, mask=m_mask, other=0)
-            m_mask = m_mask & (tok < m_rows)
-            tok64 = tok.to(tl.int64)
-            r_mask = offs_r < rank
             b_base = b_ptr + b_off + slot.to(tl.int64) * n_s * b_row_stride
-            ready = tl.atomic_add(ready_ptr + pair, 0, sem="acquire")
-            while ready == 0:
-                ready = tl.atomic_add(ready_ptr + pair, 0, sem="acquire")
-            inter = tl.load(
-                inter_ptr + pair.to(tl.int64) * (BLOCK_M * BLOCK_R) + tile_offs,
-                cache_modifier=".cg",
+            # The first output tile's B and y do not depend on the shrink: load them first.
+            offs_n = local * span + offs_nb
+            n_mask = offs_n < n_s
+            bt = tl.load(
+                b_base + offs_n[None, :] * b_row_stride + offs_r[:, None],
+                mask=r_mask[:, None] & n_mask[None, :],
+                other=0.0,
             )
-            for g in tl.static_range(N_GROUP):
+            y_ptrs = (
+                y_ptr
+                + tok64[:, None] * stride_ym
+                + (y_col_offset + col_base + offs_n)[None, :] * stride_yn
+            )
+            y_mask = m_mask[:, None] & n_mask[None, :]
+            if ADD_INPUTS:
+                y_old = tl.load(y_ptrs, mask=y_mask, other=0.0).to(tl.float32)
+            if REDUCE_IN_EXPAND:
+                arrived = tl.atomic_add(arrive_ptr + pair, 0, sem="acquire")
+                while arrived < K_SPLIT:
+                    arrived = tl.atomic_add(arrive_ptr + pair, 0, sem="acquire")
+                tl.debug_barrier()
+                summed = tl.zeros((BLOCK_M, BLOCK_R), dtype=tl.float32)
+                first = pair.to(tl.int64) * K_SPLIT
+                for i in tl.static_range(K_SPLIT):
+                    summed += tl.load(
+                        part_ptr + (first + i) * (BLOCK_M * BLOCK_R) + tile_offs,
+                        cache_modifier=".cg",
+                    )
+                inter = (summed * scale).to(b_ptr.dtype.element_ty)
+            else:
+                ready = tl.atomic_add(ready_ptr + pair, 0, sem="acquire")
+                while ready == 0:
+                    ready = tl.atomic_add(ready_ptr + pair, 0, sem="acquire")
+                tl.debug_barrier()
+                inter = tl.load(
+                    inter_ptr + pair.to(tl.int64) * (BLOCK_M * BLOCK_R) + tile_offs,
+                    cache_modifier=".cg",
+                )
+            if UPCAST_DOT:
+                out = tl.dot(inter.to(tl.float32), bt.to(tl.float32))
+            else:
+                out = tl.dot(inter, bt)
+            if ADD_INPUTS:
+                out += y_old
+            tl.store(y_ptrs, out.to(y_ptr.dtype.element_ty), mask=y_mask)
+            for g in tl.static_range(1, N_GROUP):
                 offs_n = local * span + g * BLOCK_N + offs_nb
                 n_mask = offs_n < n_s
                 bt = tl.load(
@@ -265,19 +316,20 @@ def launch_fused_lora(
     x: torch.Tensor,
     lora_a: Sequence[torch.Tensor],
     lora_b: Sequence[torch.Tensor],
-    token_indices: torch.Tensor,
     tiles_by_block_m: dict[int, torch.Tensor],
-    slot_rank: torch.Tensor,
     counters: torch.Tensor,
     scale: float,
     offset_start: int = 0,
     add_inputs: bool = True,
     config: TileConfig | None = None,
     max_programs: int | None = None,
+    min_rank: int = 0,
+    reduce_in_expand: bool | None = None,
 ) -> TileConfig:
     """Launch the kernel once for all slices; returns the tile configuration it used.
 
     ``counters`` is the zeroed int32 buffer of :class:`.worklist.WorkListBuffers` (left zeroed).
+    Every adapter runs at least at ``min_rank`` (the full rank while ranks are stale).
     """
     a = [stacked_view(t) for t in lora_a]
     b = [stacked_view(t) for t in lora_b]
@@ -288,20 +340,26 @@ def launch_fused_lora(
         raise FusedLoRAShapeError(f"slices end at {offset_start + sum(widths)} > {y.shape[1]}")
     on_gpu = x.is_cuda
     num_sms = _num_sms(x.device.index or 0) if on_gpu else 4
-    cfg = config or choose_config(m, x.shape[1], sum(widths), a[0].shape[1], num_sms)
-    tiles = tiles_by_block_m[cfg.block_m]
     n_slots = a[0].shape[0]
+    cfg = config or choose_config(m, x.shape[1], sum(widths), a[0].shape[1], num_sms, n_slots)
+    tiles = tiles_by_block_m[cfg.block_m]
     k_split = cfg.k_split(x.shape[1])
     span = cfg.block_n * cfg.n_group
     n_items = sum(-(-w // span) for w in widths)
-    tiles_ub = min(upper_bound_tiles(m, n_slots, cfg.block_m), (tiles.numel() - 1) // 3)
+    tiles_ub = min(
+        upper_bound_tiles(m, n_slots, cfg.block_m),
+        (tiles.numel() - 1) // record_size(cfg.block_m),
+    )
     pair_cap = (counters.numel() - 2) // 2
     if tiles_ub * len(a) > pair_cap:
         raise FusedLoRAShapeError(f"{tiles_ub * len(a)} tile pairs > counter capacity {pair_cap}")
     jobs_ub = tiles_ub * (len(a) * k_split + n_items)
-    cap = max_programs if max_programs is not None else (num_sms * 4 if on_gpu else 4)
+    cap = max_programs if max_programs is not None else (num_sms * PROGRAMS_PER_SM)
     grid = (max(1, min(jobs_ub, cap)),)
     tile_elems = cfg.block_m * cfg.block_r
+    if reduce_in_expand is None:
+        # Expand jobs sum the partials themselves when that re-read stays small.
+        reduce_in_expand = n_items * k_split * tile_elems * 4 <= REDUCE_IN_EXPAND_BYTES
     part = torch.empty(
         tiles_ub * len(a) * k_split * tile_elems, dtype=torch.float32, device=x.device
     )
@@ -318,9 +376,7 @@ def launch_fused_lora(
         y,
         a[0],
         b[0],
-        token_indices,
         tiles,
-        slot_rank,
         part,
         inter,
         counters,
@@ -342,6 +398,7 @@ def launch_fused_lora(
         b[0].stride(1),
         offset_start,
         pair_cap,
+        int(min_rank),
         float(scale),
         NUM_SLICES=len(a),
         K_SPLIT=k_split,
@@ -351,6 +408,7 @@ def launch_fused_lora(
         BLOCK_K=cfg.block_k,
         BLOCK_R=cfg.block_r,
         N_GROUP=cfg.n_group,
+        REDUCE_IN_EXPAND=bool(reduce_in_expand),
         ADD_INPUTS=add_inputs,
         UPCAST_DOT=not on_gpu and a[0].dtype == torch.bfloat16,
         num_warps=cfg.num_warps,

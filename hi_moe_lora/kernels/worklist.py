@@ -6,9 +6,9 @@ keeps pointing at). Tokens are grouped by slot (a stable sort), each slot's toke
 tiles of ``block_m`` rows, tokens without an adapter (slot -1) get no tile at all.
 
 Buffer layout (int32):
-- ``token_indices[i]``: the i-th token row in slot order;
-- ``tiles[0]``: number of tiles T; ``tiles[1 + 3 t : 4 + 3 t]`` = (slot, start, length) of tile t,
-  where ``start`` indexes ``token_indices``.
+- ``tiles[0]``: number of tiles T; then T records of ``3 + block_m`` values:
+  (slot, rank, length, token row 0 .. token row block_m-1), so one load gives a program all it
+  needs about its tile (the adapter's real rank included, see :mod:`.ranks`).
 A list is built for every token-tile height in :data:`.config.BLOCK_M_CHOICES`; a launch reads
 the one that matches its tile configuration.
 
@@ -73,6 +73,11 @@ def token_slots_from_mapping(
     return slots
 
 
+def record_size(block_m: int) -> int:
+    """int32 values per tile record."""
+    return 3 + block_m
+
+
 @dataclass(frozen=True)
 class WorkList:
     """Host copy of one step's work list."""
@@ -82,9 +87,12 @@ class WorkList:
 
 
 def build_worklist(
-    token_slots: npt.ArrayLike, block_ms: Sequence[int] = BLOCK_M_CHOICES
+    token_slots: npt.ArrayLike,
+    slot_ranks: Sequence[int],
+    block_ms: Sequence[int] = BLOCK_M_CHOICES,
 ) -> WorkList:
     """Group tokens by slot and cut each group into tiles for every tile height."""
+    ranks = np.asarray(slot_ranks, dtype=np.int64)
     slots = np.asarray(token_slots, dtype=np.int64)
     order = np.argsort(slots, kind="stable")
     sorted_slots = slots[order]
@@ -100,8 +108,17 @@ def build_worklist(
         within = np.arange(seg_of_tile.shape[0]) - first_tile[seg_of_tile]
         tile_start = starts[seg_of_tile] + within * block_m
         tile_len = np.minimum(block_m, counts[seg_of_tile] - within * block_m)
-        body = np.stack([uniq[seg_of_tile], tile_start, tile_len], axis=1).reshape(-1)
-        tiles[block_m] = np.concatenate([[seg_of_tile.shape[0]], body]).astype(np.int32)
+        n_tiles = seg_of_tile.shape[0]
+        body = np.zeros((n_tiles, record_size(block_m)), dtype=np.int64)
+        body[:, 0] = uniq[seg_of_tile]
+        body[:, 1] = ranks[uniq[seg_of_tile]] if n_tiles else 0
+        body[:, 2] = tile_len
+        if n_tiles:
+            cols = np.arange(block_m)
+            idx = tile_start[:, None] + cols[None, :]
+            valid = cols[None, :] < tile_len[:, None]
+            body[:, 3:] = np.where(valid, token_indices[np.minimum(idx, len(token_indices) - 1)], 0)
+        tiles[block_m] = np.concatenate([[n_tiles], body.reshape(-1)]).astype(np.int32)
     return WorkList(token_indices=token_indices, tiles=tiles)
 
 
@@ -113,10 +130,11 @@ class WorkListBuffers:
 
         self.max_tokens = max_tokens
         self.max_slots = max_slots
-        self.token_indices = torch.zeros(max_tokens, dtype=torch.int32, device=device)
         self.tiles: dict[int, torch.Tensor] = {
             bm: torch.zeros(
-                1 + 3 * tile_capacity(max_tokens, max_slots, bm), dtype=torch.int32, device=device
+                1 + record_size(bm) * tile_capacity(max_tokens, max_slots, bm),
+                dtype=torch.int32,
+                device=device,
             )
             for bm in BLOCK_M_CHOICES
         }
@@ -124,7 +142,7 @@ class WorkListBuffers:
             counter_size(max_tokens, max_slots), dtype=torch.int32, device=device
         )
 
-    def update(self, token_slots: npt.ArrayLike) -> WorkList:
+    def update(self, token_slots: npt.ArrayLike, slot_ranks: Sequence[int]) -> WorkList:
         """Rebuild the work list in place (the tensors keep their storage)."""
         import torch
 
@@ -133,10 +151,9 @@ class WorkListBuffers:
             raise WorkListError(f"{slots.shape[0]} tokens > capacity {self.max_tokens}")
         if slots.size and int(slots.max()) >= self.max_slots:
             raise WorkListError(f"slot {int(slots.max())} >= {self.max_slots} slots")
-        work = build_worklist(slots)
-        n = work.token_indices.shape[0]
-        if n:
-            self.token_indices[:n].copy_(torch.from_numpy(work.token_indices))
+        if len(slot_ranks) < self.max_slots:
+            raise WorkListError(f"{len(slot_ranks)} ranks for {self.max_slots} slots")
+        work = build_worklist(slots, slot_ranks)
         for bm, host in work.tiles.items():
             self.tiles[bm][: host.shape[0]].copy_(torch.from_numpy(host))
         return work

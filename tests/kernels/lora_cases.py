@@ -49,7 +49,7 @@ def make_problem(
         lora_a.append(a.to(dtype).to(device))
         lora_b.append(b.to(dtype).to(device))
     work = WorkListBuffers(max(m, 1), slots, device)
-    work.update(token_slots.numpy())
+    work.update(token_slots.numpy(), ranks)
     slot_rank = torch.tensor(ranks, dtype=torch.int32, device=device)
     return Problem(x.to(device), y.to(device), lora_a, lora_b, token_slots, slot_rank, work)
 

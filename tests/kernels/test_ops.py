@@ -17,7 +17,6 @@ def _args(p, scale: float = 1.0):  # type: ignore[no-untyped-def]
         p.x,
         p.lora_a,
         p.lora_b,
-        p.work.token_indices,
         p.work.tiles[16],
         p.work.tiles[64],
         p.slot_rank,
@@ -30,6 +29,8 @@ def _args(p, scale: float = 1.0):  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize("interpret", ["1", "0"])
 def test_op_matches_reference(interpret: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    if interpret == "1" and torch.cuda.is_available():
+        pytest.skip("the interpreter path is CI's; GPU hosts run the compiled kernel")
     monkeypatch.setenv("TRITON_INTERPRET", interpret)
     slots = torch.randint(-1, 3, (21,), generator=torch.Generator().manual_seed(4))
     p = make_problem(21, 40, [32, 16], [8, 16, 16], slots, seed=4)

@@ -9,7 +9,7 @@ from hi_moe_lora.kernels.config import TileConfig
 from hi_moe_lora.kernels.reference import lora_linear_reference
 from hi_moe_lora.kernels.triton_kernel import FusedLoRAShapeError, launch_fused_lora
 
-from .lora_cases import make_problem, tolerance
+from .lora_cases import Problem, make_problem, tolerance
 
 K = 40
 SHAPES = {
@@ -28,21 +28,24 @@ def _slots(m: int, mix: str, n_slots: int, seed: int) -> torch.Tensor:
     return torch.randint(-1, n_slots, (m,), generator=gen)
 
 
-def _run(problem, scale: float, offset: int = 0, add_inputs: bool = True, cfg=None):
-    return launch_fused_lora(
-        problem.y,
-        problem.x,
-        problem.lora_a,
-        problem.lora_b,
-        problem.work.token_indices,
-        problem.work.tiles,
-        problem.slot_rank,
-        problem.work.counters,
+def _run(p: Problem, scale: float, offset: int = 0, add_inputs: bool = True, **kw: object) -> None:
+    launch_fused_lora(
+        p.y,
+        p.x,
+        p.lora_a,
+        p.lora_b,
+        p.work.tiles,
+        p.work.counters,
         scale,
         offset,
         add_inputs,
-        config=cfg,
+        **kw,  # type: ignore[arg-type]
     )
+    assert int(p.work.counters.abs().sum()) == 0  # the kernel leaves its counters reset
+
+
+def _err(p: Problem, ref: torch.Tensor) -> float:
+    return float((p.y.double().cpu() - ref).abs().max())
 
 
 @pytest.mark.parametrize("m", [1, 3, 16, 64, 257])
@@ -53,20 +56,22 @@ def test_matches_reference_over_batch_sizes(m: int, mix: str, device: str) -> No
     p = make_problem(m, K, SHAPES["qkv"], ranks, slots, device=device, seed=m)
     ref = lora_linear_reference(p.y, p.x, p.lora_a, p.lora_b, slots, 0.75)
     _run(p, 0.75)
-    err = (p.y.double().cpu() - ref).abs().max().item()
-    assert err <= tolerance(torch.float16, ref)
+    assert _err(p, ref) <= tolerance(torch.float16, ref)
     if mix == "none":
         assert torch.equal(p.y.double().cpu(), ref)
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 @pytest.mark.parametrize("rank", [8, 16, 64])
-def test_shapes_and_ranks(shape: str, rank: int, device: str) -> None:
+@pytest.mark.parametrize("reduce_in_expand", [True, False])
+def test_shapes_ranks_and_both_reductions(
+    shape: str, rank: int, reduce_in_expand: bool, device: str
+) -> None:
     slots = _slots(29, "many", 3, seed=rank)
     p = make_problem(29, K, SHAPES[shape], [rank] * 3, slots, device=device, seed=rank)
     ref = lora_linear_reference(p.y, p.x, p.lora_a, p.lora_b, slots, 2.0)
-    _run(p, 2.0)
-    assert (p.y.double().cpu() - ref).abs().max().item() <= tolerance(torch.float16, ref)
+    _run(p, 2.0, reduce_in_expand=reduce_in_expand)
+    assert _err(p, ref) <= tolerance(torch.float16, ref)
 
 
 def test_real_rank_below_padding_is_exact_and_rank_bound_is_used(device: str) -> None:
@@ -75,12 +80,16 @@ def test_real_rank_below_padding_is_exact_and_rank_bound_is_used(device: str) ->
     ref = lora_linear_reference(p.y, p.x, p.lora_a, p.lora_b, slots, 1.0)
     y0 = p.y.clone()
     _run(p, 1.0)
-    assert (p.y.double().cpu() - ref).abs().max().item() <= tolerance(torch.float16, ref)
-    # A rank bound below the real rank must change the result: the bound is really applied.
+    assert _err(p, ref) <= tolerance(torch.float16, ref)
+    # A rank below the real one must change the result: the record's rank is really applied...
     p.y.copy_(y0)
-    p.slot_rank.fill_(4)
+    p.work.update(slots.numpy(), [4, 4])
     _run(p, 1.0)
-    assert (p.y.double().cpu() - ref).abs().max().item() > tolerance(torch.float16, ref)
+    assert _err(p, ref) > tolerance(torch.float16, ref)
+    # ... and min_rank lifts it back to exact.
+    p.y.copy_(y0)
+    _run(p, 1.0, min_rank=64)
+    assert _err(p, ref) <= tolerance(torch.float16, ref)
 
 
 def test_write_only_mode_and_column_offset_leave_other_cells(device: str) -> None:
@@ -100,63 +109,42 @@ def test_write_only_mode_and_column_offset_leave_other_cells(device: str) -> Non
     assert diff <= tolerance(torch.float16, ref[has][:, 6:54])
 
 
-def test_bfloat16_and_prefill_config_with_groups(device: str) -> None:
+@pytest.mark.parametrize("reduce_in_expand", [True, False])
+def test_bfloat16_prefill_config_with_k_iters_and_groups(
+    reduce_in_expand: bool, device: str
+) -> None:
     m = 150
     slots = _slots(m, "many", 4, seed=9)
     p = make_problem(
         m, 72, [100, 36], [16, 8, 32, 16], slots, dtype=torch.bfloat16, device=device, seed=9
     )
     ref = lora_linear_reference(p.y, p.x, p.lora_a, p.lora_b, slots, 1.5)
-    cfg = TileConfig(64, 32, 32, 32, 2, 2, 4, 2)
-    _run(p, 1.5, cfg=cfg)
-    assert (p.y.double().cpu() - ref).abs().max().item() <= tolerance(torch.bfloat16, ref)
+    cfg = TileConfig(64, 32, 16, 32, 2, 2, 4, 2)
+    _run(p, 1.5, config=cfg, reduce_in_expand=reduce_in_expand)
+    assert _err(p, ref) <= tolerance(torch.bfloat16, ref)
 
 
-def test_persistent_grid_loops_over_all_items(device: str) -> None:
+@pytest.mark.parametrize("programs", [1, 3])
+def test_any_grid_size_completes_all_jobs(programs: int, device: str) -> None:
     m = 40
     slots = _slots(m, "many", 3, seed=11)
     p = make_problem(m, K, [64], [16, 16, 16], slots, device=device, seed=11)
     ref = lora_linear_reference(p.y, p.x, p.lora_a, p.lora_b, slots, 1.0)
-    launch_fused_lora(
-        p.y,
-        p.x,
-        p.lora_a,
-        p.lora_b,
-        p.work.token_indices,
-        p.work.tiles,
-        p.slot_rank,
-        p.work.counters,
-        1.0,
-        max_programs=1,
-    )
-    assert (p.y.double().cpu() - ref).abs().max().item() <= tolerance(torch.float16, ref)
+    _run(p, 1.0, max_programs=programs)
+    assert _err(p, ref) <= tolerance(torch.float16, ref)
+    # Counters were reset: a second launch on the same buffers is right too.
+    y1 = p.y.clone()
+    ref2 = lora_linear_reference(y1, p.x, p.lora_a, p.lora_b, slots, 1.0)
+    _run(p, 1.0, max_programs=programs)
+    assert _err(p, ref2) <= tolerance(torch.float16, ref2)
 
 
 def test_rejects_mismatched_layout(device: str) -> None:
     slots = _slots(4, "one", 2, seed=1)
     p = make_problem(4, K, [16], [8, 8], slots, device=device)
     with pytest.raises(FusedLoRAShapeError):
-        launch_fused_lora(
-            p.y,
-            p.x[:, :-1],
-            p.lora_a,
-            p.lora_b,
-            p.work.token_indices,
-            p.work.tiles,
-            p.slot_rank,
-            p.work.counters,
-            1.0,
-        )
+        launch_fused_lora(p.y, p.x[:, :-1], p.lora_a, p.lora_b, p.work.tiles, p.work.counters, 1.0)
     with pytest.raises(FusedLoRAShapeError):
         launch_fused_lora(
-            p.y,
-            p.x,
-            p.lora_a,
-            p.lora_b,
-            p.work.token_indices,
-            p.work.tiles,
-            p.slot_rank,
-            p.work.counters,
-            1.0,
-            offset_start=1,
+            p.y, p.x, p.lora_a, p.lora_b, p.work.tiles, p.work.counters, 1.0, offset_start=1
         )

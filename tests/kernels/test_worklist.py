@@ -9,6 +9,7 @@ from hi_moe_lora.kernels.worklist import (
     WorkListBuffers,
     WorkListError,
     build_worklist,
+    record_size,
     tile_capacity,
     token_slots_from_mapping,
     upper_bound_tiles,
@@ -20,22 +21,27 @@ from hi_moe_lora.kernels.worklist import (
 def test_tiles_cover_each_adapter_token_once(block_m: int, seed: int) -> None:
     rng = np.random.default_rng(seed)
     slots = rng.integers(-1, 5, size=300)
-    work = build_worklist(slots, (block_m,))
+    ranks = [8, 16, 64, 4, 32]
+    work = build_worklist(slots, ranks, (block_m,))
     tiles = work.tiles[block_m]
     count = int(tiles[0])
+    width = record_size(block_m)
     seen = []
     for t in range(count):
-        slot, start, length = tiles[1 + 3 * t : 4 + 3 * t]
+        record = tiles[1 + width * t : 1 + width * (t + 1)]
+        slot, rank, length = record[:3]
         assert 1 <= length <= block_m
-        rows = work.token_indices[start : start + length]
+        assert rank == ranks[slot]
+        rows = record[3 : 3 + length]
         assert (slots[rows] == slot).all()
+        assert (record[3 + length :] == 0).all()
         seen.extend(rows.tolist())
     assert sorted(seen) == sorted(np.nonzero(slots >= 0)[0].tolist())
     assert count <= upper_bound_tiles(300, 5, block_m)
 
 
 def test_no_adapter_tokens_give_no_tiles() -> None:
-    work = build_worklist(np.full(10, -1), (16,))
+    work = build_worklist(np.full(10, -1), [16], (16,))
     assert work.tiles[16][0] == 0
     assert work.token_indices.size == 0
 
@@ -48,11 +54,13 @@ def test_mapping_from_vllm_ids() -> None:
 def test_buffers_update_in_place_and_reject_overflow() -> None:
     bufs = WorkListBuffers(32, 3, "cpu")
     before = bufs.tiles[16].data_ptr()
-    bufs.update(np.array([2, 0, -1, 2]))
+    bufs.update(np.array([2, 0, -1, 2]), [8, 8, 8])
     assert bufs.tiles[16].data_ptr() == before
     assert bufs.tiles[16][0].item() == 2
-    assert bufs.tiles[16].numel() == 1 + 3 * tile_capacity(32, 3, 16)
+    assert bufs.tiles[16].numel() == 1 + record_size(16) * tile_capacity(32, 3, 16)
     with pytest.raises(WorkListError):
-        bufs.update(np.zeros(33, dtype=np.int64))
+        bufs.update(np.zeros(33, dtype=np.int64), [8, 8, 8])
     with pytest.raises(WorkListError):
-        bufs.update(np.array([3]))
+        bufs.update(np.array([3]), [8, 8, 8])
+    with pytest.raises(WorkListError):
+        bufs.update(np.array([0]), [8])

@@ -1,0 +1,90 @@
+"""Greedy outputs with logprobs from a running vLLM server, for ours-vs-vLLM comparisons.
+
+Sends a few fixed prompts one at a time (batch of one, temperature 0) to the base model and to
+several adapters, and writes tokens and logprobs to a JSON file. ``--compare A.json B.json``
+prints how far two such files agree (exact token match, max logprob difference).
+Usage: python greedy_probe.py --port 8000 --out probe.json --models base,a0,a1,a2
+       python greedy_probe.py --compare native.json ours.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+PROMPTS = [
+    "def foo(x): return x + 1",
+    "SELECT id FROM users WHERE",
+    "the quick brown fox jumps over the lazy dog and",
+    "import torch as th\nx = th.",
+]
+
+
+def _complete(port: int, model: str, prompt: str) -> dict[str, Any]:
+    body = json.dumps(
+        {
+            "model": model,
+            "prompt": prompt,
+            "max_tokens": 24,
+            "temperature": 0,
+            "logprobs": 1,
+            "ignore_eos": True,
+        }
+    ).encode()
+    req = urllib.request.Request(
+        f"http://localhost:{port}/v1/completions",
+        data=body,
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=120) as resp:
+        choice = json.loads(resp.read())["choices"][0]
+    lp = choice["logprobs"]
+    return {"tokens": lp["tokens"], "logprobs": lp["token_logprobs"]}
+
+
+def probe(port: int, models: list[str]) -> dict[str, Any]:
+    return {m: [_complete(port, m, p) for p in PROMPTS] for m in models}
+
+
+def compare(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    lines = []
+    for model in a:
+        same = total = 0
+        worst = 0.0
+        for ra, rb in zip(a[model], b.get(model, []), strict=False):
+            for i, (ta, tb) in enumerate(zip(ra["tokens"], rb["tokens"], strict=False)):
+                total += 1
+                if ta != tb:
+                    break  # after the first divergence the contexts differ
+                same += 1
+                worst = max(worst, abs(ra["logprobs"][i] - rb["logprobs"][i]))
+        lines.append(
+            f"{model}: {same}/{total} greedy tokens identical before any divergence, "
+            f"max |logprob diff| on identical prefix {worst:.4f}"
+        )
+    return lines
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--models", default="base,a0,a1,a2,a3")
+    parser.add_argument("--compare", nargs=2, type=Path)
+    args = parser.parse_args()
+    if args.compare:
+        first, second = (json.loads(p.read_text()) for p in args.compare)
+        print("\n".join(compare(first, second)))
+        return 0
+    result = probe(args.port, args.models.split(","))
+    if args.out:
+        args.out.write_text(json.dumps(result))
+    print(json.dumps({m: [r["tokens"][:6] for r in rs] for m, rs in result.items()}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
