@@ -9,8 +9,7 @@ from sqlalchemy import case, delete, select, update
 from sqlalchemy.orm import Session, selectinload
 
 from registry.db.models import Adapter, AdapterVersion
-
-EMA_ALPHA = 0.1
+from registry.services.statistics import fold_ema
 
 
 class AdapterRepository:
@@ -96,23 +95,26 @@ class AdapterRepository:
         version.status = "active" if active else "inactive"
         self.session.flush()
 
-    def record_outcome(self, version_id: int, *, latency_ms: float, ok: bool, at: datetime) -> None:
-        """One atomic UPDATE: counts, EMA latency and EMA success rate (no lost updates)."""
-        outcome = 1.0 if ok else 0.0
+    def record_outcomes(
+        self, version_id: int, *, latencies_ms: Sequence[float], oks: Sequence[bool], at: datetime
+    ) -> None:
+        """Fold a batch of outcomes (in request order) in one atomic UPDATE (no lost updates)."""
+        latency = fold_ema(latencies_ms)
+        success = fold_ema([1.0 if ok else 0.0 for ok in oks])
         table = AdapterVersion
         statement = (
             update(table)
             .where(table.id == version_id)
             .values(
-                request_count=table.request_count + 1,
-                success_count=table.success_count + (1 if ok else 0),
+                request_count=table.request_count + len(oks),
+                success_count=table.success_count + sum(oks),
                 avg_latency_ms=case(
-                    (table.avg_latency_ms.is_(None), latency_ms),
-                    else_=table.avg_latency_ms + EMA_ALPHA * (latency_ms - table.avg_latency_ms),
+                    (table.avg_latency_ms.is_(None), latency.first),
+                    else_=table.avg_latency_ms * latency.decay + latency.tail,
                 ),
                 success_rate=case(
-                    (table.success_rate.is_(None), outcome),
-                    else_=table.success_rate + EMA_ALPHA * (outcome - table.success_rate),
+                    (table.success_rate.is_(None), success.first),
+                    else_=table.success_rate * success.decay + success.tail,
                 ),
                 last_used_at=at,
             )

@@ -378,20 +378,29 @@ class AdapterService:
     ) -> None:
         """Fold many requests' (served_name, latency_ms, ok) in one transaction.
 
-        Outcomes of versions deleted since their request are skipped unless ``strict``.
+        One UPDATE per version (see :mod:`registry.services.statistics`); outcomes of versions
+        deleted since their request are skipped unless ``strict``.
         """
         at = datetime.now(timezone.utc)
+        by_version: dict[str, list[tuple[float, bool]]] = {}
+        for served_name, latency_ms, ok in outcomes:
+            by_version.setdefault(served_name, []).append((latency_ms, ok))
 
         def work(uow: UnitOfWork) -> None:
             repo = AdapterRepository(uow.session)
-            for served_name, latency_ms, ok in outcomes:
+            for served_name, rows in by_version.items():
                 try:
                     _, row = self._served_row(repo, served_name)
                 except NotFoundError:
                     if strict:
                         raise
                     continue
-                repo.record_outcome(row.id, latency_ms=latency_ms, ok=ok, at=at)
+                repo.record_outcomes(
+                    row.id,
+                    latencies_ms=[latency for latency, _ in rows],
+                    oks=[ok for _, ok in rows],
+                    at=at,
+                )
 
         await asyncio.to_thread(self.database.run, work)
 

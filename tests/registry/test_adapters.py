@@ -178,6 +178,25 @@ async def test_record_outcome_keeps_running_statistics(
         await service.record_outcome("stat-lora@9.0.0", 1.0, True)
 
 
+async def test_a_batch_of_outcomes_equals_recording_them_one_by_one(
+    service: AdapterService, make_adapter: AdapterFactory
+) -> None:
+    await service.register("one-lora", "1.0.0", str(make_adapter("a")))
+    await service.register("batch-lora", "1.0.0", str(make_adapter("b", seed=1)))
+    outcomes = [(10.0 * (i + 1), i % 3 != 0) for i in range(12)]
+    for latency, ok in outcomes:
+        await service.record_outcome("one-lora@1.0.0", latency, ok)
+    await service.record_outcomes(
+        [("batch-lora@1.0.0", latency, ok) for latency, ok in outcomes]
+        + [("gone-lora@1.0.0", 1.0, True)]  # deleted since: skipped
+    )
+    one = await service.get_version("one-lora", "1.0.0")
+    batch = await service.get_version("batch-lora", "1.0.0")
+    assert (batch.request_count, batch.success_count) == (one.request_count, one.success_count)
+    assert batch.avg_latency_ms == pytest.approx(one.avg_latency_ms)
+    assert batch.success_rate == pytest.approx(one.success_rate)
+
+
 async def test_concurrent_outcomes_are_not_lost(
     service: AdapterService, make_adapter: AdapterFactory
 ) -> None:
