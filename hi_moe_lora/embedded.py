@@ -14,9 +14,14 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 
-from hi_moe_lora.processes import ManagedProcess, ProcessStartError, free_port, log_tail
+from hi_moe_lora.processes import (
+    ManagedProcess,
+    ProcessStartError,
+    StartStop,
+    free_port,
+    log_tail,
+)
 from hi_moe_lora.vllm_launch import VllmLaunch
 
 logger = logging.getLogger(__name__)
@@ -27,7 +32,7 @@ CONTROL_PLANE_START_TIMEOUT_S = 60.0
 
 
 @dataclass
-class EmbeddedStack:
+class EmbeddedStack(StartStop):
     """Control plane + vLLM serving ``model_dir``; SQLite, artifacts and logs under ``workdir``."""
 
     workdir: Path
@@ -140,14 +145,3 @@ class EmbeddedStack:
 
     def vllm_log_tail(self, lines: int = 40) -> str:
         return log_tail(self.log_dir / "vllm.log", lines)
-
-    def __enter__(self) -> EmbeddedStack:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()

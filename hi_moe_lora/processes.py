@@ -19,8 +19,33 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import TypeVar
 
 logger = logging.getLogger(__name__)
+
+
+_Started = TypeVar("_Started", bound="StartStop")
+
+
+class StartStop:
+    """``with thing:`` starts it and always stops it; subclasses define start() and stop()."""
+
+    def start(self: _Started) -> _Started:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: _Started) -> _Started:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
 
 
 class ProcessStartError(RuntimeError):
@@ -44,7 +69,7 @@ def log_tail(path: Path, lines: int = 40) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-class ManagedProcess:
+class ManagedProcess(StartStop):
     """A server process with a log file, a readiness probe and a clean stop."""
 
     def __init__(
@@ -123,14 +148,3 @@ class ManagedProcess:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
         logger.info("stopped %s", self.name)
-
-    def __enter__(self) -> ManagedProcess:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()

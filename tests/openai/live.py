@@ -8,13 +8,12 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import httpx
 import uvicorn
 
-from hi_moe_lora.processes import free_port
+from hi_moe_lora.processes import StartStop, free_port
 from registry.app import create_app
 from registry.db.migrate import upgrade_to_head
 from registry.settings import ControlPlaneSettings
@@ -22,7 +21,7 @@ from registry.settings import ControlPlaneSettings
 START_TIMEOUT_S = 30.0
 
 
-class ServedApp:
+class ServedApp(StartStop):
     """Any ASGI app on ``127.0.0.1:<free port>`` in a daemon thread."""
 
     def __init__(self, app: Any) -> None:
@@ -49,17 +48,6 @@ class ServedApp:
     def stop(self) -> None:
         self.server.should_exit = True
         self._thread.join(timeout=15)
-
-    def __enter__(self) -> ServedApp:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 def control_plane_settings(
