@@ -7,6 +7,7 @@ can show the end of the log instead of hanging.
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import logging
 import os
@@ -27,14 +28,14 @@ logger = logging.getLogger(__name__)
 _Started = TypeVar("_Started", bound="StartStop")
 
 
-class StartStop:
+class StartStop(abc.ABC):
     """``with thing:`` starts it and always stops it; subclasses define start() and stop()."""
 
-    def start(self: _Started) -> _Started:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def start(self: _Started) -> _Started: ...
 
-    def stop(self) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def stop(self) -> None: ...
 
     def __enter__(self: _Started) -> _Started:
         return self.start()
