@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import logging
 
-import httpx
-
-from registry.openai.upstream import UpstreamPool
+from registry.openai.errors import OpenAIError
+from registry.openai.upstream import UpstreamPool, describe_failure
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +53,6 @@ class BareNameInvalidator:
 
 
 def _describe(exc: Exception) -> str:
-    if isinstance(exc, httpx.HTTPError):
-        return f"{type(exc).__name__}: {exc}"
-    return repr(exc)
+    if isinstance(exc, OpenAIError):
+        return exc.message
+    return describe_failure(exc)

@@ -13,9 +13,9 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import aclosing
 from typing import Any
 
-import httpx
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
@@ -23,13 +23,14 @@ from starlette.types import Receive, Scope, Send
 from registry.openai.errors import (
     InvalidRequest,
     OpenAIError,
+    UpstreamUnavailable,
     error_payload,
     error_response,
     normalise_upstream_error,
 )
 from registry.openai.outcomes import Outcome, OutcomeRecorder
 from registry.openai.routing import ModelRouter, Target
-from registry.openai.upstream import UpstreamPool
+from registry.openai.upstream import UpstreamPool, UpstreamResponse
 from registry.services.adapters import AdapterService
 
 logger = logging.getLogger(__name__)
@@ -120,7 +121,7 @@ class FrontDoor:
 
     @staticmethod
     def _relay_whole(
-        upstream: httpx.Response, target: Target, finish: Callable[[int], None]
+        upstream: UpstreamResponse, target: Target, finish: Callable[[int], None]
     ) -> Response:
         headers = target.headers()
         headers.update(_returned_headers(upstream.headers))
@@ -143,7 +144,7 @@ class RelayedStream(StreamingResponse):
     """Server-sent events relayed from vLLM; the upstream is closed however the relay ends."""
 
     def __init__(
-        self, upstream: httpx.Response, target: Target, finish: Callable[[int], None]
+        self, upstream: UpstreamResponse, target: Target, finish: Callable[[int], None]
     ) -> None:
         self._upstream = upstream
         self._finish = finish
@@ -161,10 +162,11 @@ class RelayedStream(StreamingResponse):
 
     async def _chunks(self) -> AsyncIterator[bytes]:
         try:
-            async for chunk in self._upstream.aiter_raw():
-                yield chunk
-        except httpx.HTTPError as exc:
-            logger.warning("vLLM stream broke off: %s: %s", type(exc).__name__, exc)
+            async with aclosing(self._upstream.aiter_raw()) as chunks:
+                async for chunk in chunks:
+                    yield chunk
+        except UpstreamUnavailable as exc:
+            logger.warning("vLLM stream broke off: %s", exc.message)
             error = error_payload("upstream stream interrupted", "server_error", None, 503)
             yield f"data: {json.dumps(error)}\n\n".encode()
             self._finish(503)

@@ -56,10 +56,10 @@ def test_lifespan_closes_the_upstream_client(settings_dir: Path) -> None:
         assert response.status_code == 503
         client = state_of(app).upstream._client
         assert client is not None
-        assert not client.is_closed
+        assert not client.closed
     finally:
         served.stop()
-    assert client.is_closed
+    assert client.closed
 
 
 def test_internal_failures_answer_openai_json_without_a_trace(settings_dir: Path) -> None:

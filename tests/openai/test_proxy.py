@@ -161,6 +161,8 @@ class ScriptedVllm:
                 },
                 status_code=400,
             )
+        if body["prompt"] == "break":
+            return StreamingResponse(self._broken(body["model"]), media_type="text/event-stream")
         if not body.get("stream"):
             return JSONResponse(
                 {
@@ -171,6 +173,12 @@ class ScriptedVllm:
                 }
             )
         return StreamingResponse(self._endless(body["model"]), media_type="text/event-stream")
+
+    async def _broken(self, model: str) -> AsyncIterator[bytes]:
+        chunk = {"model": model, "choices": [{"index": 0, "text": "x"}]}
+        yield f"data: {json.dumps(chunk)}\n\n".encode()
+        await asyncio.sleep(0.05)
+        raise RuntimeError("vLLM died mid-stream")  # uvicorn drops the connection
 
     async def _endless(self, model: str) -> AsyncIterator[bytes]:
         try:
@@ -285,6 +293,24 @@ def test_stream_is_relayed_unbuffered(
                 break
     # an endless upstream stream: a buffering relay would never hand out three events
     assert time.monotonic() - started < 3
+
+
+def test_stream_broken_off_upstream_ends_with_an_error_event(
+    scripted: tuple[ScriptedVllm, ServedApp, ServedApp],
+) -> None:
+    _, _, plane = scripted
+    with httpx.stream(
+        "POST",
+        f"{plane.url}/v1/completions",
+        json={"model": "known", "prompt": "break", "stream": True},
+        timeout=10,
+    ) as response:
+        assert response.status_code == 200
+        events = [line for line in response.iter_lines() if line.startswith("data: ")]
+    assert json.loads(events[0].removeprefix("data: "))["model"] == "known@1.0.0"
+    error = json.loads(events[-1].removeprefix("data: "))["error"]
+    assert error["message"] == "upstream stream interrupted"
+    assert error["code"] == 503
 
 
 async def test_upstream_unavailable_names_the_cause() -> None:

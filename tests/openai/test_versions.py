@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
 
 from registry.app import create_app
 from registry.errors import NotFoundError
+from registry.openai.state import state_of
 from registry.openai.versions import ServedVersion, VersionTable
 from registry.services.adapters import AdapterService
 from tests.openai.live import control_plane_settings
@@ -25,13 +26,16 @@ class Clock:
 
 
 @pytest.fixture
-async def service(tmp_path: Path) -> AdapterService:
+async def service(tmp_path: Path) -> AsyncIterator[AdapterService]:
     settings = control_plane_settings(tmp_path, DEFAULT_BASE_MODEL, ["http://127.0.0.1:9"])
-    adapters: AdapterService = create_app(settings).state.adapters
+    app = create_app(settings)
+    adapters: AdapterService = app.state.adapters
     for index, version in enumerate(("1.0.0", "2.0.0", "3.0.0")):
         source = write_adapter(tmp_path / f"s{index}", seed=index)
         await adapters.register("spec", version, str(source))
-    return adapters
+    yield adapters
+    # no lifespan runs here: close the front door's HTTP client that promotions opened
+    await state_of(app).upstream.aclose()
 
 
 def _v(version: str) -> ServedVersion:
