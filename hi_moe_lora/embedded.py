@@ -113,6 +113,13 @@ class EmbeddedStack(StartStop):
         process.wait_http_ok(f"{self.control_plane_url}/readyz", CONTROL_PLANE_START_TIMEOUT_S)
         return process
 
+    def restart_control_plane(self) -> ManagedProcess:
+        """Stop the control plane and start a new process on the same database and port."""
+        for process in [p for p in self._processes if p.name == "control plane"]:
+            process.stop()
+            self._processes.remove(process)
+        return self.start_control_plane()
+
     def start_vllm(self) -> ManagedProcess:
         launch = self.vllm_launch()
         process = ManagedProcess(

@@ -94,7 +94,7 @@ class ManagedProcess(StartStop):
 
     def start(self) -> ManagedProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with self.log_path.open("wb") as log:
+        with self.log_path.open("ab") as log:  # a restart keeps the earlier output
             self._process = subprocess.Popen(
                 self.argv,
                 stdout=log,
