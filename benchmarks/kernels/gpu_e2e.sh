@@ -28,6 +28,9 @@ python3 benchmarks/kernels/greedy_probe.py --compare "$OUT/$LABEL-probe1.json" "
 B="python3 -m vllm.entrypoints.cli.main bench serve --backend openai --base-url http://localhost:$PORT \
  --endpoint /v1/completions --model base --tokenizer $MODEL --dataset-name random --random-input-len 256 \
  --random-output-len 128 --num-prompts 256 --max-concurrency ${C:-64} --ignore-eos --save-result --result-dir $OUT"
+# Warm-up (first-use kernel compilation of both implementations stays out of the figures).
+$B --lora-modules $(for i in $(seq 0 $((N-1))); do echo -n "a$i "; done) --num-prompts 96 \
+  --result-filename "$LABEL-warmup.json" > /dev/null 2>&1
 $B --result-filename "$LABEL-base.json" > /dev/null 2>&1
 $B --lora-modules a0 --result-filename "$LABEL-one.json" > /dev/null 2>&1
 $B --lora-modules $(for i in $(seq 0 $((N-1))); do echo -n "a$i "; done) --result-filename "$LABEL-many.json" > /dev/null 2>&1

@@ -21,6 +21,8 @@ BLOCK_M_CHOICES = (BLOCK_M_SMALL, BLOCK_M_LARGE)
 
 #: Calls with at most this many token rows use the small token tile (decode-sized batches).
 SMALL_M_LIMIT = 64
+#: Token-count buckets for prefill-sized calls (see ``choose_config``).
+PREFILL_BUCKETS = (256, 1024, 4096, 16384)
 #: Most K chunks one (token tile, slice) is split into.
 MAX_K_SPLIT = 32
 
@@ -91,7 +93,10 @@ def choose_config(
         warps = 8 if block_r >= 64 and n_total <= 8192 else 4
         return TileConfig(block_m, block_n, block_k, block_r, 1, 1, warps, 1)
     block_k = 64 if block_r >= 64 else 128
-    m_tiles = -(-m // block_m)
+    # Bucket the token count so that a server meets few compiled variants (each new one is a
+    # JIT compile during serving).
+    bucket = next((b for b in PREFILL_BUCKETS if m <= b), PREFILL_BUCKETS[-1])
+    m_tiles = -(-bucket // block_m)
     # Enough shrink jobs for about two waves, no more (partials cost traffic).
     want_split = max(1, min(MAX_K_SPLIT, -(-2 * max(num_sms, 1) // max(m_tiles, 1))))
     k_iters = max(1, -(-k // (block_k * want_split)))

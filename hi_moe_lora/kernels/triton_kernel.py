@@ -271,9 +271,9 @@ def _fused_lora_kernel(
 
 @functools.cache
 def _compiled_kernel() -> Any:
-    return triton.jit(do_not_specialize=["a_off1", "a_off2", "b_off1", "b_off2"])(
-        _fused_lora_kernel
-    )
+    # Values that change between calls of one layer must not multiply compiled variants.
+    varying = ["a_off1", "a_off2", "b_off1", "b_off2", "m_rows", "pair_cap", "min_rank"]
+    return triton.jit(do_not_specialize=varying)(_fused_lora_kernel)
 
 
 @functools.cache
