@@ -123,27 +123,45 @@ def build_worklist(
 
 
 class WorkListBuffers:
-    """Persistent device buffers holding the current step's work list."""
+    """Persistent device buffers holding the current step's work list.
+
+    Both tile lists live in one device tensor. On CUDA the host copy goes through a small ring of
+    pinned staging buffers with asynchronous copies, so ``update`` never waits for the GPU to
+    drain (a pageable copy would, and vLLM prepares step N+1 while step N runs); a staging
+    buffer is reused only after the event of its previous copy has completed.
+    """
+
+    RING = 3
 
     def __init__(self, max_tokens: int, max_slots: int, device: torch.device | str) -> None:
         import torch
 
         self.max_tokens = max_tokens
         self.max_slots = max_slots
+        sizes = [
+            1 + record_size(bm) * tile_capacity(max_tokens, max_slots, bm) for bm in BLOCK_M_CHOICES
+        ]
+        self._offsets = dict(
+            zip(BLOCK_M_CHOICES, np.cumsum([0, *sizes[:-1]]).tolist(), strict=True)
+        )
+        self._dev = torch.zeros(sum(sizes), dtype=torch.int32, device=device)
         self.tiles: dict[int, torch.Tensor] = {
-            bm: torch.zeros(
-                1 + record_size(bm) * tile_capacity(max_tokens, max_slots, bm),
-                dtype=torch.int32,
-                device=device,
-            )
-            for bm in BLOCK_M_CHOICES
+            bm: self._dev[off : off + size]
+            for (bm, off), size in zip(self._offsets.items(), sizes, strict=True)
         }
         self.counters = torch.zeros(
             counter_size(max_tokens, max_slots), dtype=torch.int32, device=device
         )
+        self._pinned = self._dev.device.type == "cuda"
+        self._ring = [
+            torch.zeros(sum(sizes), dtype=torch.int32, pin_memory=self._pinned)
+            for _ in range(self.RING if self._pinned else 1)
+        ]
+        self._events: list[torch.cuda.Event | None] = [None] * len(self._ring)
+        self._next = 0
 
     def update(self, token_slots: npt.ArrayLike, slot_ranks: Sequence[int]) -> WorkList:
-        """Rebuild the work list in place (the tensors keep their storage)."""
+        """Rebuild the work list in place (the device tensors keep their storage)."""
         import torch
 
         slots = np.asarray(token_slots, dtype=np.int64)
@@ -154,6 +172,20 @@ class WorkListBuffers:
         if len(slot_ranks) < self.max_slots:
             raise WorkListError(f"{len(slot_ranks)} ranks for {self.max_slots} slots")
         work = build_worklist(slots, slot_ranks)
+        index = self._next
+        self._next = (index + 1) % len(self._ring)
+        event = self._events[index]
+        if event is not None:
+            event.synchronize()
+        staging = self._ring[index]
         for bm, host in work.tiles.items():
-            self.tiles[bm][: host.shape[0]].copy_(torch.from_numpy(host))
+            off = self._offsets[bm]
+            staging[off : off + host.shape[0]].copy_(torch.from_numpy(host))
+            self._dev[off : off + host.shape[0]].copy_(
+                staging[off : off + host.shape[0]], non_blocking=self._pinned
+            )
+        if self._pinned:
+            done = torch.cuda.Event()
+            done.record()
+            self._events[index] = done
         return work
