@@ -101,6 +101,7 @@ class HiMoePunicaWrapperGPU(PunicaWrapperGPU):  # type: ignore[misc]
             self._hm_work.tiles[BLOCK_M_LARGE],
             self._hm_ranks.ranks,
             self._hm_work.counters,
+            self.token_mapping_meta.no_lora_flag_cpu,
             float(scale),
             0,
             add_inputs,

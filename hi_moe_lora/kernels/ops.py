@@ -3,6 +3,7 @@
 Registered at import. ``slot_rank`` identifies the wrapper's rank tracker, which learns the
 stacked weights here, outside any traced graph. ``counters`` is the work list's zeroed
 synchronisation buffer: the kernel uses it and leaves it zeroed (declared mutated all the same).
+``no_lora`` is a CPU flag read when the op runs (eagerly, or at graph capture).
 The op is opaque to torch.compile and safe in CUDA graphs: every per-step value it needs lives
 in persistent tensors passed as arguments (the work list with its ranks), and the launch
 configuration depends only on static shapes. CUDA tensors (or ``TRITON_INTERPRET=1``) take the
@@ -36,11 +37,19 @@ def lora_linear(
     tiles_large: torch.Tensor,
     slot_rank: torch.Tensor,
     counters: torch.Tensor,
+    no_lora: torch.Tensor,
     scale: float,
     offset_start: int,
     add_inputs: bool,
 ) -> None:
-    """``y[t, slices] (+)= scale * x[t] @ A[slot].T @ B[slot].T`` for the work list's tokens."""
+    """``y[t, slices] (+)= scale * x[t] @ A[slot].T @ B[slot].T`` for the work list's tokens.
+
+    ``no_lora`` is a one-element CPU bool tensor (vLLM's ``no_lora_flag_cpu``): when set, no
+    token has an adapter and nothing is launched, so a CUDA graph captured for LoRA-free batches
+    holds no LoRA kernel at all (vLLM captures those separately).
+    """
+    if bool(no_lora.item()):
+        return
     tracker = tracker_for(slot_rank)
     min_rank = 0
     if tracker is not None:
@@ -79,6 +88,7 @@ def _lora_linear_fake(
     tiles_large: torch.Tensor,
     slot_rank: torch.Tensor,
     counters: torch.Tensor,
+    no_lora: torch.Tensor,
     scale: float,
     offset_start: int,
     add_inputs: bool,

@@ -21,6 +21,7 @@ def _args(p, scale: float = 1.0):  # type: ignore[no-untyped-def]
         p.work.tiles[64],
         p.slot_rank,
         p.work.counters,
+        torch.tensor([False]),
         scale,
         0,
         True,
@@ -59,3 +60,13 @@ def test_runs_under_torch_compile_fullgraph() -> None:
     compiled = torch.compile(layer, fullgraph=True, backend="aot_eager")
     got = compiled(p.y, p.x)
     assert (got.double() - ref).abs().max().item() <= tolerance(torch.float16, ref)
+
+
+def test_no_lora_flag_skips_everything() -> None:
+    slots = torch.randint(0, 3, (8,), generator=torch.Generator().manual_seed(8))
+    p = make_problem(8, 40, [16], [8, 8, 8], slots, seed=8)
+    y0 = p.y.clone()
+    args = list(_args(p))
+    args[8] = torch.tensor([True])
+    torch.ops.hi_moe_lora.lora_linear(*args)
+    assert torch.equal(p.y, y0)

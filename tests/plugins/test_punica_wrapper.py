@@ -116,3 +116,17 @@ def test_slot_change_refreshes_rank(device: str) -> None:
     ids = tuple(new_ids[s] if s >= 0 else 0 for s in slots.tolist())
     wrapper.update_metadata(LoRAMapping(ids, ids, is_prefill=True), new_ids, 5, 128)
     assert wrapper._hm_ranks.ranks.tolist()[2] == 12
+
+
+def test_batch_without_adapters_launches_nothing(device: str) -> None:
+    from plugins.punica_wrapper import HiMoePunicaWrapperGPU
+
+    wrapper = _wrapper(HiMoePunicaWrapperGPU, device)
+    a, b = _weights(device)
+    ids = (0,) * 6
+    wrapper.update_metadata(LoRAMapping(ids, ids, is_prefill=False), IDS, 5, 128)
+    assert bool(wrapper.token_mapping_meta.no_lora_flag_cpu.item())
+    y = torch.randn(6, sum(WIDTHS)).to(torch.float16).to(device)
+    out = y.clone()
+    wrapper.add_lora_linear(out, torch.randn(6, K).to(torch.float16).to(device), a, b, 1.0, WIDTHS)
+    assert torch.equal(out, y)
