@@ -53,7 +53,7 @@ def install(platform: Any) -> bool:
     if not platform.is_cuda():
         logger.debug("hi-moe-lora kernels: not a CUDA platform, vLLM's wrapper stays")
         return False
-    platform_cls = platform if isinstance(platform, type) else type(platform)
+    platform_cls: Any = platform if isinstance(platform, type) else type(platform)
     with _LOCK:
         if getattr(platform_cls, _MARK, None) is not None:
             return True
@@ -66,7 +66,7 @@ def install(platform: Any) -> bool:
 
 def uninstall(platform: Any) -> None:
     """Restore the platform's own Punica wrapper (tests, switching back)."""
-    platform_cls = platform if isinstance(platform, type) else type(platform)
+    platform_cls: Any = platform if isinstance(platform, type) else type(platform)
     with _LOCK:
         original = getattr(platform_cls, _MARK, None)
         if original is None:

@@ -76,7 +76,7 @@ class HiMoePunicaWrapperGPU(PunicaWrapperGPU):  # type: ignore[misc]
         scale: float,
         output_slices: tuple[int, ...],
         *,
-        buffer: torch.Tensor | None = None,
+        buffer: Any = None,
         **kwargs: Any,
     ) -> None:
         if buffer is not None or not 1 <= len(lora_a_stacked) <= MAX_SLICES:

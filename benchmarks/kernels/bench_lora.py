@@ -39,6 +39,7 @@ SHAPES: dict[str, tuple[int, list[int]]] = {
     "down": (14336, [4096]),
 }
 SLOTS = 8
+Copy = tuple[torch.Tensor, torch.Tensor, list[torch.Tensor], list[torch.Tensor]]
 L2_BYTES = 50 * 2**20
 
 
@@ -63,7 +64,9 @@ def _slots_for(m: int, adapters: int) -> torch.Tensor:
     return torch.arange(m, dtype=torch.int64) % adapters
 
 
-def _make_copy(k: int, widths: list[int], rank: int, max_rank: int, m: int, gen: torch.Generator):
+def _make_copy(
+    k: int, widths: list[int], rank: int, max_rank: int, m: int, gen: torch.Generator
+) -> Copy:
     dev = "cuda"
     x = torch.randn(m, k, generator=gen, device=dev).to(torch.bfloat16)
     y = torch.randn(m, sum(widths), generator=gen, device=dev).to(torch.bfloat16)
@@ -84,7 +87,7 @@ def _make_copy(k: int, widths: list[int], rank: int, max_rank: int, m: int, gen:
 
 def _graph_time(fn_list: list[Any], replays: int) -> float:
     """Median µs per call of the captured sequence."""
-    stream = torch.cuda.Stream()
+    stream = torch.cuda.Stream()  # type: ignore[no-untyped-call]
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
         for fn in fn_list:
@@ -99,14 +102,14 @@ def _graph_time(fn_list: list[Any], replays: int) -> float:
     torch.cuda.synchronize()
     times = []
     for _ in range(replays):
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
+        start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+        end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
         start.record()
         graph.replay()
         end.record()
         end.synchronize()
         times.append(start.elapsed_time(end) * 1000.0 / len(fn_list))
-    return statistics.median(times)
+    return float(statistics.median(times))
 
 
 def run_case(

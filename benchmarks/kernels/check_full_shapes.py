@@ -30,7 +30,13 @@ RANKS = [8, 16, 64, 16, 8, 64, 16, 32]
 MAX_RANK = 64
 
 
-def _vllm_apply(y, x, a, b, slots) -> bool:
+def _vllm_apply(
+    y: torch.Tensor,
+    x: torch.Tensor,
+    a: list[torch.Tensor],
+    b: list[torch.Tensor],
+    slots: torch.Tensor,
+) -> bool:
     try:
         import vllm.lora.ops.triton_ops  # noqa: F401
         from vllm.lora.ops.triton_ops import LoRAKernelMeta

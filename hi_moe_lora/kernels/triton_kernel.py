@@ -52,7 +52,7 @@ class FusedLoRAShapeError(ValueError):
     """The stacked weights or activations do not have the layout the kernel needs."""
 
 
-def _fused_lora_kernel(
+def _fused_lora_kernel(  # type: ignore[no-untyped-def]
     x_ptr,
     y_ptr,
     a_ptr,

@@ -185,7 +185,7 @@ class WorkListBuffers:
                 staging[off : off + host.shape[0]], non_blocking=self._pinned
             )
         if self._pinned:
-            done = torch.cuda.Event()
+            done = torch.cuda.Event()  # type: ignore[no-untyped-call]
             done.record()
             self._events[index] = done
         return work

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 
 import pytest
 
@@ -21,13 +22,13 @@ class _CudaPlatform:
 
 
 @pytest.fixture
-def cuda_platform():  # type: ignore[no-untyped-def]
+def cuda_platform() -> Iterator[_CudaPlatform]:
     platform_cls = type("CudaPlatform", (_CudaPlatform,), {})
     yield platform_cls()
     punica.uninstall(platform_cls)
 
 
-def test_install_points_vllm_at_our_wrapper_once(cuda_platform) -> None:  # type: ignore[no-untyped-def]
+def test_install_points_vllm_at_our_wrapper_once(cuda_platform: _CudaPlatform) -> None:
     assert punica.install(cuda_platform)
     assert cuda_platform.get_punica_wrapper() == punica.WRAPPER_QUALNAME
     assert punica.install(cuda_platform)  # idempotent
@@ -38,9 +39,9 @@ def test_install_points_vllm_at_our_wrapper_once(cuda_platform) -> None:  # type
 
 
 def test_wrapper_import_failure_falls_back_to_vllm(
-    cuda_platform,
+    cuda_platform: _CudaPlatform,
     monkeypatch: pytest.MonkeyPatch,
-    caplog: pytest.LogCaptureFixture,  # type: ignore[no-untyped-def]
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     monkeypatch.setattr(punica, "WRAPPER_MODULE", "plugins.does_not_exist")
     punica.install(cuda_platform)
@@ -72,7 +73,7 @@ def test_register_respects_switch(
     value: str,
     installed: bool,
     monkeypatch: pytest.MonkeyPatch,
-    cuda_platform,  # type: ignore[no-untyped-def]
+    cuda_platform: _CudaPlatform,
 ) -> None:
     import vllm.platforms
 

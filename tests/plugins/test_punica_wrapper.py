@@ -8,6 +8,7 @@ also compared with vLLM's own ``PunicaWrapperGPU`` on the same inputs.
 from __future__ import annotations
 
 import os
+from typing import Final
 
 import pytest
 import torch
@@ -26,7 +27,7 @@ K = 48
 WIDTHS = (32, 16, 16)
 RANKS = {0: 8, 1: 16, 2: 4}  # slot -> real rank; slot 3 empty
 IDS = [21, 22, 23, None]
-MAX_RANK = 16
+MAX_RANK: Final = 16
 
 
 @pytest.fixture
