@@ -123,7 +123,8 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
             s = pair - mt * NUM_SLICES
             rec = tiles_ptr + 1 + mt * rec_size
             slot = tl.load(rec)
-            rank = tl.maximum(tl.load(rec + 1), min_rank)
+            rank = tl.load(rec + 1)
+            rank = tl.where(rank < min_rank, min_rank, rank)
             count = tl.load(rec + 2)
             m_mask = offs_m < count
             tok = tl.load(rec + 3 + offs_m, mask=m_mask, other=0)
@@ -132,7 +133,7 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
             r_mask = offs_r < rank
             a_off = tl.where(s == 2, a_off2, tl.where(s == 1, a_off1, 0)).to(tl.int64)
             a_base = a_ptr + a_off + slot.to(tl.int64) * a_slot_stride
-            acc = tl.zeros((BLOCK_M, BLOCK_R), dtype=tl.float32)
+            acc = tl.full((BLOCK_M, BLOCK_R), 0.0, tl.float32)
             for it in range(K_ITERS):
                 offs_k = ks * k_chunk + it * BLOCK_K + offs_kb
                 k_mask = offs_k < k_dim
@@ -157,7 +158,7 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
             if not REDUCE_IN_EXPAND:  # noqa: SIM102  (constexpr guard; Triton has no `and`)
                 if arrived == K_SPLIT - 1:
                     tl.debug_barrier()
-                    summed = tl.zeros((BLOCK_M, BLOCK_R), dtype=tl.float32)
+                    summed = tl.full((BLOCK_M, BLOCK_R), 0.0, tl.float32)
                     first = pair.to(tl.int64) * K_SPLIT
                     for i in tl.static_range(K_SPLIT):
                         summed += tl.load(
@@ -180,7 +181,8 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
             pair = mt * NUM_SLICES + s
             rec = tiles_ptr + 1 + mt * rec_size
             slot = tl.load(rec)
-            rank = tl.maximum(tl.load(rec + 1), min_rank)
+            rank = tl.load(rec + 1)
+            rank = tl.where(rank < min_rank, min_rank, rank)
             count = tl.load(rec + 2)
             m_mask = offs_m < count
             tok = tl.load(rec + 3 + offs_m, mask=m_mask, other=0)
@@ -213,7 +215,7 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
                 while arrived < K_SPLIT:
                     arrived = tl.atomic_add(arrive_ptr + pair, 0, sem="acquire")
                 tl.debug_barrier()
-                summed = tl.zeros((BLOCK_M, BLOCK_R), dtype=tl.float32)
+                summed = tl.full((BLOCK_M, BLOCK_R), 0.0, tl.float32)
                 first = pair.to(tl.int64) * K_SPLIT
                 for i in tl.static_range(K_SPLIT):
                     summed += tl.load(
@@ -264,8 +266,8 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
         offs_c = tl.arange(0, 128)
         for c0 in range(0, n_pairs, 128):
             c_mask = c0 + offs_c < n_pairs
-            tl.store(arrive_ptr + c0 + offs_c, tl.zeros((128,), dtype=tl.int32), mask=c_mask)
-            tl.store(ready_ptr + c0 + offs_c, tl.zeros((128,), dtype=tl.int32), mask=c_mask)
+            tl.store(arrive_ptr + c0 + offs_c, tl.full((128,), 0, tl.int32), mask=c_mask)
+            tl.store(ready_ptr + c0 + offs_c, tl.full((128,), 0, tl.int32), mask=c_mask)
         tl.atomic_xchg(ctr_ptr, 0)
 
 

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
+import torch
 
-os.environ.setdefault("TRITON_INTERPRET", "1")
+
+@pytest.fixture(autouse=True)
+def _interpreter_on_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a GPU, route the custom op to the Triton interpreter (per test, not globally)."""
+    if not torch.cuda.is_available():
+        monkeypatch.setenv("TRITON_INTERPRET", "1")
 
 
 @pytest.fixture
 def device() -> str:
     """CUDA when present (GPU hosts), otherwise the CPU interpreter."""
-    import torch
-
     return "cuda" if torch.cuda.is_available() else "cpu"

@@ -7,13 +7,10 @@ also compared with vLLM's own ``PunicaWrapperGPU`` on the same inputs.
 
 from __future__ import annotations
 
-import os
 from typing import Final
 
 import pytest
 import torch
-
-os.environ.setdefault("TRITON_INTERPRET", "1")
 
 punica_gpu = pytest.importorskip("vllm.lora.punica_wrapper.punica_gpu")
 
@@ -35,6 +32,7 @@ def device(monkeypatch: pytest.MonkeyPatch) -> str:
     if torch.cuda.is_available():
         return "cuda"
     monkeypatch.setattr(punica_gpu, "LoRAKernelMeta", LoRAKernelMeta, raising=False)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
     return "cpu"
 
 
