@@ -55,11 +55,13 @@ def install(platform: Any) -> bool:
         return False
     platform_cls: Any = platform if isinstance(platform, type) else type(platform)
     with _LOCK:
-        if getattr(platform_cls, _MARK, None) is not None:
+        if _MARK in platform_cls.__dict__:
             return True
         original = str(platform_cls.get_punica_wrapper())
+        # Keep the class's own attribute (None when inherited) to restore it exactly.
+        own = platform_cls.__dict__.get("get_punica_wrapper")
         platform_cls.get_punica_wrapper = _make_resolver(original)
-        setattr(platform_cls, _MARK, original)
+        setattr(platform_cls, _MARK, (original, own))
     logger.info("hi-moe-lora kernels installed (%s replaces %s)", WRAPPER_QUALNAME, original)
     return True
 
@@ -68,13 +70,15 @@ def uninstall(platform: Any) -> None:
     """Restore the platform's own Punica wrapper (tests, switching back)."""
     platform_cls: Any = platform if isinstance(platform, type) else type(platform)
     with _LOCK:
-        original = getattr(platform_cls, _MARK, None)
-        if original is None:
+        saved = platform_cls.__dict__.get(_MARK)
+        if saved is None:
             return
-        del platform_cls.get_punica_wrapper
+        _original, own = saved
+        if own is None:
+            delattr(platform_cls, "get_punica_wrapper")
+        else:
+            platform_cls.get_punica_wrapper = own
         delattr(platform_cls, _MARK)
-        if str(platform_cls.get_punica_wrapper()) != original:
-            platform_cls.get_punica_wrapper = classmethod(lambda cls: original)
 
 
 def register() -> None:

@@ -81,3 +81,18 @@ def test_register_respects_switch(
     monkeypatch.setattr(vllm.platforms, "_current_platform", cuda_platform, raising=False)
     punica.register()
     assert (cuda_platform.get_punica_wrapper() == punica.WRAPPER_QUALNAME) is installed
+
+
+def test_uninstall_restores_a_method_defined_on_the_class_itself() -> None:
+    class OwnPlatform:
+        @classmethod
+        def get_punica_wrapper(cls) -> str:
+            return "own.Wrapper"
+
+        def is_cuda(self) -> bool:
+            return True
+
+    assert punica.install(OwnPlatform())
+    assert OwnPlatform.get_punica_wrapper() == punica.WRAPPER_QUALNAME
+    punica.uninstall(OwnPlatform)
+    assert OwnPlatform.get_punica_wrapper() == "own.Wrapper"
