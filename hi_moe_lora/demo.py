@@ -70,8 +70,10 @@ def _ask(openai_client: Any, model: str, stream: bool = False) -> DemoAnswer:
 
 
 def _show(step: str, answer: DemoAnswer) -> None:
-    print(f"  {step:<34} model={answer.requested!r:<22} served by {answer.served_by:<20}"
-          f" text={answer.text!r}")
+    print(
+        f"  {step:<34} model={answer.requested!r:<22} served by {answer.served_by:<20}"
+        f" text={answer.text!r}"
+    )
 
 
 def run_demo(workdir: Path) -> list[DemoAnswer]:

@@ -7,6 +7,7 @@ bash scripts/setup.sh
 . .venv/bin/activate
 echo "==> ruff"
 ruff check hi_moe_lora plugins registry migrations tests benchmarks
+ruff format --check hi_moe_lora plugins registry migrations tests benchmarks
 echo "==> mypy (strict)"
 mypy
 echo "==> pytest"

@@ -80,8 +80,12 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     if args.print_only:
-        for key in ("VLLM_ALLOW_RUNTIME_LORA_UPDATING", "VLLM_PLUGINS", "HI_MOE_LORA_REGISTRY_URL",
-                    "HI_MOE_LORA_KERNELS"):
+        for key in (
+            "VLLM_ALLOW_RUNTIME_LORA_UPDATING",
+            "VLLM_PLUGINS",
+            "HI_MOE_LORA_REGISTRY_URL",
+            "HI_MOE_LORA_KERNELS",
+        ):
             if key in env:
                 print(f"{key}={shlex.quote(env[key])}")
         print(shlex.join(argv))
