@@ -7,6 +7,7 @@ connection (``config.attributes["connection"]``) so no ``alembic.ini`` or URL es
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 from alembic import command
@@ -42,27 +43,25 @@ def _engine(url: str) -> Engine:
     return make_engine(url, poolclass=NullPool)
 
 
-def upgrade(url: str, revision: str = "head") -> None:
+def _run_alembic(url: str, action: Callable[[Config, str], None], revision: str) -> None:
+    """Run an Alembic command on one connection, inside one transaction."""
     engine = _engine(url)
     try:
         with engine.begin() as connection:
             config = alembic_config()
             config.attributes["connection"] = connection
-            command.upgrade(config, revision)
+            action(config, revision)
     finally:
         engine.dispose()
+
+
+def upgrade(url: str, revision: str = "head") -> None:
+    _run_alembic(url, command.upgrade, revision)
     logger.info("database upgraded to %s", revision)
 
 
 def downgrade(url: str, revision: str) -> None:
-    engine = _engine(url)
-    try:
-        with engine.begin() as connection:
-            config = alembic_config()
-            config.attributes["connection"] = connection
-            command.downgrade(config, revision)
-    finally:
-        engine.dispose()
+    _run_alembic(url, command.downgrade, revision)
     logger.info("database downgraded to %s", revision)
 
 
