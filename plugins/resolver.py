@@ -188,10 +188,11 @@ class HiMoeLoraResolver(LoRAResolver):
                 base_model_name,
             )
             return None
-        if resolved.variant == "dora" and self._settings.kernels == "vllm":
+        if resolved.variant == "dora":
+            # vLLM rejects DoRA, and our kernels do not have the magnitude epilogue yet: loading
+            # it would only fail later with vLLM's generic 400.
             logger.warning(
-                "LoRA %r is a DoRA adapter, which vLLM's own kernels reject "
-                "(HI_MOE_LORA_KERNELS=vllm); declining",
+                "LoRA %r is a DoRA adapter, which no serving kernel supports yet; declining",
                 lora_name,
             )
             return None

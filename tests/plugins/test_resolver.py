@@ -168,12 +168,14 @@ def test_checksum_is_not_recomputed_for_unchanged_files(
     assert len(checksums) == 1
 
 
-def test_dora_is_declined_with_vllm_kernels(registry: ServedApp, adapters_dir: Path) -> None:
+def test_dora_is_declined_whatever_the_kernels(registry: ServedApp, adapters_dir: Path) -> None:
     register_version(
         registry.url, "res-d", "1.0.0", write_adapter(adapters_dir / "d1", use_dora=True)
     )
-    assert _resolve(_resolver(registry.url, kernels="vllm"), "res-d") is None
-    assert _resolve(_resolver(registry.url, kernels="ours"), "res-d") is not None
+    register_version(registry.url, "res-l", "1.0.0", write_adapter(adapters_dir / "l1"))
+    for kernels in ("vllm", "ours"):
+        assert _resolve(_resolver(registry.url, kernels=kernels), "res-d") is None
+        assert _resolve(_resolver(registry.url, kernels=kernels), "res-l") is not None
 
 
 # ------------------------------------------------------------------ registry failures
