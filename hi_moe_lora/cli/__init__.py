@@ -42,6 +42,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=args.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    # Alembic announces each of its plugins at INFO on every start; keep the CLI's output useful.
+    logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
     handler = args.handler
     result: int = handler(args)
     return result

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 
@@ -28,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from registry.app import create_app
-    from registry.db.migrate import upgrade_to_head
+    from registry.db.migrate import current_revision, head_revision, upgrade_to_head
     from registry.settings import ControlPlaneSettings
 
     overrides: dict[str, Any] = {
@@ -43,5 +44,15 @@ def run(args: argparse.Namespace) -> int:
     settings = ControlPlaneSettings(**overrides)
     if args.migrate:
         upgrade_to_head(settings.database_url)
+    # The app's lifespan refuses a stale schema too; checking here first gives a one-line
+    # answer instead of uvicorn's start-up traceback.
+    revision, head = current_revision(settings.database_url), head_revision()
+    if revision != head:
+        print(
+            f"error: the database {settings.database_url} is at schema {revision or 'none'}, "
+            f"not {head}: run `hi-moe-lora db upgrade` (or `hi-moe-lora serve --migrate`)",
+            file=sys.stderr,
+        )
+        return 2
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_config=None)
     return 0
