@@ -32,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         run_demo(args.workdir.resolve())
-    except (DemoError, ProcessStartError) as exc:
+    except (DemoError, ProcessStartError, OSError) as exc:
         print(f"demo failed: {exc}")
         return 1
     return 0
