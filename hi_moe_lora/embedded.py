@@ -20,7 +20,6 @@ from hi_moe_lora.processes import (
     ProcessStartError,
     StartStop,
     free_port,
-    log_tail,
 )
 from hi_moe_lora.vllm_launch import VllmLaunch
 
@@ -149,6 +148,3 @@ class EmbeddedStack(StartStop):
         """Stop vLLM first (it may call the registry while stopping), then the control plane."""
         while self._processes:
             self._processes.pop().stop()
-
-    def vllm_log_tail(self, lines: int = 40) -> str:
-        return log_tail(self.log_dir / "vllm.log", lines)
