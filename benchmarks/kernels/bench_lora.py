@@ -191,9 +191,30 @@ def run_case(
     )
 
 
+def _sweep_configs(m: int, k: int, base: Any) -> list[tuple[Any, bool, bool, int]]:
+    """(config, reduce_in_expand, direct_first, programs per SM) candidates for one decode case."""
+    from hi_moe_lora.kernels.config import TileConfig
+
+    block_ks = (512, 1024) if k > 8192 else (256, 512)
+    block_ms = (16, 64) if m > 16 else (16,)
+    out = []
+    for block_m in block_ms:
+        for block_n in (64, 128, 256, 512):
+            for block_k in block_ks:
+                for red in (True, False):
+                    cfg = TileConfig(
+                        block_m, block_n, block_k, base.block_r, 1, 1, base.num_warps, 1, True
+                    )
+                    out.append((cfg, red, True, 2))
+    # The default configuration without the direct first job, and with more programs per SM.
+    out.append((base, True, False, 2))
+    out.append((base, True, True, 4))
+    return out
+
+
 def sweep(shape: str, m: int, rank: int, adapters: int, replays: int) -> None:
-    """Time a grid of tile configurations for one case (tuning aid; prints one line each)."""
-    from hi_moe_lora.kernels.config import TileConfig, choose_config
+    """Time tile configurations for one decode-sized case (tuning aid; one line per case)."""
+    from hi_moe_lora.kernels.config import choose_config
 
     k, widths = SHAPES[shape]
     adapters = min(adapters, m)
@@ -205,37 +226,63 @@ def sweep(shape: str, m: int, rank: int, adapters: int, replays: int) -> None:
     copies = [one] + [_make_copy(k, widths, rank, rank, m, gen) for _ in range(pool - 1)]
     work = WorkListBuffers(max(m, 16), SLOTS, "cuda")
     work.update(slots.numpy(), [rank] * SLOTS)
-    base = choose_config(m, k, sum(widths), rank, 132, SLOTS)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    base = choose_config(m, k, sum(widths), rank, sms, SLOTS)
     results = []
-    for block_k in (256, 512, 1024):
-        for block_n in (64, 128):
-            for warps in (4, 8):
-                for red in (True, False):
-                    cfg = TileConfig(base.block_m, block_n, block_k, base.block_r, 1, 1, warps, 1)
-                    if cfg.k_split(k) > 64:
-                        continue
+    for cfg, red, direct, pps in _sweep_configs(m, k, base):
 
-                    def call(c: Any, cfg: TileConfig = cfg, red: bool = red) -> Any:
-                        x, y, a, b = c
-                        return lambda: launch_fused_lora(
-                            y,
-                            x,
-                            a,
-                            b,
-                            work.tiles,
-                            work.counters,
-                            1.0,
-                            0,
-                            True,
-                            config=cfg,
-                            reduce_in_expand=red,
-                        )
+        def call(
+            c: Any, cfg: Any = cfg, red: bool = red, direct: bool = direct, pps: int = pps
+        ) -> Any:
+            x, y, a, b = c
+            return lambda: launch_fused_lora(
+                y,
+                x,
+                a,
+                b,
+                work.tiles,
+                work.counters,
+                1.0,
+                0,
+                True,
+                config=cfg,
+                reduce_in_expand=red,
+                direct_first=direct,
+                max_programs=pps * sms,
+            )
 
-                    t = _graph_time([call(c) for c in copies], replays)
-                    results.append((t, block_k, block_n, warps, red))
-    results.sort()
-    best = ", ".join(f"{t:.1f}us bk{bk} bn{bn} w{w} red{int(r)}" for t, bk, bn, w, r in results[:4])
-    print(f"sweep {shape} M={m} r{rank} a{adapters} default={base}: {best}", flush=True)
+        t = _graph_time([call(c) for c in copies], replays)
+        results.append((t, cfg, red, direct, pps))
+    default = next(t for t, cfg, red, direct, pps in results if cfg == base and pps == 2 and direct)
+    results.sort(key=lambda r: r[0])
+
+    def label(r: Any) -> str:
+        t, cfg, red, direct, pps = r
+        return (
+            f"{t:.1f}us bm{cfg.block_m} bn{cfg.block_n} bk{cfg.block_k} red{int(red)} "
+            f"direct{int(direct)} pps{pps}"
+        )
+
+    ticket = next(r for r in results if not r[3])
+    print(
+        f"sweep {shape} M={m} r{rank} a{adapters}: default(bm{base.block_m} bn{base.block_n} "
+        f"bk{base.block_k}) {default:.1f}us; ticket-first {ticket[0]:.1f}us; best: "
+        + " | ".join(label(r) for r in results[:3]),
+        flush=True,
+    )
+
+
+def launch_floor(replays: int) -> float:
+    """µs per launch of an empty Triton kernel, timed like the cases (context for the table)."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _empty(ptr):  # type: ignore[no-untyped-def]
+        tl.store(ptr + tl.program_id(0), 1)
+
+    buf = torch.zeros(1024, dtype=torch.int32, device="cuda")
+    return _graph_time([lambda: _empty[(132,)](buf) for _ in range(32)], replays)
 
 
 def markdown(results: list[Result]) -> str:
@@ -263,17 +310,21 @@ def main() -> int:
     parser.add_argument("--ours-only", action="store_true", help="no vLLM kit: time ours only")
     parser.add_argument("--shapes", default=",".join(SHAPES))
     parser.add_argument("--sweep", action="store_true", help="time tile configs (decode sizes)")
+    parser.add_argument(
+        "--sweep-cases",
+        default="o:1:16:1,down:1:16:1,qkv:1:16:1,gate_up:1:16:1,o:16:16:8,down:16:16:8,"
+        "o:4:64:1,down:4:64:1,qkv:64:16:1,o:64:16:1,gate_up:64:16:1,down:64:16:1,"
+        "qkv:64:16:8,o:64:16:8,gate_up:64:16:8,down:64:16:8",
+        help="shape:M:rank:adapters,... for --sweep",
+    )
     args = parser.parse_args()
     if not args.ours_only:
         import vllm.lora.ops.triton_ops  # noqa: F401  (registers torch.ops.vllm.lora_*)
+    print(f"empty Triton kernel in a CUDA graph: {launch_floor(args.replays):.2f} us/launch")
     if args.sweep:
-        for shape in args.shapes.split(","):
-            for m in (1, 16, 64):
-                for rank in (16, 64):
-                    for adapters in (1, 8):
-                        if adapters > 1 and m == 1:
-                            continue
-                        sweep(shape, m, rank, adapters, args.replays)
+        for case in args.sweep_cases.split(","):
+            shape, m, rank, adapters = case.split(":")
+            sweep(shape, int(m), int(rank), int(adapters), args.replays)
         return 0
 
     ms = [1, 16, 64, 256] if args.quick else [1, 4, 16, 64, 256, 1024]

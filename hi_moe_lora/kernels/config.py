@@ -43,6 +43,8 @@ class TileConfig:
     n_group: int
     num_warps: int
     num_stages: int
+    #: Programs start on their own shrink job, without a ticket (decode-sized calls).
+    direct_first: bool = False
 
     @property
     def k_chunk(self) -> int:
@@ -91,7 +93,7 @@ def choose_config(
         tiles_ub = -(-m // block_m) + min(num_slots, m) - 1
         block_n = 64 if tiles_ub * -(-n_total // 64) <= 2 * max(num_sms, 1) else 128
         warps = 8 if block_r >= 64 and n_total <= 8192 else 4
-        return TileConfig(block_m, block_n, block_k, block_r, 1, 1, warps, 1)
+        return TileConfig(block_m, block_n, block_k, block_r, 1, 1, warps, 1, direct_first=True)
     block_k = 64 if block_r >= 64 else 128
     # Bucket the token count so that a server meets few compiled variants (each new one is a
     # JIT compile during serving).

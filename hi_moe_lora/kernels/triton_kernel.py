@@ -31,25 +31,146 @@ float32 after the same rounding points (``UPCAST_DOT``); the GPU path multiplies
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+import types
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 import triton
 import triton.language as tl
 
-from .config import TileConfig, choose_config
+from .config import MAX_K_SPLIT, TileConfig, choose_config
 from .reference import stacked_view
-from .worklist import MAX_SLICES, record_size, upper_bound_tiles
+from .worklist import MAX_SLICES, pairs_in_counters, record_size, upper_bound_tiles
 
 #: Per token tile, the most partial-sum bytes expand jobs may re-read instead of a reduction step.
 REDUCE_IN_EXPAND_BYTES = 2**20
 #: Programs per SM: enough to hide latency, few enough that idle programs cost one wave.
 PROGRAMS_PER_SM = 2
+#: Polls of an unfinished pair before a waiting expand job does unclaimed shrink jobs itself
+#: (on a GPU only when their programs cannot start: a crowded device, or a grid larger than what
+#: fits at once; the interpreter runs programs one after another, so it steals at once).
+STEAL_AFTER_POLLS = 1024
 
 
 class FusedLoRAShapeError(ValueError):
     """The stacked weights or activations do not have the layout the kernel needs."""
+
+
+def _tile_record(  # type: ignore[no-untyped-def]
+    tiles_ptr,
+    mt,
+    m_rows,
+    min_rank,
+    BLOCK_M: tl.constexpr,
+    BLOCK_R: tl.constexpr,
+):
+    """Slot, token rows and masks of token tile ``mt``, in one round trip.
+
+    Every record holds ``BLOCK_M`` token rows (unused ones are row 0), so the rows are loaded
+    unmasked, side by side with the length, instead of after it.
+    """
+    rec = tiles_ptr + 1 + mt * (3 + BLOCK_M)
+    offs_m = tl.arange(0, BLOCK_M)
+    slot = tl.load(rec)
+    rank = tl.load(rec + 1)
+    count = tl.load(rec + 2)
+    tok = tl.load(rec + 3 + offs_m)
+    rank = tl.where(rank < min_rank, min_rank, rank)
+    m_mask = (offs_m < count) & (tok < m_rows)
+    r_mask = tl.arange(0, BLOCK_R) < rank
+    return slot.to(tl.int64), tok.to(tl.int64), m_mask, r_mask
+
+
+def _shrink_job(  # type: ignore[no-untyped-def]
+    job,
+    x_ptr,
+    a_ptr,
+    tiles_ptr,
+    part_ptr,
+    inter_ptr,
+    arrive_ptr,
+    ready_ptr,
+    claim_ptr,
+    a_off1,
+    a_off2,
+    m_rows,
+    k_dim,
+    stride_xm,
+    stride_xk,
+    a_slot_stride,
+    a_row_stride,
+    min_rank,
+    scale,
+    NUM_SLICES: tl.constexpr,
+    K_SPLIT: tl.constexpr,
+    K_ITERS: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    BLOCK_R: tl.constexpr,
+    REDUCE_IN_EXPAND: tl.constexpr,
+    CLAIMS: tl.constexpr,
+    UPCAST_DOT: tl.constexpr,
+):
+    """One shrink job: the float32 partial of ``x @ A[slot].T`` over one K chunk of a pair.
+
+    With ``CLAIMS`` the job is published only by the program that claims it first (a waiting
+    expand job may have done it already); the claim is relaxed and its answer is needed only
+    after the loads, so it costs no round trip of its own.
+    """
+    pair = job // K_SPLIT
+    ks = job - pair * K_SPLIT
+    mt = pair // NUM_SLICES
+    s = pair - mt * NUM_SLICES
+    if CLAIMS:  # noqa: SIM108  (Triton: no conditional expression on a runtime value)
+        won = tl.atomic_xchg(claim_ptr + job, 1, sem="relaxed") == 0
+    else:
+        won = True
+    slot, tok64, m_mask, r_mask = _tile_record(tiles_ptr, mt, m_rows, min_rank, BLOCK_M, BLOCK_R)
+    offs_r = tl.arange(0, BLOCK_R)
+    offs_kb = tl.arange(0, BLOCK_K)
+    tile_offs = tl.arange(0, BLOCK_M)[:, None] * BLOCK_R + offs_r[None, :]
+    a_off = tl.where(s == 2, a_off2, tl.where(s == 1, a_off1, 0)).to(tl.int64)
+    a_base = a_ptr + a_off + slot * a_slot_stride
+    acc = tl.full((BLOCK_M, BLOCK_R), 0.0, tl.float32)
+    for it in range(K_ITERS):
+        offs_k = ks * (BLOCK_K * K_ITERS) + it * BLOCK_K + offs_kb
+        k_mask = offs_k < k_dim
+        xt = tl.load(
+            x_ptr + tok64[:, None] * stride_xm + offs_k[None, :] * stride_xk,
+            mask=m_mask[:, None] & k_mask[None, :],
+            other=0.0,
+        )
+        at = tl.load(
+            a_base + offs_r[None, :] * a_row_stride + offs_k[:, None],
+            mask=r_mask[None, :] & k_mask[:, None],
+            other=0.0,
+        )
+        if UPCAST_DOT:
+            acc += tl.dot(xt.to(tl.float32), at.to(tl.float32))
+        else:
+            acc += tl.dot(xt.to(at.dtype), at)
+    if won:
+        tl.store(part_ptr + job.to(tl.int64) * (BLOCK_M * BLOCK_R) + tile_offs, acc)
+        # All threads' stores before the (single-thread) release of the arrival.
+        tl.debug_barrier()
+        arrived = tl.atomic_add(arrive_ptr + pair, 1, sem="acq_rel")
+        if not REDUCE_IN_EXPAND:  # noqa: SIM102  (constexpr guard; Triton has no `and`)
+            if arrived == K_SPLIT - 1:
+                tl.debug_barrier()
+                summed = tl.full((BLOCK_M, BLOCK_R), 0.0, tl.float32)
+                first = pair.to(tl.int64) * K_SPLIT
+                for i in tl.static_range(K_SPLIT):
+                    summed += tl.load(
+                        part_ptr + (first + i) * (BLOCK_M * BLOCK_R) + tile_offs,
+                        cache_modifier=".cg",
+                    )
+                tl.store(
+                    inter_ptr + pair.to(tl.int64) * (BLOCK_M * BLOCK_R) + tile_offs,
+                    (summed * scale).to(inter_ptr.dtype.element_ty),
+                )
+                tl.debug_barrier()
+                tl.atomic_xchg(ready_ptr + pair, 1, sem="release")
 
 
 def _fused_lora_kernel(  # type: ignore[no-untyped-def]
@@ -90,11 +211,13 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
     BLOCK_R: tl.constexpr,
     N_GROUP: tl.constexpr,
     REDUCE_IN_EXPAND: tl.constexpr,
+    DIRECT_FIRST: tl.constexpr,
+    STEAL_AFTER: tl.constexpr,
     ADD_INPUTS: tl.constexpr,
     UPCAST_DOT: tl.constexpr,
 ):
+    pid = tl.program_id(0)
     nprog = tl.num_programs(0)
-    job = tl.atomic_add(ctr_ptr, 1)
     num_tiles = tl.load(tiles_ptr)
     span = BLOCK_N * N_GROUP
     t0 = (n0 + span - 1) // span
@@ -106,71 +229,32 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
     total = n_shrink + num_tiles * n_items
     arrive_ptr = ctr_ptr + 2
     ready_ptr = ctr_ptr + 2 + pair_cap
-    rec_size = 3 + BLOCK_M
+    claim_ptr = ctr_ptr + 2 + 2 * pair_cap
+    if DIRECT_FIRST:
+        # Programs start on the shrink job of their own index without a ticket (one round trip
+        # less on the critical path); every later job comes from the ticket counter.
+        n_direct = tl.minimum(nprog, n_shrink)
+        if pid < n_shrink:  # noqa: SIM108  (runtime condition: a branch, not an expression)
+            job = pid
+        else:
+            job = n_direct + tl.atomic_add(ctr_ptr, 1)
+    else:
+        n_direct = 0
+        job = tl.atomic_add(ctr_ptr, 1)
 
     offs_m = tl.arange(0, BLOCK_M)
     offs_r = tl.arange(0, BLOCK_R)
-    offs_kb = tl.arange(0, BLOCK_K)
     offs_nb = tl.arange(0, BLOCK_N)
     tile_offs = offs_m[:, None] * BLOCK_R + offs_r[None, :]
-    k_chunk = BLOCK_K * K_ITERS
 
     while job < total:
         if job < n_shrink:
-            pair = job // K_SPLIT
-            ks = job - pair * K_SPLIT
-            mt = pair // NUM_SLICES
-            s = pair - mt * NUM_SLICES
-            rec = tiles_ptr + 1 + mt * rec_size
-            slot = tl.load(rec)
-            rank = tl.load(rec + 1)
-            rank = tl.where(rank < min_rank, min_rank, rank)
-            count = tl.load(rec + 2)
-            m_mask = offs_m < count
-            tok = tl.load(rec + 3 + offs_m, mask=m_mask, other=0)
-            m_mask = m_mask & (tok < m_rows)
-            tok64 = tok.to(tl.int64)
-            r_mask = offs_r < rank
-            a_off = tl.where(s == 2, a_off2, tl.where(s == 1, a_off1, 0)).to(tl.int64)
-            a_base = a_ptr + a_off + slot.to(tl.int64) * a_slot_stride
-            acc = tl.full((BLOCK_M, BLOCK_R), 0.0, tl.float32)
-            for it in range(K_ITERS):
-                offs_k = ks * k_chunk + it * BLOCK_K + offs_kb
-                k_mask = offs_k < k_dim
-                xt = tl.load(
-                    x_ptr + tok64[:, None] * stride_xm + offs_k[None, :] * stride_xk,
-                    mask=m_mask[:, None] & k_mask[None, :],
-                    other=0.0,
-                )
-                at = tl.load(
-                    a_base + offs_r[None, :] * a_row_stride + offs_k[:, None],
-                    mask=r_mask[None, :] & k_mask[:, None],
-                    other=0.0,
-                )
-                if UPCAST_DOT:
-                    acc += tl.dot(xt.to(tl.float32), at.to(tl.float32))
-                else:
-                    acc += tl.dot(xt.to(at.dtype), at)
-            tl.store(part_ptr + job.to(tl.int64) * (BLOCK_M * BLOCK_R) + tile_offs, acc)
-            # All threads' stores before the (single-thread) release of the arrival.
-            tl.debug_barrier()
-            arrived = tl.atomic_add(arrive_ptr + pair, 1, sem="acq_rel")
-            if not REDUCE_IN_EXPAND:  # noqa: SIM102  (constexpr guard; Triton has no `and`)
-                if arrived == K_SPLIT - 1:
-                    tl.debug_barrier()
-                    summed = tl.full((BLOCK_M, BLOCK_R), 0.0, tl.float32)
-                    first = pair.to(tl.int64) * K_SPLIT
-                    for i in tl.static_range(K_SPLIT):
-                        summed += tl.load(
-                            part_ptr + (first + i) * (BLOCK_M * BLOCK_R) + tile_offs,
-                            cache_modifier=".cg",
-                        )
-                    tl.store(
-                        inter_ptr + pair.to(tl.int64) * (BLOCK_M * BLOCK_R) + tile_offs,
-                        (summed * scale).to(inter_ptr.dtype.element_ty),
-                    )
-                    tl.debug_barrier()
-                    tl.atomic_xchg(ready_ptr + pair, 1, sem="release")
+            _shrink_job(
+                job, x_ptr, a_ptr, tiles_ptr, part_ptr, inter_ptr, arrive_ptr, ready_ptr,
+                claim_ptr, a_off1, a_off2, m_rows, k_dim, stride_xm, stride_xk, a_slot_stride,
+                a_row_stride, min_rank, scale, NUM_SLICES, K_SPLIT, K_ITERS, BLOCK_M, BLOCK_K,
+                BLOCK_R, REDUCE_IN_EXPAND, DIRECT_FIRST, UPCAST_DOT,
+            )  # fmt: skip
         else:
             e = job - n_shrink
             mt = e // n_items
@@ -179,21 +263,14 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
             in2 = item >= t0 + t1
             s = in1.to(tl.int32) + in2.to(tl.int32)
             pair = mt * NUM_SLICES + s
-            rec = tiles_ptr + 1 + mt * rec_size
-            slot = tl.load(rec)
-            rank = tl.load(rec + 1)
-            rank = tl.where(rank < min_rank, min_rank, rank)
-            count = tl.load(rec + 2)
-            m_mask = offs_m < count
-            tok = tl.load(rec + 3 + offs_m, mask=m_mask, other=0)
-            m_mask = m_mask & (tok < m_rows)
-            tok64 = tok.to(tl.int64)
-            r_mask = offs_r < rank
+            slot, tok64, m_mask, r_mask = _tile_record(
+                tiles_ptr, mt, m_rows, min_rank, BLOCK_M, BLOCK_R
+            )
             b_off = tl.where(in2, b_off2, tl.where(in1, b_off1, 0)).to(tl.int64)
             n_s = tl.where(in2, n2, tl.where(in1, n1, n0))
             col_base = tl.where(in2, n0 + n1, tl.where(in1, n0, 0))
             local = item - tl.where(in2, t0 + t1, tl.where(in1, t0, 0))
-            b_base = b_ptr + b_off + slot.to(tl.int64) * n_s * b_row_stride
+            b_base = b_ptr + b_off + slot * n_s * b_row_stride
             # The first output tile's B and y do not depend on the shrink: load them first.
             offs_n = local * span + offs_nb
             n_mask = offs_n < n_s
@@ -210,11 +287,33 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
             y_mask = m_mask[:, None] & n_mask[None, :]
             if ADD_INPUTS:
                 y_old = tl.load(y_ptrs, mask=y_mask, other=0.0).to(tl.float32)
+            # Wait for the pair's shrink (the K_SPLIT arrivals, or the ready flag of the
+            # reducing job). A shrink job nobody has claimed after STEAL_AFTER polls (its
+            # program is not running yet) is done here, so the wait ends whatever the grid.
             if REDUCE_IN_EXPAND:
-                arrived = tl.atomic_add(arrive_ptr + pair, 0, sem="acquire")
-                while arrived < K_SPLIT:
-                    arrived = tl.atomic_add(arrive_ptr + pair, 0, sem="acquire")
-                tl.debug_barrier()
+                flag_ptr = arrive_ptr + pair
+                want = K_SPLIT
+            else:
+                flag_ptr = ready_ptr + pair
+                want = 1
+            seen = tl.atomic_add(flag_ptr, 0, sem="acquire")
+            polls = 0
+            while seen < want:
+                if DIRECT_FIRST:
+                    polls += 1
+                    if polls == STEAL_AFTER:
+                        for ks in range(K_SPLIT):
+                            _shrink_job(
+                                pair * K_SPLIT + ks, x_ptr, a_ptr, tiles_ptr, part_ptr,
+                                inter_ptr, arrive_ptr, ready_ptr, claim_ptr, a_off1, a_off2,
+                                m_rows, k_dim, stride_xm, stride_xk, a_slot_stride,
+                                a_row_stride, min_rank, scale, NUM_SLICES, K_SPLIT, K_ITERS,
+                                BLOCK_M, BLOCK_K, BLOCK_R, REDUCE_IN_EXPAND, DIRECT_FIRST,
+                                UPCAST_DOT,
+                            )  # fmt: skip
+                seen = tl.atomic_add(flag_ptr, 0, sem="acquire")
+            tl.debug_barrier()
+            if REDUCE_IN_EXPAND:
                 summed = tl.full((BLOCK_M, BLOCK_R), 0.0, tl.float32)
                 first = pair.to(tl.int64) * K_SPLIT
                 for i in tl.static_range(K_SPLIT):
@@ -224,10 +323,6 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
                     )
                 inter = (summed * scale).to(b_ptr.dtype.element_ty)
             else:
-                ready = tl.atomic_add(ready_ptr + pair, 0, sem="acquire")
-                while ready == 0:
-                    ready = tl.atomic_add(ready_ptr + pair, 0, sem="acquire")
-                tl.debug_barrier()
                 inter = tl.load(
                     inter_ptr + pair.to(tl.int64) * (BLOCK_M * BLOCK_R) + tile_offs,
                     cache_modifier=".cg",
@@ -260,29 +355,107 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
                 if ADD_INPUTS:
                     out += tl.load(y_ptrs, mask=y_mask, other=0.0).to(tl.float32)
                 tl.store(y_ptrs, out.to(y_ptr.dtype.element_ty), mask=y_mask)
-        job = tl.atomic_add(ctr_ptr, 1)
+        job = n_direct + tl.atomic_add(ctr_ptr, 1)
+    # Every program takes exactly one ticket past the last job, after all of its own jobs, so
+    # the holder of the very last ticket knows every job is done: it resets the counters.
     if job == total + nprog - 1:
-        # Every other program has taken its last ticket, so all jobs are done: reset.
         offs_c = tl.arange(0, 128)
         for c0 in range(0, n_pairs, 128):
             c_mask = c0 + offs_c < n_pairs
             tl.store(arrive_ptr + c0 + offs_c, tl.full((128,), 0, tl.int32), mask=c_mask)
             tl.store(ready_ptr + c0 + offs_c, tl.full((128,), 0, tl.int32), mask=c_mask)
+        if DIRECT_FIRST:
+            for c0 in range(0, n_shrink, 128):
+                c_mask = c0 + offs_c < n_shrink
+                tl.store(claim_ptr + c0 + offs_c, tl.full((128,), 0, tl.int32), mask=c_mask)
         tl.atomic_xchg(ctr_ptr, 0)
+
+
+#: Device functions the kernel calls, in the order they must be wrapped (callees first).
+_DEVICE_FUNCTIONS = (_tile_record, _shrink_job)
+
+
+def _flavour(wrap: Callable[[Callable[..., Any]], Any]) -> Callable[..., Any]:
+    """The kernel function with its device functions wrapped by ``wrap`` (JIT or interpreter).
+
+    The kernel resolves its callees through its globals, and a compiled kernel needs JIT
+    functions there while the interpreter needs interpreted ones, so each flavour gets its own
+    copy of the module's globals (the source, and so the compiled code, is shared).
+    """
+    scope = dict(globals())
+    for fn in _DEVICE_FUNCTIONS:
+        scope[fn.__name__] = wrap(_with_globals(fn, scope))
+    return _with_globals(_fused_lora_kernel, scope)
+
+
+def _with_globals(fn: Callable[..., Any], scope: dict[str, Any]) -> Callable[..., Any]:
+    copy = types.FunctionType(fn.__code__, scope, fn.__name__, fn.__defaults__, fn.__closure__)
+    copy.__qualname__ = fn.__qualname__
+    copy.__module__ = fn.__module__
+    copy.__doc__ = fn.__doc__
+    return copy
 
 
 @functools.cache
 def _compiled_kernel() -> Any:
     # Values that change between calls of one layer must not multiply compiled variants.
     varying = ["a_off1", "a_off2", "b_off1", "b_off2", "m_rows", "pair_cap", "min_rank"]
-    return triton.jit(do_not_specialize=varying)(_fused_lora_kernel)
+    return triton.jit(do_not_specialize=varying)(_flavour(triton.jit))
 
 
 @functools.cache
 def _interpreted_kernel() -> Any:
     from triton.runtime.interpreter import InterpretedFunction
 
-    return InterpretedFunction(_fused_lora_kernel)
+    return InterpretedFunction(_flavour(InterpretedFunction))
+
+
+def compile_for_target(
+    num_slices: int,
+    cfg: TileConfig,
+    reduce_in_expand: bool,
+    arch: int = 90,
+    dtype: str = "bf16",
+) -> Any:
+    """Compile the kernel ahead of time for CUDA ``sm_<arch>`` (no GPU needed; tests, tuning)."""
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    kernel = _compiled_kernel()
+    constexprs: dict[str, Any] = {
+        "NUM_SLICES": num_slices,
+        "K_SPLIT": 4,
+        "K_ITERS": cfg.k_iters,
+        "BLOCK_M": cfg.block_m,
+        "BLOCK_N": cfg.block_n,
+        "BLOCK_K": cfg.block_k,
+        "BLOCK_R": cfg.block_r,
+        "N_GROUP": cfg.n_group,
+        "REDUCE_IN_EXPAND": reduce_in_expand,
+        "DIRECT_FIRST": cfg.direct_first,
+        "STEAL_AFTER": STEAL_AFTER_POLLS,
+        "ADD_INPUTS": True,
+        "UPCAST_DOT": False,
+    }
+    pointers = {"tiles_ptr": "*i32", "ctr_ptr": "*i32", "part_ptr": "*fp32"}
+    names: list[str] = kernel.arg_names
+    signature = {
+        name: "constexpr"
+        if name in constexprs
+        else pointers.get(name, f"*{dtype}")
+        if name.endswith("_ptr")
+        else "fp32"
+        if name == "scale"
+        else "i32"
+        for name in names
+    }
+    source = ASTSource(
+        kernel,
+        signature,
+        constexprs={(names.index(name),): value for name, value in constexprs.items()},
+    )
+    options = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
+    return triton.compile(source, target=GPUTarget("cuda", arch, 32), options=options)
 
 
 @functools.cache
@@ -327,11 +500,14 @@ def launch_fused_lora(
     max_programs: int | None = None,
     min_rank: int = 0,
     reduce_in_expand: bool | None = None,
+    direct_first: bool | None = None,
 ) -> TileConfig:
     """Launch the kernel once for all slices; returns the tile configuration it used.
 
     ``counters`` is the zeroed int32 buffer of :class:`.worklist.WorkListBuffers` (left zeroed).
     Every adapter runs at least at ``min_rank`` (the full rank while ranks are stale).
+    ``reduce_in_expand`` and ``direct_first`` override the configuration's choices (tests and
+    tuning).
     """
     a = [stacked_view(t) for t in lora_a]
     b = [stacked_view(t) for t in lora_b]
@@ -352,9 +528,13 @@ def launch_fused_lora(
         upper_bound_tiles(m, n_slots, cfg.block_m),
         (tiles.numel() - 1) // record_size(cfg.block_m),
     )
-    pair_cap = (counters.numel() - 2) // 2
+    pair_cap = pairs_in_counters(counters.numel())
     if tiles_ub * len(a) > pair_cap:
         raise FusedLoRAShapeError(f"{tiles_ub * len(a)} tile pairs > counter capacity {pair_cap}")
+    if direct_first is None:
+        direct_first = cfg.direct_first
+    if direct_first and k_split > MAX_K_SPLIT:
+        raise FusedLoRAShapeError(f"{k_split} K chunks > {MAX_K_SPLIT} claim flags per pair")
     jobs_ub = tiles_ub * (len(a) * k_split + n_items)
     cap = max_programs if max_programs is not None else (num_sms * PROGRAMS_PER_SM)
     grid = (max(1, min(jobs_ub, cap)),)
@@ -411,6 +591,8 @@ def launch_fused_lora(
         BLOCK_R=cfg.block_r,
         N_GROUP=cfg.n_group,
         REDUCE_IN_EXPAND=bool(reduce_in_expand),
+        DIRECT_FIRST=bool(direct_first),
+        STEAL_AFTER=STEAL_AFTER_POLLS if on_gpu else 1,
         ADD_INPUTS=add_inputs,
         UPCAST_DOT=not on_gpu and a[0].dtype == torch.bfloat16,
         num_warps=cfg.num_warps,

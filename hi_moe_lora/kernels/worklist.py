@@ -12,9 +12,10 @@ Buffer layout (int32):
 A list is built for every token-tile height in :data:`.config.BLOCK_M_CHOICES`; a launch reads
 the one that matches its tile configuration.
 
-The buffers also hold the kernel's synchronisation counters (``counters``: a job ticket, then an
-arrival count and a ready flag per (tile, slice) pair). They start at zero and every launch
-leaves them at zero again (the last program resets them), so they are never written here.
+The buffers also hold the kernel's synchronisation counters (``counters``: a job ticket, a spare
+value, then per (tile, slice) pair capacity an arrival count and a ready flag, then the claim
+flags of the shrink jobs). They start at zero and every launch leaves them at zero again (the
+last program resets them), so they are never written here.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from .config import BLOCK_M_CHOICES
+from .config import BLOCK_M_CHOICES, MAX_K_SPLIT
 
 if TYPE_CHECKING:
     import torch
@@ -46,9 +47,19 @@ def tile_capacity(max_tokens: int, max_slots: int, block_m: int) -> int:
 MAX_SLICES = 3
 
 
+#: int32 values of the counters buffer per (tile, slice) pair: arrival count, ready flag and one
+#: claim flag per K chunk of the pair's shrink.
+COUNTERS_PER_PAIR = 2 + MAX_K_SPLIT
+
+
 def counter_size(max_tokens: int, max_slots: int) -> int:
-    """Length of the counters buffer: ticket, spare, then arrivals and ready flags per pair."""
-    return 2 + 2 * pair_capacity(max_tokens, max_slots)
+    """Length of the counters buffer: ticket, spare, then the per-pair counters."""
+    return 2 + COUNTERS_PER_PAIR * pair_capacity(max_tokens, max_slots)
+
+
+def pairs_in_counters(counters_len: int) -> int:
+    """How many (tile, slice) pairs a counters buffer of ``counters_len`` values serves."""
+    return (counters_len - 2) // COUNTERS_PER_PAIR
 
 
 def pair_capacity(max_tokens: int, max_slots: int) -> int:
