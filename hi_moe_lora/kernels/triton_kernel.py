@@ -57,6 +57,10 @@ class FusedLoRAShapeError(ValueError):
     """The stacked weights or activations do not have the layout the kernel needs."""
 
 
+class KernelCompileError(RuntimeError):
+    """The kernel's JIT function does not declare what the launcher passes as constexpr."""
+
+
 def _tile_record(  # type: ignore[no-untyped-def]
     tiles_ptr,
     mt,
@@ -390,6 +394,10 @@ def _flavour(wrap: Callable[[Callable[..., Any]], Any]) -> Callable[..., Any]:
 
 def _with_globals(fn: Callable[..., Any], scope: dict[str, Any]) -> Callable[..., Any]:
     copy = types.FunctionType(fn.__code__, scope, fn.__name__, fn.__defaults__, fn.__closure__)
+    # The annotations are not part of the code object, and Triton finds the constexpr
+    # parameters through them.
+    copy.__annotations__ = dict(fn.__annotations__)
+    copy.__kwdefaults__ = fn.__kwdefaults__
     copy.__qualname__ = fn.__qualname__
     copy.__module__ = fn.__module__
     copy.__doc__ = fn.__doc__
@@ -437,6 +445,9 @@ def compile_for_target(
         "ADD_INPUTS": True,
         "UPCAST_DOT": False,
     }
+    declared = {param.name for param in kernel.params if param.is_constexpr}
+    if declared != set(constexprs):
+        raise KernelCompileError(f"constexpr parameters {sorted(declared)} != {sorted(constexprs)}")
     pointers = {"tiles_ptr": "*i32", "ctr_ptr": "*i32", "part_ptr": "*fp32"}
     names: list[str] = kernel.arg_names
     signature = {
