@@ -191,24 +191,18 @@ def run_case(
     )
 
 
-def _sweep_configs(m: int, k: int, base: Any) -> list[tuple[Any, bool, bool, int]]:
-    """(config, reduce_in_expand, direct_first, programs per SM) candidates for one decode case."""
+def _sweep_configs(m: int, k: int, base: Any) -> list[tuple[Any, bool, int]]:
+    """(config, reduce_in_expand, programs per SM) candidates for one decode-sized case."""
     from hi_moe_lora.kernels.config import TileConfig
 
     block_ks = (512, 1024) if k > 8192 else (256, 512)
-    block_ms = (16, 64) if m > 16 else (16,)
     out = []
-    for block_m in block_ms:
-        for block_n in (64, 128, 256, 512):
-            for block_k in block_ks:
-                for red in (True, False):
-                    cfg = TileConfig(
-                        block_m, block_n, block_k, base.block_r, 1, 1, base.num_warps, 1, True
-                    )
-                    out.append((cfg, red, True, 2))
-    # The default configuration without the direct first job, and with more programs per SM.
-    out.append((base, True, False, 2))
-    out.append((base, True, True, 4))
+    for block_n in (64, 128, 256, 512):
+        for block_k in block_ks:
+            for red in (True, False):
+                cfg = TileConfig(16, block_n, block_k, base.block_r, 1, 1, base.num_warps, 1)
+                out.append((cfg, red, 2))
+    out.append((base, True, 4))  # the default tiles with more programs per SM
     return out
 
 
@@ -229,11 +223,9 @@ def sweep(shape: str, m: int, rank: int, adapters: int, replays: int) -> None:
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     base = choose_config(m, k, sum(widths), rank, sms, SLOTS)
     results = []
-    for cfg, red, direct, pps in _sweep_configs(m, k, base):
+    for cfg, red, pps in _sweep_configs(m, k, base):
 
-        def call(
-            c: Any, cfg: Any = cfg, red: bool = red, direct: bool = direct, pps: int = pps
-        ) -> Any:
+        def call(c: Any, cfg: Any = cfg, red: bool = red, pps: int = pps) -> Any:
             x, y, a, b = c
             return lambda: launch_fused_lora(
                 y,
@@ -247,27 +239,26 @@ def sweep(shape: str, m: int, rank: int, adapters: int, replays: int) -> None:
                 True,
                 config=cfg,
                 reduce_in_expand=red,
-                direct_first=direct,
                 max_programs=pps * sms,
             )
 
         t = _graph_time([call(c) for c in copies], replays)
-        results.append((t, cfg, red, direct, pps))
-    default = next(t for t, cfg, red, direct, pps in results if cfg == base and pps == 2 and direct)
+        results.append((t, cfg, red, pps))
+    default = _graph_time(
+        [
+            (lambda c=c: launch_fused_lora(c[1], c[0], c[2], c[3], work.tiles, work.counters, 1.0))
+            for c in copies
+        ],
+        replays,
+    )
     results.sort(key=lambda r: r[0])
-
-    def label(r: Any) -> str:
-        t, cfg, red, direct, pps = r
-        return (
-            f"{t:.1f}us bm{cfg.block_m} bn{cfg.block_n} bk{cfg.block_k} red{int(red)} "
-            f"direct{int(direct)} pps{pps}"
-        )
-
-    ticket = next(r for r in results if not r[3])
+    best = " | ".join(
+        f"{t:.1f}us bn{cfg.block_n} bk{cfg.block_k} red{int(red)} pps{pps}"
+        for t, cfg, red, pps in results[:3]
+    )
     print(
-        f"sweep {shape} M={m} r{rank} a{adapters}: default(bm{base.block_m} bn{base.block_n} "
-        f"bk{base.block_k}) {default:.1f}us; ticket-first {ticket[0]:.1f}us; best: "
-        + " | ".join(label(r) for r in results[:3]),
+        f"sweep {shape} M={m} r{rank} a{adapters}: default(bn{base.block_n} bk{base.block_k}) "
+        f"{default:.1f}us; best: {best}",
         flush=True,
     )
 

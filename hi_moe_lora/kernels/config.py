@@ -25,6 +25,8 @@ SMALL_M_LIMIT = 64
 PREFILL_BUCKETS = (256, 1024, 4096, 16384)
 #: Most K chunks one (token tile, slice) is split into.
 MAX_K_SPLIT = 32
+#: Token tiles (upper bound) from which a decode-sized call uses wider K chunks.
+MANY_TILES = 8
 
 
 class KernelConfigError(ValueError):
@@ -43,8 +45,6 @@ class TileConfig:
     n_group: int
     num_warps: int
     num_stages: int
-    #: Programs start on their own shrink job, without a ticket (decode-sized calls).
-    direct_first: bool = False
 
     @property
     def k_chunk(self) -> int:
@@ -76,6 +76,22 @@ def _pow2_at_least(value: int) -> int:
     return out
 
 
+def _decode_block_n(m: int, n_total: int, block_r: int) -> int:
+    """Output columns per expand job at decode sizes.
+
+    Each expand job pays a fixed chain of dependent round trips (ticket, tile record, wait for
+    the shrink), so jobs are few and wide: at most ``max(16, block_r)`` per token tile, which
+    keeps the B bytes per job about constant across ranks. Capped at 512 columns (256 at rank
+    above 32, where the B tile would crowd the registers, and for calls of under 16 tokens,
+    where the narrower tile measured faster).
+    """
+    cap = 512 if block_r <= 32 and m >= BLOCK_M_SMALL else 256
+    block_n = 64
+    while block_n < cap and -(-n_total // block_n) > max(16, block_r):
+        block_n *= 2
+    return block_n
+
+
 def choose_config(
     m: int, k: int, n_total: int, max_rank: int, num_sms: int, num_slots: int = 1
 ) -> TileConfig:
@@ -87,13 +103,17 @@ def choose_config(
     if block_m == BLOCK_M_SMALL:
         # One iteration per shrink job. Chunks of 256 (512 for very wide inputs) measured best
         # on an H100; fewer, wider chunks lengthen each job's serial dot, more add partials.
+        # With many token tiles there is parallelism enough: wider chunks, fewer partials
+        # (except on the square 4096 x 4096 projection, where 256 stayed best).
+        tiles_ub = -(-m // block_m) + min(num_slots, m) - 1
         block_k = 512 if k > 8192 else 256
+        if tiles_ub >= MANY_TILES and k + n_total > 8192:
+            block_k *= 2
         while -(-k // block_k) > MAX_K_SPLIT:
             block_k *= 2
-        tiles_ub = -(-m // block_m) + min(num_slots, m) - 1
-        block_n = 64 if tiles_ub * -(-n_total // 64) <= 2 * max(num_sms, 1) else 128
+        block_n = _decode_block_n(m, n_total, block_r)
         warps = 8 if block_r >= 64 and n_total <= 8192 else 4
-        return TileConfig(block_m, block_n, block_k, block_r, 1, 1, warps, 1, direct_first=True)
+        return TileConfig(block_m, block_n, block_k, block_r, 1, 1, warps, 1)
     block_k = 64 if block_r >= 64 else 128
     # Bucket the token count so that a server meets few compiled variants (each new one is a
     # JIT compile during serving).

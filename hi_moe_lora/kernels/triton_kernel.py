@@ -39,7 +39,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .config import MAX_K_SPLIT, TileConfig, choose_config
+from .config import TileConfig, choose_config
 from .reference import stacked_view
 from .worklist import MAX_SLICES, pairs_in_counters, record_size, upper_bound_tiles
 
@@ -47,10 +47,6 @@ from .worklist import MAX_SLICES, pairs_in_counters, record_size, upper_bound_ti
 REDUCE_IN_EXPAND_BYTES = 2**20
 #: Programs per SM: enough to hide latency, few enough that idle programs cost one wave.
 PROGRAMS_PER_SM = 2
-#: Polls of an unfinished pair before a waiting expand job does unclaimed shrink jobs itself
-#: (on a GPU only when their programs cannot start: a crowded device, or a grid larger than what
-#: fits at once; the interpreter runs programs one after another, so it steals at once).
-STEAL_AFTER_POLLS = 1024
 
 
 class FusedLoRAShapeError(ValueError):
@@ -95,7 +91,6 @@ def _shrink_job(  # type: ignore[no-untyped-def]
     inter_ptr,
     arrive_ptr,
     ready_ptr,
-    claim_ptr,
     a_off1,
     a_off2,
     m_rows,
@@ -113,23 +108,18 @@ def _shrink_job(  # type: ignore[no-untyped-def]
     BLOCK_K: tl.constexpr,
     BLOCK_R: tl.constexpr,
     REDUCE_IN_EXPAND: tl.constexpr,
-    CLAIMS: tl.constexpr,
     UPCAST_DOT: tl.constexpr,
 ):
     """One shrink job: the float32 partial of ``x @ A[slot].T`` over one K chunk of a pair.
 
-    With ``CLAIMS`` the job is published only by the program that claims it first (a waiting
-    expand job may have done it already); the claim is relaxed and its answer is needed only
-    after the loads, so it costs no round trip of its own.
+    Stores the partial and counts its arrival; with ``REDUCE_IN_EXPAND`` off, the job that
+    arrives last sums the pair's partials into the rank-sized intermediate and raises the pair's
+    ready flag.
     """
     pair = job // K_SPLIT
     ks = job - pair * K_SPLIT
     mt = pair // NUM_SLICES
     s = pair - mt * NUM_SLICES
-    if CLAIMS:  # noqa: SIM108  (Triton: no conditional expression on a runtime value)
-        won = tl.atomic_xchg(claim_ptr + job, 1, sem="relaxed") == 0
-    else:
-        won = True
     slot, tok64, m_mask, r_mask = _tile_record(tiles_ptr, mt, m_rows, min_rank, BLOCK_M, BLOCK_R)
     offs_r = tl.arange(0, BLOCK_R)
     offs_kb = tl.arange(0, BLOCK_K)
@@ -154,27 +144,26 @@ def _shrink_job(  # type: ignore[no-untyped-def]
             acc += tl.dot(xt.to(tl.float32), at.to(tl.float32))
         else:
             acc += tl.dot(xt.to(at.dtype), at)
-    if won:
-        tl.store(part_ptr + job.to(tl.int64) * (BLOCK_M * BLOCK_R) + tile_offs, acc)
-        # All threads' stores before the (single-thread) release of the arrival.
-        tl.debug_barrier()
-        arrived = tl.atomic_add(arrive_ptr + pair, 1, sem="acq_rel")
-        if not REDUCE_IN_EXPAND:  # noqa: SIM102  (constexpr guard; Triton has no `and`)
-            if arrived == K_SPLIT - 1:
-                tl.debug_barrier()
-                summed = tl.full((BLOCK_M, BLOCK_R), 0.0, tl.float32)
-                first = pair.to(tl.int64) * K_SPLIT
-                for i in tl.static_range(K_SPLIT):
-                    summed += tl.load(
-                        part_ptr + (first + i) * (BLOCK_M * BLOCK_R) + tile_offs,
-                        cache_modifier=".cg",
-                    )
-                tl.store(
-                    inter_ptr + pair.to(tl.int64) * (BLOCK_M * BLOCK_R) + tile_offs,
-                    (summed * scale).to(inter_ptr.dtype.element_ty),
+    tl.store(part_ptr + job.to(tl.int64) * (BLOCK_M * BLOCK_R) + tile_offs, acc)
+    # All threads' stores before the (single-thread) release of the arrival.
+    tl.debug_barrier()
+    arrived = tl.atomic_add(arrive_ptr + pair, 1, sem="acq_rel")
+    if not REDUCE_IN_EXPAND:  # noqa: SIM102  (constexpr guard; Triton has no `and`)
+        if arrived == K_SPLIT - 1:
+            tl.debug_barrier()
+            summed = tl.full((BLOCK_M, BLOCK_R), 0.0, tl.float32)
+            first = pair.to(tl.int64) * K_SPLIT
+            for i in tl.static_range(K_SPLIT):
+                summed += tl.load(
+                    part_ptr + (first + i) * (BLOCK_M * BLOCK_R) + tile_offs,
+                    cache_modifier=".cg",
                 )
-                tl.debug_barrier()
-                tl.atomic_xchg(ready_ptr + pair, 1, sem="release")
+            tl.store(
+                inter_ptr + pair.to(tl.int64) * (BLOCK_M * BLOCK_R) + tile_offs,
+                (summed * scale).to(inter_ptr.dtype.element_ty),
+            )
+            tl.debug_barrier()
+            tl.atomic_xchg(ready_ptr + pair, 1, sem="release")
 
 
 def _fused_lora_kernel(  # type: ignore[no-untyped-def]
@@ -215,12 +204,9 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
     BLOCK_R: tl.constexpr,
     N_GROUP: tl.constexpr,
     REDUCE_IN_EXPAND: tl.constexpr,
-    DIRECT_FIRST: tl.constexpr,
-    STEAL_AFTER: tl.constexpr,
     ADD_INPUTS: tl.constexpr,
     UPCAST_DOT: tl.constexpr,
 ):
-    pid = tl.program_id(0)
     nprog = tl.num_programs(0)
     num_tiles = tl.load(tiles_ptr)
     span = BLOCK_N * N_GROUP
@@ -233,18 +219,7 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
     total = n_shrink + num_tiles * n_items
     arrive_ptr = ctr_ptr + 2
     ready_ptr = ctr_ptr + 2 + pair_cap
-    claim_ptr = ctr_ptr + 2 + 2 * pair_cap
-    if DIRECT_FIRST:
-        # Programs start on the shrink job of their own index without a ticket (one round trip
-        # less on the critical path); every later job comes from the ticket counter.
-        n_direct = tl.minimum(nprog, n_shrink)
-        if pid < n_shrink:  # noqa: SIM108  (runtime condition: a branch, not an expression)
-            job = pid
-        else:
-            job = n_direct + tl.atomic_add(ctr_ptr, 1)
-    else:
-        n_direct = 0
-        job = tl.atomic_add(ctr_ptr, 1)
+    job = tl.atomic_add(ctr_ptr, 1)
 
     offs_m = tl.arange(0, BLOCK_M)
     offs_r = tl.arange(0, BLOCK_R)
@@ -255,9 +230,9 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
         if job < n_shrink:
             _shrink_job(
                 job, x_ptr, a_ptr, tiles_ptr, part_ptr, inter_ptr, arrive_ptr, ready_ptr,
-                claim_ptr, a_off1, a_off2, m_rows, k_dim, stride_xm, stride_xk, a_slot_stride,
+                a_off1, a_off2, m_rows, k_dim, stride_xm, stride_xk, a_slot_stride,
                 a_row_stride, min_rank, scale, NUM_SLICES, K_SPLIT, K_ITERS, BLOCK_M, BLOCK_K,
-                BLOCK_R, REDUCE_IN_EXPAND, DIRECT_FIRST, UPCAST_DOT,
+                BLOCK_R, REDUCE_IN_EXPAND, UPCAST_DOT,
             )  # fmt: skip
         else:
             e = job - n_shrink
@@ -291,9 +266,9 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
             y_mask = m_mask[:, None] & n_mask[None, :]
             if ADD_INPUTS:
                 y_old = tl.load(y_ptrs, mask=y_mask, other=0.0).to(tl.float32)
-            # Wait for the pair's shrink (the K_SPLIT arrivals, or the ready flag of the
-            # reducing job). A shrink job nobody has claimed after STEAL_AFTER polls (its
-            # program is not running yet) is done here, so the wait ends whatever the grid.
+            # Wait for the pair's shrink: its K_SPLIT arrivals, or the reducing job's flag.
+            # Tickets are handed out in order, so every shrink job is held by a running
+            # program by now: the wait ends whatever the grid or the occupancy.
             if REDUCE_IN_EXPAND:
                 flag_ptr = arrive_ptr + pair
                 want = K_SPLIT
@@ -301,20 +276,7 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
                 flag_ptr = ready_ptr + pair
                 want = 1
             seen = tl.atomic_add(flag_ptr, 0, sem="acquire")
-            polls = 0
             while seen < want:
-                if DIRECT_FIRST:
-                    polls += 1
-                    if polls == STEAL_AFTER:
-                        for ks in range(K_SPLIT):
-                            _shrink_job(
-                                pair * K_SPLIT + ks, x_ptr, a_ptr, tiles_ptr, part_ptr,
-                                inter_ptr, arrive_ptr, ready_ptr, claim_ptr, a_off1, a_off2,
-                                m_rows, k_dim, stride_xm, stride_xk, a_slot_stride,
-                                a_row_stride, min_rank, scale, NUM_SLICES, K_SPLIT, K_ITERS,
-                                BLOCK_M, BLOCK_K, BLOCK_R, REDUCE_IN_EXPAND, DIRECT_FIRST,
-                                UPCAST_DOT,
-                            )  # fmt: skip
                 seen = tl.atomic_add(flag_ptr, 0, sem="acquire")
             tl.debug_barrier()
             if REDUCE_IN_EXPAND:
@@ -359,7 +321,7 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
                 if ADD_INPUTS:
                     out += tl.load(y_ptrs, mask=y_mask, other=0.0).to(tl.float32)
                 tl.store(y_ptrs, out.to(y_ptr.dtype.element_ty), mask=y_mask)
-        job = n_direct + tl.atomic_add(ctr_ptr, 1)
+        job = tl.atomic_add(ctr_ptr, 1)
     # Every program takes exactly one ticket past the last job, after all of its own jobs, so
     # the holder of the very last ticket knows every job is done: it resets the counters.
     if job == total + nprog - 1:
@@ -368,10 +330,6 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
             c_mask = c0 + offs_c < n_pairs
             tl.store(arrive_ptr + c0 + offs_c, tl.full((128,), 0, tl.int32), mask=c_mask)
             tl.store(ready_ptr + c0 + offs_c, tl.full((128,), 0, tl.int32), mask=c_mask)
-        if DIRECT_FIRST:
-            for c0 in range(0, n_shrink, 128):
-                c_mask = c0 + offs_c < n_shrink
-                tl.store(claim_ptr + c0 + offs_c, tl.full((128,), 0, tl.int32), mask=c_mask)
         tl.atomic_xchg(ctr_ptr, 0)
 
 
@@ -440,8 +398,6 @@ def compile_for_target(
         "BLOCK_R": cfg.block_r,
         "N_GROUP": cfg.n_group,
         "REDUCE_IN_EXPAND": reduce_in_expand,
-        "DIRECT_FIRST": cfg.direct_first,
-        "STEAL_AFTER": STEAL_AFTER_POLLS,
         "ADD_INPUTS": True,
         "UPCAST_DOT": False,
     }
@@ -511,14 +467,12 @@ def launch_fused_lora(
     max_programs: int | None = None,
     min_rank: int = 0,
     reduce_in_expand: bool | None = None,
-    direct_first: bool | None = None,
 ) -> TileConfig:
     """Launch the kernel once for all slices; returns the tile configuration it used.
 
     ``counters`` is the zeroed int32 buffer of :class:`.worklist.WorkListBuffers` (left zeroed).
     Every adapter runs at least at ``min_rank`` (the full rank while ranks are stale).
-    ``reduce_in_expand`` and ``direct_first`` override the configuration's choices (tests and
-    tuning).
+    ``reduce_in_expand`` overrides the choice of reduction (tests and tuning).
     """
     a = [stacked_view(t) for t in lora_a]
     b = [stacked_view(t) for t in lora_b]
@@ -542,10 +496,6 @@ def launch_fused_lora(
     pair_cap = pairs_in_counters(counters.numel())
     if tiles_ub * len(a) > pair_cap:
         raise FusedLoRAShapeError(f"{tiles_ub * len(a)} tile pairs > counter capacity {pair_cap}")
-    if direct_first is None:
-        direct_first = cfg.direct_first
-    if direct_first and k_split > MAX_K_SPLIT:
-        raise FusedLoRAShapeError(f"{k_split} K chunks > {MAX_K_SPLIT} claim flags per pair")
     jobs_ub = tiles_ub * (len(a) * k_split + n_items)
     cap = max_programs if max_programs is not None else (num_sms * PROGRAMS_PER_SM)
     grid = (max(1, min(jobs_ub, cap)),)
@@ -602,8 +552,6 @@ def launch_fused_lora(
         BLOCK_R=cfg.block_r,
         N_GROUP=cfg.n_group,
         REDUCE_IN_EXPAND=bool(reduce_in_expand),
-        DIRECT_FIRST=bool(direct_first),
-        STEAL_AFTER=STEAL_AFTER_POLLS if on_gpu else 1,
         ADD_INPUTS=add_inputs,
         UPCAST_DOT=not on_gpu and a[0].dtype == torch.bfloat16,
         num_warps=cfg.num_warps,

@@ -13,9 +13,9 @@ A list is built for every token-tile height in :data:`.config.BLOCK_M_CHOICES`; 
 the one that matches its tile configuration.
 
 The buffers also hold the kernel's synchronisation counters (``counters``: a job ticket, a spare
-value, then per (tile, slice) pair capacity an arrival count and a ready flag, then the claim
-flags of the shrink jobs). They start at zero and every launch leaves them at zero again (the
-last program resets them), so they are never written here.
+value, then the arrival counts and the ready flags of the (tile, slice) pairs). They start at
+zero and every launch leaves them at zero again (the last program resets them), so they are
+never written here.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from .config import BLOCK_M_CHOICES, MAX_K_SPLIT
+from .config import BLOCK_M_CHOICES
 
 if TYPE_CHECKING:
     import torch
@@ -47,9 +47,8 @@ def tile_capacity(max_tokens: int, max_slots: int, block_m: int) -> int:
 MAX_SLICES = 3
 
 
-#: int32 values of the counters buffer per (tile, slice) pair: arrival count, ready flag and one
-#: claim flag per K chunk of the pair's shrink.
-COUNTERS_PER_PAIR = 2 + MAX_K_SPLIT
+#: int32 values of the counters buffer per (tile, slice) pair: arrival count and ready flag.
+COUNTERS_PER_PAIR = 2
 
 
 def counter_size(max_tokens: int, max_slots: int) -> int:

@@ -22,7 +22,20 @@ def test_decode_and_prefill_tiles() -> None:
     decode = choose_config(16, 4096, 4096, 16, 132)
     assert decode.block_m == 16
     assert decode.n_group == 1
-    assert choose_config(1, 4096, 28672, 16, 132).block_n > decode.block_n
+    # Few, wide expand jobs: at most max(16, rank block) output tiles per token tile...
+    for n_total in (4096, 6144):
+        for rank in (16, 64):
+            cfg = choose_config(16, 4096, n_total, rank, 132)
+            assert -(-n_total // cfg.block_n) <= max(16, cfg.block_r)
+    # ... up to 512 columns at low rank (256 for calls of under 16 tokens, or at rank 64).
+    assert choose_config(16, 4096, 28672, 16, 132).block_n == 512
+    assert choose_config(1, 4096, 28672, 16, 132).block_n == 256
+    assert choose_config(16, 4096, 28672, 64, 132).block_n == 256
+    # Many token tiles: wider K chunks on the wide layers, not on the square projection.
+    assert choose_config(64, 4096, 28672, 16, 132, 16).block_k > (
+        choose_config(1, 4096, 28672, 16, 132, 16).block_k
+    )
+    assert choose_config(64, 4096, 4096, 16, 132, 16).block_k == 256
     prefill = choose_config(1024, 4096, 28672, 64, 132)
     assert prefill.block_m == 64
     assert prefill.n_group > 1

@@ -129,37 +129,31 @@ def test_bfloat16_prefill_config_with_k_iters_and_groups(
 
 
 @pytest.mark.parametrize("programs", [1, 3, 64])
-@pytest.mark.parametrize("direct_first", [True, False])
 @pytest.mark.parametrize("reduce_in_expand", [True, False])
 def test_any_grid_size_completes_all_jobs(
-    programs: int, direct_first: bool, reduce_in_expand: bool, device: str
+    programs: int, reduce_in_expand: bool, device: str
 ) -> None:
-    """Whatever the grid, every job runs once and the counters end at zero.
-
-    The interpreter runs programs one after another, so with direct first jobs an expand job
-    meets shrink jobs whose programs have not started yet and must do them itself.
-    """
+    """Whatever the grid, every job runs once and the counters end at zero."""
     m = 40
     slots = _slots(m, "many", 3, seed=11)
     p = make_problem(m, K, [64], [16, 16, 16], slots, device=device, seed=11)
     cfg = TileConfig(16, 16, 16, 16, 1, 1, 4, 1)  # K = 40: three K chunks per pair
     ref = lora_linear_reference(p.y, p.x, p.lora_a, p.lora_b, slots, 1.0)
-    kw = {"config": cfg, "direct_first": direct_first, "reduce_in_expand": reduce_in_expand}
-    _run(p, 1.0, max_programs=programs, **kw)  # type: ignore[arg-type]
+    _run(p, 1.0, max_programs=programs, config=cfg, reduce_in_expand=reduce_in_expand)
     assert _err(p, ref) <= tolerance(torch.float16, ref)
-    # Counters (tickets, arrivals, ready and claim flags) were reset: a second launch on the
-    # same buffers is right too.
+    # Counters (tickets, arrivals, ready flags) were reset: a second launch on the same
+    # buffers is right too.
     y1 = p.y.clone()
     ref2 = lora_linear_reference(y1, p.x, p.lora_a, p.lora_b, slots, 1.0)
-    _run(p, 1.0, max_programs=programs, **kw)  # type: ignore[arg-type]
+    _run(p, 1.0, max_programs=programs, config=cfg, reduce_in_expand=reduce_in_expand)
     assert _err(p, ref2) <= tolerance(torch.float16, ref2)
 
 
 @pytest.mark.parametrize(
     ("slices", "cfg"),
     [
-        (1, TileConfig(16, 64, 256, 16, 1, 1, 4, 1, direct_first=True)),
-        (3, TileConfig(16, 128, 256, 64, 1, 1, 8, 1, direct_first=True)),
+        (1, TileConfig(16, 256, 256, 16, 1, 1, 4, 1)),
+        (3, TileConfig(16, 128, 512, 64, 1, 1, 8, 1)),
         (2, TileConfig(64, 128, 128, 16, 4, 2, 4, 3)),
     ],
 )
@@ -169,14 +163,15 @@ def test_compiles_for_hopper(
 ) -> None:
     """The compiled flavour builds to a cubin for sm_90 (no GPU needed: Triton's own ptxas).
 
-    The interpreter runs the kernel's Python; this checks what only the compiler sees (device
-    function calls, loop-carried types, constexpr branches) before a GPU host does.
+    The interpreter runs the kernel's Python; this checks what only the compiler sees (the
+    constexpr parameters it finds, device function calls, loop-carried types) before a GPU
+    host does.
     """
     pytest.importorskip("triton.backends.nvidia")
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # compile, do not interpret
     kernel = compile_for_target(slices, cfg, reduce_in_expand, arch=90)
     assert kernel.asm["cubin"]
-    assert "atom.global.gpu.relaxed.exch" in kernel.asm["ptx"] or not cfg.direct_first
+    assert ".acquire." in kernel.asm["ptx"]  # the wait on the pair (an acquire load)
 
 
 def test_rejects_mismatched_layout(device: str) -> None:
