@@ -6,6 +6,8 @@ Entry point ``hi_moe_lora_kernels = "plugins.punica:register"`` (group
 at :class:`plugins.punica_wrapper.HiMoePunicaWrapperGPU`.
 
 Setting: ``HI_MOE_LORA_KERNELS=ours`` (default) or ``vllm`` (leave vLLM's kernels, to compare).
+With ours installed, the LoRA config's hash also names our wrapper (:func:`cache_key_tag`), so
+vLLM's compile cache never hands a graph compiled around one set of kernels to the other.
 CPU and other platforms keep vLLM's wrapper. Registration is idempotent, imports only
 ``vllm.platforms`` (already loaded by vLLM when plugins load), and never breaks vLLM's start:
 any problem is logged and vLLM's wrapper stays. The heavy import of our wrapper (torch, triton)
@@ -14,10 +16,12 @@ happens in the worker when vLLM asks for the class; if it fails there, vLLM's wr
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import logging
 import os
 import threading
+from pathlib import Path
 from typing import Any
 
 logger = logging.getLogger(__name__)
@@ -27,6 +31,7 @@ CHOICES = ("ours", "vllm")
 WRAPPER_MODULE = "plugins.punica_wrapper"
 WRAPPER_QUALNAME = f"{WRAPPER_MODULE}.HiMoePunicaWrapperGPU"
 _MARK = "_hi_moe_lora_original_punica"
+_HASH_MARK = "_hi_moe_lora_original_compute_hash"
 _LOCK = threading.Lock()
 
 
@@ -66,6 +71,50 @@ def install(platform: Any) -> bool:
     return True
 
 
+def cache_key_tag() -> str:
+    """What our kernels add to the LoRA config's hash: the wrapper's name and source digest.
+
+    vLLM keys its torch.compile cache (the AOT artifacts included) by config hashes and vLLM
+    environment variables only. The wrapper's ``add_lora_linear`` is traced into the compiled
+    graph, so without this a graph compiled around vLLM's kernels (``HI_MOE_LORA_KERNELS=vllm``,
+    or an older wrapper) would be loaded for ours, or the other way round, with no error.
+    """
+    source = Path(__file__).with_name("punica_wrapper.py").read_bytes()
+    return f"{WRAPPER_QUALNAME}:{hashlib.sha256(source).hexdigest()[:16]}"
+
+
+def tag_compile_cache_key() -> bool:
+    """Mix :func:`cache_key_tag` into ``LoRAConfig.compute_hash`` (idempotent); True if done."""
+    from vllm.config.lora import LoRAConfig
+
+    with _LOCK:
+        if _HASH_MARK in LoRAConfig.__dict__:
+            return True
+        original = LoRAConfig.__dict__["compute_hash"]
+        tag = cache_key_tag()
+
+        def compute_hash(self: Any) -> str:
+            untagged = original(self)
+            return hashlib.sha256(f"{untagged}|{tag}".encode()).hexdigest()
+
+        compute_hash.__doc__ = original.__doc__
+        setattr(LoRAConfig, "compute_hash", compute_hash)  # noqa: B010  (wrapping a method)
+        setattr(LoRAConfig, _HASH_MARK, original)
+    return True
+
+
+def untag_compile_cache_key() -> None:
+    """Restore vLLM's own ``LoRAConfig.compute_hash`` (tests, switching back)."""
+    from vllm.config.lora import LoRAConfig
+
+    with _LOCK:
+        original = LoRAConfig.__dict__.get(_HASH_MARK)
+        if original is None:
+            return
+        setattr(LoRAConfig, "compute_hash", original)  # noqa: B010  (restoring a method)
+        delattr(LoRAConfig, _HASH_MARK)
+
+
 def uninstall(platform: Any) -> None:
     """Restore the platform's own Punica wrapper (tests, switching back)."""
     platform_cls: Any = platform if isinstance(platform, type) else type(platform)
@@ -93,6 +142,16 @@ def register() -> None:
     try:
         from vllm.platforms import current_platform
 
-        install(current_platform)
+        installed = install(current_platform)
     except Exception:
         logger.exception("hi-moe-lora kernels not installed; vLLM's wrapper stays")
+        return
+    if not installed:
+        return
+    try:
+        tag_compile_cache_key()
+    except Exception:
+        logger.exception(
+            "hi-moe-lora could not tag vLLM's compile cache key: a graph cached with vLLM's "
+            "kernels may be reused; set VLLM_DISABLE_COMPILE_CACHE=1 when switching kernels"
+        )

@@ -26,6 +26,13 @@ def cuda_platform() -> Iterator[_CudaPlatform]:
     platform_cls = type("CudaPlatform", (_CudaPlatform,), {})
     yield platform_cls()
     punica.uninstall(platform_cls)
+    punica.untag_compile_cache_key()
+
+
+def _lora_config_hash() -> str:
+    from vllm.config.lora import LoRAConfig
+
+    return str(LoRAConfig(max_lora_rank=16, max_loras=4).compute_hash())
 
 
 def test_install_points_vllm_at_our_wrapper_once(cuda_platform: _CudaPlatform) -> None:
@@ -79,8 +86,24 @@ def test_register_respects_switch(
 
     monkeypatch.setenv(punica.ENV_VAR, value)
     monkeypatch.setattr(vllm.platforms, "_current_platform", cuda_platform, raising=False)
+    vllms_hash = _lora_config_hash()
     punica.register()
     assert (cuda_platform.get_punica_wrapper() == punica.WRAPPER_QUALNAME) is installed
+    # The compile cache key changes with the kernels, and only then.
+    assert (_lora_config_hash() != vllms_hash) is installed
+
+
+def test_compile_cache_key_names_our_wrapper(cuda_platform: _CudaPlatform) -> None:
+    """vLLM keys compiled graphs by config hashes: ours and vLLM's kernels must not share one."""
+    vllms_hash = _lora_config_hash()
+    assert punica.tag_compile_cache_key()
+    tagged = _lora_config_hash()
+    assert tagged != vllms_hash
+    assert punica.tag_compile_cache_key()  # idempotent: tagged once, not twice
+    assert _lora_config_hash() == tagged
+    assert punica.WRAPPER_QUALNAME in punica.cache_key_tag()
+    punica.untag_compile_cache_key()
+    assert _lora_config_hash() == vllms_hash
 
 
 def test_uninstall_restores_a_method_defined_on_the_class_itself() -> None:
