@@ -32,6 +32,9 @@ def _complete(port: int, model: str, prompt: str) -> dict[str, Any]:
             "temperature": 0,
             "logprobs": 1,
             "ignore_eos": True,
+            # Token ids, not text: a random model's tokens often decode to "" and would all
+            # compare equal.
+            "return_tokens_as_token_ids": True,
         }
     ).encode()
     req = urllib.request.Request(
