@@ -44,6 +44,7 @@ bench() {  # bench CONCURRENCY PROMPTS RESULT_NAME [--lora-modules ...]
     --ignore-eos --save-result --result-dir "$OUT" --result-filename "$name" "$@" > /dev/null 2>&1
 }
 bench 64 96 "$TAG-warmup.json" --lora-modules $ALL
+bench 64 64 "$TAG-warmup1.json" --lora-modules a0   # one-adapter batches meet other sizes
 for C in $CONCS; do
   NP=256; [ "$C" -le 16 ] && NP=$((16 * C))
   bench $C $NP "$TAG-c$C-base.json"
