@@ -166,6 +166,44 @@ def _shrink_job(  # type: ignore[no-untyped-def]
             tl.atomic_xchg(ready_ptr + pair, 1, sem="release")
 
 
+def _output_tile(  # type: ignore[no-untyped-def]
+    y_ptr,
+    b_base,
+    tok64,
+    m_mask,
+    r_mask,
+    col0,
+    n_s,
+    y_col,
+    stride_ym,
+    stride_yn,
+    b_row_stride,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_R: tl.constexpr,
+    ADD_INPUTS: tl.constexpr,
+):
+    """Operands of one expand output tile: slice columns ``col0 .. col0 + BLOCK_N``.
+
+    Returns ``B[slot]``'s tile, the tile's ``y`` pointers and mask, and ``y``'s values in float32
+    (zeros in write-only mode, where they are not added).
+    """
+    offs_n = col0 + tl.arange(0, BLOCK_N)
+    n_mask = offs_n < n_s
+    bt = tl.load(
+        b_base + offs_n[None, :] * b_row_stride + tl.arange(0, BLOCK_R)[:, None],
+        mask=r_mask[:, None] & n_mask[None, :],
+        other=0.0,
+    )
+    y_ptrs = y_ptr + tok64[:, None] * stride_ym + (y_col + offs_n)[None, :] * stride_yn
+    y_mask = m_mask[:, None] & n_mask[None, :]
+    if ADD_INPUTS:
+        y_old = tl.load(y_ptrs, mask=y_mask, other=0.0).to(tl.float32)
+    else:
+        y_old = tl.full((BLOCK_M, BLOCK_N), 0.0, tl.float32)
+    return bt, y_ptrs, y_mask, y_old
+
+
 def _fused_lora_kernel(  # type: ignore[no-untyped-def]
     x_ptr,
     y_ptr,
@@ -223,7 +261,6 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
 
     offs_m = tl.arange(0, BLOCK_M)
     offs_r = tl.arange(0, BLOCK_R)
-    offs_nb = tl.arange(0, BLOCK_N)
     tile_offs = offs_m[:, None] * BLOCK_R + offs_r[None, :]
 
     while job < total:
@@ -250,22 +287,12 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
             col_base = tl.where(in2, n0 + n1, tl.where(in1, n0, 0))
             local = item - tl.where(in2, t0 + t1, tl.where(in1, t0, 0))
             b_base = b_ptr + b_off + slot * n_s * b_row_stride
+            y_col = y_col_offset + col_base
             # The first output tile's B and y do not depend on the shrink: load them first.
-            offs_n = local * span + offs_nb
-            n_mask = offs_n < n_s
-            bt = tl.load(
-                b_base + offs_n[None, :] * b_row_stride + offs_r[:, None],
-                mask=r_mask[:, None] & n_mask[None, :],
-                other=0.0,
-            )
-            y_ptrs = (
-                y_ptr
-                + tok64[:, None] * stride_ym
-                + (y_col_offset + col_base + offs_n)[None, :] * stride_yn
-            )
-            y_mask = m_mask[:, None] & n_mask[None, :]
-            if ADD_INPUTS:
-                y_old = tl.load(y_ptrs, mask=y_mask, other=0.0).to(tl.float32)
+            bt, y_ptrs, y_mask, y_old = _output_tile(
+                y_ptr, b_base, tok64, m_mask, r_mask, local * span, n_s, y_col, stride_ym,
+                stride_yn, b_row_stride, BLOCK_M, BLOCK_N, BLOCK_R, ADD_INPUTS,
+            )  # fmt: skip
             # Wait for the pair's shrink: its K_SPLIT arrivals, or the reducing job's flag.
             # Tickets are handed out in order, so every shrink job is held by a running
             # program by now: the wait ends whatever the grid or the occupancy.
@@ -293,33 +320,19 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
                     inter_ptr + pair.to(tl.int64) * (BLOCK_M * BLOCK_R) + tile_offs,
                     cache_modifier=".cg",
                 )
-            if UPCAST_DOT:
-                out = tl.dot(inter.to(tl.float32), bt.to(tl.float32))
-            else:
-                out = tl.dot(inter, bt)
-            if ADD_INPUTS:
-                out += y_old
-            tl.store(y_ptrs, out.to(y_ptr.dtype.element_ty), mask=y_mask)
-            for g in tl.static_range(1, N_GROUP):
-                offs_n = local * span + g * BLOCK_N + offs_nb
-                n_mask = offs_n < n_s
-                bt = tl.load(
-                    b_base + offs_n[None, :] * b_row_stride + offs_r[:, None],
-                    mask=r_mask[:, None] & n_mask[None, :],
-                    other=0.0,
-                )
+            for g in tl.static_range(N_GROUP):
+                if g > 0:
+                    bt, y_ptrs, y_mask, y_old = _output_tile(
+                        y_ptr, b_base, tok64, m_mask, r_mask, local * span + g * BLOCK_N, n_s,
+                        y_col, stride_ym, stride_yn, b_row_stride, BLOCK_M, BLOCK_N, BLOCK_R,
+                        ADD_INPUTS,
+                    )  # fmt: skip
                 if UPCAST_DOT:
                     out = tl.dot(inter.to(tl.float32), bt.to(tl.float32))
                 else:
                     out = tl.dot(inter, bt)
-                y_ptrs = (
-                    y_ptr
-                    + tok64[:, None] * stride_ym
-                    + (y_col_offset + col_base + offs_n)[None, :] * stride_yn
-                )
-                y_mask = m_mask[:, None] & n_mask[None, :]
                 if ADD_INPUTS:
-                    out += tl.load(y_ptrs, mask=y_mask, other=0.0).to(tl.float32)
+                    out += y_old
                 tl.store(y_ptrs, out.to(y_ptr.dtype.element_ty), mask=y_mask)
         job = tl.atomic_add(ctr_ptr, 1)
     # Every program takes exactly one ticket past the last job, after all of its own jobs, so
@@ -334,7 +347,7 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
 
 
 #: Device functions the kernel calls, in the order they must be wrapped (callees first).
-_DEVICE_FUNCTIONS = (_tile_record, _shrink_job)
+_DEVICE_FUNCTIONS = (_tile_record, _shrink_job, _output_tile)
 
 
 def _flavour(wrap: Callable[[Callable[..., Any]], Any]) -> Callable[..., Any]:
@@ -382,6 +395,7 @@ def compile_for_target(
     reduce_in_expand: bool,
     arch: int = 90,
     dtype: str = "bf16",
+    add_inputs: bool = True,
 ) -> Any:
     """Compile the kernel ahead of time for CUDA ``sm_<arch>`` (no GPU needed; tests, tuning)."""
     from triton.backends.compiler import GPUTarget
@@ -398,7 +412,7 @@ def compile_for_target(
         "BLOCK_R": cfg.block_r,
         "N_GROUP": cfg.n_group,
         "REDUCE_IN_EXPAND": reduce_in_expand,
-        "ADD_INPUTS": True,
+        "ADD_INPUTS": add_inputs,
         "UPCAST_DOT": False,
     }
     declared = {param.name for param in kernel.params if param.is_constexpr}

@@ -157,9 +157,13 @@ def test_any_grid_size_completes_all_jobs(
         (2, TileConfig(64, 128, 128, 16, 4, 2, 4, 3)),
     ],
 )
-@pytest.mark.parametrize("reduce_in_expand", [True, False])
+@pytest.mark.parametrize(("reduce_in_expand", "add_inputs"), [(True, True), (False, False)])
 def test_compiles_for_hopper(
-    slices: int, cfg: TileConfig, reduce_in_expand: bool, monkeypatch: pytest.MonkeyPatch
+    slices: int,
+    cfg: TileConfig,
+    reduce_in_expand: bool,
+    add_inputs: bool,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The compiled flavour builds to a cubin for sm_90 (no GPU needed: Triton's own ptxas).
 
@@ -169,7 +173,7 @@ def test_compiles_for_hopper(
     """
     pytest.importorskip("triton.backends.nvidia")
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # compile, do not interpret
-    kernel = compile_for_target(slices, cfg, reduce_in_expand, arch=90)
+    kernel = compile_for_target(slices, cfg, reduce_in_expand, arch=90, add_inputs=add_inputs)
     assert kernel.asm["cubin"]
     assert ".acquire." in kernel.asm["ptx"]  # the wait on the pair (an acquire load)
 
