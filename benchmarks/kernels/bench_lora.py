@@ -85,6 +85,16 @@ def _make_copy(
     return x, y, a, b
 
 
+def _copy_pool(
+    k: int, widths: list[int], rank: int, max_rank: int, m: int, gen: torch.Generator
+) -> list[Copy]:
+    """Copies of one case's tensors, together over twice L2, so every call reads HBM."""
+    one = _make_copy(k, widths, rank, max_rank, m, gen)
+    per_copy = sum(t.numel() * t.element_size() for t in [one[0], one[1], *one[2], *one[3]])
+    pool = max(2, min(64, -(-2 * L2_BYTES // per_copy)))
+    return [one] + [_make_copy(k, widths, rank, max_rank, m, gen) for _ in range(pool - 1)]
+
+
 def _graph_time(fn_list: list[Any], replays: int) -> float:
     """Median µs per call of the captured sequence."""
     stream = torch.cuda.Stream()  # type: ignore[no-untyped-call]
@@ -127,10 +137,8 @@ def run_case(
     adapters = min(adapters, m)
     slots = _slots_for(m, adapters)
     gen = torch.Generator(device="cuda").manual_seed(m * 7 + rank)
-    one = _make_copy(k, widths, rank, max_rank, m, gen)
-    per_copy = sum(t.numel() * t.element_size() for t in [one[0], one[1], *one[2], *one[3]])
-    pool = max(2, min(64, -(-2 * L2_BYTES // per_copy)))
-    copies = [one] + [_make_copy(k, widths, rank, max_rank, m, gen) for _ in range(pool - 1)]
+    copies = _copy_pool(k, widths, rank, max_rank, m, gen)
+    one = copies[0]
 
     work = WorkListBuffers(max(m, 16), SLOTS, "cuda")
     work.update(slots.numpy(), [rank] * SLOTS)
@@ -214,10 +222,7 @@ def sweep(shape: str, m: int, rank: int, adapters: int, replays: int) -> None:
     adapters = min(adapters, m)
     slots = _slots_for(m, adapters)
     gen = torch.Generator(device="cuda").manual_seed(3)
-    one = _make_copy(k, widths, rank, rank, m, gen)
-    per_copy = sum(t.numel() * t.element_size() for t in [one[0], one[1], *one[2], *one[3]])
-    pool = max(2, min(64, -(-2 * L2_BYTES // per_copy)))
-    copies = [one] + [_make_copy(k, widths, rank, rank, m, gen) for _ in range(pool - 1)]
+    copies = _copy_pool(k, widths, rank, rank, m, gen)
     work = WorkListBuffers(max(m, 16), SLOTS, "cuda")
     work.update(slots.numpy(), [rank] * SLOTS)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
