@@ -208,13 +208,16 @@ def _sweep_configs(m: int, k: int, base: Any) -> list[tuple[Any, bool, int]]:
     for block_n in (64, 128, 256, 512):
         for block_k in block_ks:
             for red in (True, False):
-                cfg = TileConfig(16, block_n, block_k, base.block_r, 1, 1, base.num_warps, 1)
-                out.append((cfg, red, 2))
+                for warps in (4, 8):
+                    cfg = TileConfig(
+                        16, block_n, block_k, base.block_r, 1, 1, warps, 1, base.rank_pad
+                    )
+                    out.append((cfg, red, 2))
     out.append((base, True, 4))  # the default tiles with more programs per SM
     return out
 
 
-def sweep(shape: str, m: int, rank: int, adapters: int, replays: int) -> None:
+def sweep(shape: str, m: int, rank: int, max_rank: int, adapters: int, replays: int) -> None:
     """Time tile configurations for one decode-sized case (tuning aid; one line per case)."""
     from hi_moe_lora.kernels.config import choose_config
 
@@ -222,11 +225,11 @@ def sweep(shape: str, m: int, rank: int, adapters: int, replays: int) -> None:
     adapters = min(adapters, m)
     slots = _slots_for(m, adapters)
     gen = torch.Generator(device="cuda").manual_seed(3)
-    copies = _copy_pool(k, widths, rank, rank, m, gen)
+    copies = _copy_pool(k, widths, rank, max_rank, m, gen)
     work = WorkListBuffers(max(m, 16), SLOTS, "cuda")
     work.update(slots.numpy(), [rank] * SLOTS)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    base = choose_config(m, k, sum(widths), rank, sms, SLOTS)
+    base = choose_config(m, k, sum(widths), max_rank, sms, SLOTS)
     results = []
     for cfg, red, pps in _sweep_configs(m, k, base):
 
@@ -258,11 +261,12 @@ def sweep(shape: str, m: int, rank: int, adapters: int, replays: int) -> None:
     )
     results.sort(key=lambda r: r[0])
     best = " | ".join(
-        f"{t:.1f}us bn{cfg.block_n} bk{cfg.block_k} red{int(red)} pps{pps}"
+        f"{t:.1f}us bn{cfg.block_n} bk{cfg.block_k} w{cfg.num_warps} red{int(red)} pps{pps}"
         for t, cfg, red, pps in results[:3]
     )
     print(
-        f"sweep {shape} M={m} r{rank} a{adapters}: default(bn{base.block_n} bk{base.block_k}) "
+        f"sweep {shape} M={m} r{rank}/{max_rank} a{adapters}: "
+        f"default(bn{base.block_n} bk{base.block_k} w{base.num_warps}) "
         f"{default:.1f}us; best: {best}",
         flush=True,
     )
@@ -311,7 +315,7 @@ def main() -> int:
         default="o:1:16:1,down:1:16:1,qkv:1:16:1,gate_up:1:16:1,o:16:16:8,down:16:16:8,"
         "o:4:64:1,down:4:64:1,qkv:64:16:1,o:64:16:1,gate_up:64:16:1,down:64:16:1,"
         "qkv:64:16:8,o:64:16:8,gate_up:64:16:8,down:64:16:8",
-        help="shape:M:rank:adapters,... for --sweep",
+        help="shape:M:rank[/max_rank]:adapters,... for --sweep",
     )
     args = parser.parse_args()
     if not args.ours_only:
@@ -319,8 +323,9 @@ def main() -> int:
     print(f"empty Triton kernel in a CUDA graph: {launch_floor(args.replays):.2f} us/launch")
     if args.sweep:
         for case in args.sweep_cases.split(","):
-            shape, m, rank, adapters = case.split(":")
-            sweep(shape, int(m), int(rank), int(adapters), args.replays)
+            shape, m, ranks_text, adapters = case.split(":")
+            rank, _, max_rank = ranks_text.partition("/")
+            sweep(shape, int(m), int(rank), int(max_rank or rank), int(adapters), args.replays)
         return 0
 
     ms = [1, 16, 64, 256] if args.quick else [1, 4, 16, 64, 256, 1024]

@@ -4,6 +4,11 @@ Everything here depends only on values that are fixed when a CUDA graph is captu
 of token rows ``m`` of the call, the input width ``k``, the output widths of the slices and the
 padded rank), never on the per-step data, so a captured launch stays valid on every replay.
 
+Decode-sized calls take an adapter's rank in steps of :data:`RANK_CHUNK` rows, as many as its
+real rank needs (read from the work list on the device): their tiles are the same under
+``--max-lora-rank 64`` as under 16, and a rank-16 adapter costs the same under either.
+Prefill-sized calls take the whole padded rank in one step.
+
 The kernel splits the shrink over the input width: a shrink job reduces ``k_chunk`` columns
 (``k_iters`` iterations of ``block_k``), so a decode-sized call spreads the read of A over many
 SMs instead of streaming it through one; the last job of a (token tile, slice) sums the
@@ -27,6 +32,9 @@ PREFILL_BUCKETS = (256, 1024, 4096, 16384)
 MAX_K_SPLIT = 32
 #: Token tiles (upper bound) from which a decode-sized call uses wider K chunks.
 MANY_TILES = 8
+#: Rank rows per step at decode sizes: an adapter costs ``ceil(rank / RANK_CHUNK)`` steps, so
+#: one compiled kernel serves every real rank and the tiles do not grow with ``max_lora_rank``.
+RANK_CHUNK = 16
 
 
 class KernelConfigError(ValueError):
@@ -45,6 +53,8 @@ class TileConfig:
     n_group: int
     num_warps: int
     num_stages: int
+    #: Padded rank (a multiple of ``block_r``): the column count of the rank-sized scratch tiles.
+    rank_pad: int
 
     @property
     def k_chunk(self) -> int:
@@ -76,18 +86,22 @@ def _pow2_at_least(value: int) -> int:
     return out
 
 
-def _decode_block_n(m: int, n_total: int, block_r: int) -> int:
+#: Most expand jobs per token tile at decode sizes.
+DECODE_EXPAND_JOBS = 16
+
+
+def _decode_block_n(m: int, n_total: int) -> int:
     """Output columns per expand job at decode sizes.
 
     Each expand job pays a fixed chain of dependent round trips (ticket, tile record, wait for
-    the shrink), so jobs are few and wide: at most ``max(16, block_r)`` per token tile, which
-    keeps the B bytes per job about constant across ranks. Capped at 512 columns (256 at rank
-    above 32, where the B tile would crowd the registers, and for calls of under 16 tokens,
-    where the narrower tile measured faster).
+    the shrink), so jobs are few and wide: at most :data:`DECODE_EXPAND_JOBS` per token tile,
+    capped at 512 columns (256 for calls of under 16 tokens, where the narrower tile measured
+    faster). The rank is taken in :data:`RANK_CHUNK` steps, so the B tile of a step stays
+    ``RANK_CHUNK x block_n`` whatever the adapter's rank.
     """
-    cap = 512 if block_r <= 32 and m >= BLOCK_M_SMALL else 256
+    cap = 512 if m >= BLOCK_M_SMALL else 256
     block_n = 64
-    while block_n < cap and -(-n_total // block_n) > max(16, block_r):
+    while block_n < cap and -(-n_total // block_n) > DECODE_EXPAND_JOBS:
         block_n *= 2
     return block_n
 
@@ -98,9 +112,11 @@ def choose_config(
     """Pick the tile configuration for one call (see the module docstring)."""
     if m < 1 or k < 1 or n_total < 1:
         raise KernelConfigError(f"empty problem: m={m} k={k} n={n_total}")
-    block_r = padded_rank(max_rank)
+    rank_pad = padded_rank(max_rank)
     block_m = block_m_for(m)
     if block_m == BLOCK_M_SMALL:
+        # Rank in chunks: the tiles are those of a rank-16 adapter whatever ``max_lora_rank``.
+        block_r = RANK_CHUNK
         # One iteration per shrink job. Chunks of 256 (512 for very wide inputs) measured best
         # on an H100; fewer, wider chunks lengthen each job's serial dot, more add partials.
         # With many token tiles there is parallelism enough: wider chunks, fewer partials
@@ -111,9 +127,10 @@ def choose_config(
             block_k *= 2
         while -(-k // block_k) > MAX_K_SPLIT:
             block_k *= 2
-        block_n = _decode_block_n(m, n_total, block_r)
-        warps = 8 if block_r >= 64 and n_total <= 8192 else 4
-        return TileConfig(block_m, block_n, block_k, block_r, 1, 1, warps, 1)
+        block_n = _decode_block_n(m, n_total)
+        return TileConfig(block_m, block_n, block_k, block_r, 1, 1, 4, 1, rank_pad)
+    # Prefill: the whole padded rank in one step (the expand tiles' groups share it).
+    block_r = rank_pad
     block_k = 64 if block_r >= 64 else 128
     # Bucket the token count so that a server meets few compiled variants (each new one is a
     # JIT compile during serving).
@@ -127,4 +144,4 @@ def choose_config(
     n_group = 1
     while n_group < 4 and m_tiles * (-(-n_tiles // (n_group * 2))) >= 2 * max(num_sms, 1):
         n_group *= 2
-    return TileConfig(block_m, block_n, block_k, block_r, k_iters, n_group, 4, 3)
+    return TileConfig(block_m, block_n, block_k, block_r, k_iters, n_group, 4, 3, rank_pad)

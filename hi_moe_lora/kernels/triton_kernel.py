@@ -4,11 +4,14 @@ One launch does all of a wrapped linear's LoRA, every slice of a packed layer (q
 included. Its programs take jobs from a ticket counter, in this order:
 
 1. shrink jobs, one per (token tile, slice, K chunk): gather the tile's token rows of ``x``,
-   multiply by the chunk of ``A[slot]`` (only the adapter's real rank is read), store the
-   float32 partial and count the arrival for the (tile, slice) pair;
+   multiply by the chunk of ``A[slot]``, store the float32 partial and count the arrival for
+   the (tile, slice) pair;
 2. expand jobs, one per (token tile, output tile group): load B and y first, wait for the
    pair, sum its partials in a fixed order (deterministic, no float atomics), scale, round to
    the weights' dtype, multiply by ``B[slot]`` and add into ``y``.
+Both take the adapter's rank in chunks of ``BLOCK_R`` rows, as many as its real rank needs (read
+from the tile record): a rank-16 adapter costs one chunk under any ``max_lora_rank``, and the
+rank-sized scratch tiles are ``RANK_PAD`` (the padded maximum) wide.
 When re-reading the partials in every expand job would cost too much (wide layers at high rank),
 the shrink job that arrives last sums them once into a rank-sized intermediate and raises the
 pair's ready flag instead (``REDUCE_IN_EXPAND`` off).
@@ -31,6 +34,8 @@ float32 after the same rounding points (``UPCAST_DOT``); the GPU path multiplies
 from __future__ import annotations
 
 import functools
+import logging
+import time
 import types
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -39,9 +44,11 @@ import torch
 import triton
 import triton.language as tl
 
-from .config import TileConfig, choose_config
+from .config import PREFILL_BUCKETS, TileConfig, choose_config
 from .reference import stacked_view
 from .worklist import MAX_SLICES, pairs_in_counters, record_size, upper_bound_tiles
+
+logger = logging.getLogger(__name__)
 
 #: Per token tile, the most partial-sum bytes expand jobs may re-read instead of a reduction step.
 REDUCE_IN_EXPAND_BYTES = 2**20
@@ -65,10 +72,12 @@ def _tile_record(  # type: ignore[no-untyped-def]
     BLOCK_M: tl.constexpr,
     BLOCK_R: tl.constexpr,
 ):
-    """Slot, token rows and masks of token tile ``mt``, in one round trip.
+    """Slot, token rows, row mask, rank and rank-chunk count of token tile ``mt``, in one round
+    trip.
 
     Every record holds ``BLOCK_M`` token rows (unused ones are row 0), so the rows are loaded
-    unmasked, side by side with the length, instead of after it.
+    unmasked, side by side with the length, instead of after it. An adapter takes
+    ``ceil(rank / BLOCK_R)`` rank chunks, at least one (a rank-0 slot yields zeros).
     """
     rec = tiles_ptr + 1 + mt * (3 + BLOCK_M)
     offs_m = tl.arange(0, BLOCK_M)
@@ -78,8 +87,99 @@ def _tile_record(  # type: ignore[no-untyped-def]
     tok = tl.load(rec + 3 + offs_m)
     rank = tl.where(rank < min_rank, min_rank, rank)
     m_mask = (offs_m < count) & (tok < m_rows)
-    r_mask = tl.arange(0, BLOCK_R) < rank
-    return slot.to(tl.int64), tok.to(tl.int64), m_mask, r_mask
+    n_chunks = tl.maximum((rank + BLOCK_R - 1) // BLOCK_R, 1)
+    return slot.to(tl.int64), tok.to(tl.int64), m_mask, rank, n_chunks
+
+
+def _mma(a, b, UPCAST_DOT: tl.constexpr):  # type: ignore[no-untyped-def]
+    """``a @ b`` accumulated in float32 (operands upcast first on the CPU interpreter)."""
+    if UPCAST_DOT:
+        return tl.dot(a.to(tl.float32), b.to(tl.float32))
+    return tl.dot(a.to(b.dtype), b)
+
+
+def _sum_partials(  # type: ignore[no-untyped-def]
+    part_ptr,
+    pair,
+    r0,
+    K_SPLIT: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_R: tl.constexpr,
+    RANK_PAD: tl.constexpr,
+):
+    """Rank columns ``r0 .. r0 + BLOCK_R`` of a pair's shrink, its K chunks summed in order."""
+    offs = tl.arange(0, BLOCK_M)[:, None] * RANK_PAD + r0 + tl.arange(0, BLOCK_R)[None, :]
+    summed = tl.full((BLOCK_M, BLOCK_R), 0.0, tl.float32)
+    first = pair.to(tl.int64) * K_SPLIT
+    for i in tl.static_range(K_SPLIT):
+        summed += tl.load(
+            part_ptr + (first + i) * (BLOCK_M * RANK_PAD) + offs, cache_modifier=".cg"
+        )
+    return summed
+
+
+def _intermediate(  # type: ignore[no-untyped-def]
+    part_ptr,
+    inter_ptr,
+    pair,
+    r0,
+    scale,
+    K_SPLIT: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_R: tl.constexpr,
+    RANK_PAD: tl.constexpr,
+    REDUCE_IN_EXPAND: tl.constexpr,
+):
+    """Rank columns ``r0 .. r0 + BLOCK_R`` of a pair's scaled intermediate, in the weights'
+    dtype: summed here from the partials, or loaded as the reducing shrink job stored it."""
+    if REDUCE_IN_EXPAND:
+        summed = _sum_partials(part_ptr, pair, r0, K_SPLIT, BLOCK_M, BLOCK_R, RANK_PAD)
+        return (summed * scale).to(inter_ptr.dtype.element_ty)
+    offs = tl.arange(0, BLOCK_M)[:, None] * RANK_PAD + r0 + tl.arange(0, BLOCK_R)[None, :]
+    return tl.load(
+        inter_ptr + pair.to(tl.int64) * (BLOCK_M * RANK_PAD) + offs, cache_modifier=".cg"
+    )
+
+
+def _shrink_chunk(  # type: ignore[no-untyped-def]
+    x_ptr,
+    a_base,
+    out_ptrs,
+    tok64,
+    m_mask,
+    rank,
+    ks,
+    k_dim,
+    stride_xm,
+    stride_xk,
+    a_row_stride,
+    r0,
+    K_ITERS: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    BLOCK_R: tl.constexpr,
+    UPCAST_DOT: tl.constexpr,
+):
+    """Rank rows ``r0 .. r0 + BLOCK_R`` (below ``rank``) of a shrink job's float32 partial over
+    K chunk ``ks``, stored at ``out_ptrs + r0``."""
+    rows = r0 + tl.arange(0, BLOCK_R)
+    offs_kb = tl.arange(0, BLOCK_K)
+    acc = tl.full((BLOCK_M, BLOCK_R), 0.0, tl.float32)
+    for it in range(K_ITERS):
+        offs_k = ks * (BLOCK_K * K_ITERS) + it * BLOCK_K + offs_kb
+        k_mask = offs_k < k_dim
+        xt = tl.load(
+            x_ptr + tok64[:, None] * stride_xm + offs_k[None, :] * stride_xk,
+            mask=m_mask[:, None] & k_mask[None, :],
+            other=0.0,
+        )
+        at = tl.load(
+            a_base + rows[None, :] * a_row_stride + offs_k[:, None],
+            mask=(rows < rank)[None, :] & k_mask[:, None],
+            other=0.0,
+        )
+        acc += _mma(xt, at, UPCAST_DOT)
+    tl.store(out_ptrs + r0, acc)
 
 
 def _shrink_job(  # type: ignore[no-untyped-def]
@@ -107,10 +207,12 @@ def _shrink_job(  # type: ignore[no-untyped-def]
     BLOCK_M: tl.constexpr,
     BLOCK_K: tl.constexpr,
     BLOCK_R: tl.constexpr,
+    RANK_PAD: tl.constexpr,
     REDUCE_IN_EXPAND: tl.constexpr,
     UPCAST_DOT: tl.constexpr,
 ):
-    """One shrink job: the float32 partial of ``x @ A[slot].T`` over one K chunk of a pair.
+    """One shrink job: the float32 partial of ``x @ A[slot].T`` over one K chunk of a pair,
+    one rank chunk after the other (only the adapter's real rank is read).
 
     Stores the partial and counts its arrival; with ``REDUCE_IN_EXPAND`` off, the job that
     arrives last sums the pair's partials into the rank-sized intermediate and raises the pair's
@@ -120,50 +222,68 @@ def _shrink_job(  # type: ignore[no-untyped-def]
     ks = job - pair * K_SPLIT
     mt = pair // NUM_SLICES
     s = pair - mt * NUM_SLICES
-    slot, tok64, m_mask, r_mask = _tile_record(tiles_ptr, mt, m_rows, min_rank, BLOCK_M, BLOCK_R)
-    offs_r = tl.arange(0, BLOCK_R)
-    offs_kb = tl.arange(0, BLOCK_K)
-    tile_offs = tl.arange(0, BLOCK_M)[:, None] * BLOCK_R + offs_r[None, :]
+    slot, tok64, m_mask, rank, n_chunks = _tile_record(
+        tiles_ptr, mt, m_rows, min_rank, BLOCK_M, BLOCK_R
+    )
+    tile_offs = tl.arange(0, BLOCK_M)[:, None] * RANK_PAD + tl.arange(0, BLOCK_R)[None, :]
     a_off = tl.where(s == 2, a_off2, tl.where(s == 1, a_off1, 0)).to(tl.int64)
     a_base = a_ptr + a_off + slot * a_slot_stride
-    acc = tl.full((BLOCK_M, BLOCK_R), 0.0, tl.float32)
-    for it in range(K_ITERS):
-        offs_k = ks * (BLOCK_K * K_ITERS) + it * BLOCK_K + offs_kb
-        k_mask = offs_k < k_dim
-        xt = tl.load(
-            x_ptr + tok64[:, None] * stride_xm + offs_k[None, :] * stride_xk,
-            mask=m_mask[:, None] & k_mask[None, :],
-            other=0.0,
-        )
-        at = tl.load(
-            a_base + offs_r[None, :] * a_row_stride + offs_k[:, None],
-            mask=r_mask[None, :] & k_mask[:, None],
-            other=0.0,
-        )
-        if UPCAST_DOT:
-            acc += tl.dot(xt.to(tl.float32), at.to(tl.float32))
-        else:
-            acc += tl.dot(xt.to(at.dtype), at)
-    tl.store(part_ptr + job.to(tl.int64) * (BLOCK_M * BLOCK_R) + tile_offs, acc)
+    part_base = part_ptr + job.to(tl.int64) * (BLOCK_M * RANK_PAD)
+    # Rank chunks unrolled, those past the first guarded by the real rank, on a path of their
+    # own: a loop would hoist the chunk-invariant pointer tensors out of it and spill them, and
+    # so would sharing them with the one-chunk path (a rank-16 adapter under any max rank).
+    if n_chunks == 1:
+        _shrink_chunk(
+            x_ptr, a_base, part_base + tile_offs, tok64, m_mask, rank, ks, k_dim, stride_xm,
+            stride_xk, a_row_stride, 0, K_ITERS, BLOCK_M, BLOCK_K, BLOCK_R, UPCAST_DOT,
+        )  # fmt: skip
+    else:
+        for rc in tl.static_range(RANK_PAD // BLOCK_R):
+            if rc < n_chunks:
+                _shrink_chunk(
+                    x_ptr, a_base, part_base + tile_offs, tok64, m_mask, rank, ks, k_dim,
+                    stride_xm, stride_xk, a_row_stride, rc * BLOCK_R, K_ITERS, BLOCK_M,
+                    BLOCK_K, BLOCK_R, UPCAST_DOT,
+                )  # fmt: skip
     # All threads' stores before the (single-thread) release of the arrival.
     tl.debug_barrier()
     arrived = tl.atomic_add(arrive_ptr + pair, 1, sem="acq_rel")
     if not REDUCE_IN_EXPAND:  # noqa: SIM102  (constexpr guard; Triton has no `and`)
         if arrived == K_SPLIT - 1:
             tl.debug_barrier()
-            summed = tl.full((BLOCK_M, BLOCK_R), 0.0, tl.float32)
-            first = pair.to(tl.int64) * K_SPLIT
-            for i in tl.static_range(K_SPLIT):
-                summed += tl.load(
-                    part_ptr + (first + i) * (BLOCK_M * BLOCK_R) + tile_offs,
-                    cache_modifier=".cg",
-                )
-            tl.store(
-                inter_ptr + pair.to(tl.int64) * (BLOCK_M * BLOCK_R) + tile_offs,
-                (summed * scale).to(inter_ptr.dtype.element_ty),
-            )
+            inter_base = inter_ptr + pair.to(tl.int64) * (BLOCK_M * RANK_PAD)
+            for rc in tl.static_range(RANK_PAD // BLOCK_R):
+                if rc < n_chunks:
+                    summed = _sum_partials(
+                        part_ptr, pair, rc * BLOCK_R, K_SPLIT, BLOCK_M, BLOCK_R, RANK_PAD
+                    )
+                    tl.store(
+                        inter_base + rc * BLOCK_R + tile_offs,
+                        (summed * scale).to(inter_ptr.dtype.element_ty),
+                    )
             tl.debug_barrier()
             tl.atomic_xchg(ready_ptr + pair, 1, sem="release")
+
+
+def _b_tile(  # type: ignore[no-untyped-def]
+    b_base,
+    r0,
+    rank,
+    col0,
+    n_s,
+    b_row_stride,
+    BLOCK_N: tl.constexpr,
+    BLOCK_R: tl.constexpr,
+):
+    """``B[slot]``'s tile: rank rows ``r0 .. r0 + BLOCK_R`` (below ``rank``), slice columns
+    ``col0 .. col0 + BLOCK_N``."""
+    offs_n = col0 + tl.arange(0, BLOCK_N)
+    rows = r0 + tl.arange(0, BLOCK_R)
+    return tl.load(
+        b_base + offs_n[None, :] * b_row_stride + rows[:, None],
+        mask=(rows < rank)[:, None] & (offs_n < n_s)[None, :],
+        other=0.0,
+    )
 
 
 def _output_tile(  # type: ignore[no-untyped-def]
@@ -171,7 +291,7 @@ def _output_tile(  # type: ignore[no-untyped-def]
     b_base,
     tok64,
     m_mask,
-    r_mask,
+    rank,
     col0,
     n_s,
     y_col,
@@ -185,23 +305,47 @@ def _output_tile(  # type: ignore[no-untyped-def]
 ):
     """Operands of one expand output tile: slice columns ``col0 .. col0 + BLOCK_N``.
 
-    Returns ``B[slot]``'s tile, the tile's ``y`` pointers and mask, and ``y``'s values in float32
-    (zeros in write-only mode, where they are not added).
+    Returns ``B[slot]``'s first rank chunk of the tile and ``y``'s values (zeros in write-only
+    mode, where they are not added).
     """
-    offs_n = col0 + tl.arange(0, BLOCK_N)
-    n_mask = offs_n < n_s
-    bt = tl.load(
-        b_base + offs_n[None, :] * b_row_stride + tl.arange(0, BLOCK_R)[:, None],
-        mask=r_mask[:, None] & n_mask[None, :],
-        other=0.0,
-    )
-    y_ptrs = y_ptr + tok64[:, None] * stride_ym + (y_col + offs_n)[None, :] * stride_yn
-    y_mask = m_mask[:, None] & n_mask[None, :]
+    bt = _b_tile(b_base, 0, rank, col0, n_s, b_row_stride, BLOCK_N, BLOCK_R)
     if ADD_INPUTS:
-        y_old = tl.load(y_ptrs, mask=y_mask, other=0.0).to(tl.float32)
+        offs_n = col0 + tl.arange(0, BLOCK_N)
+        y_old = tl.load(
+            y_ptr + tok64[:, None] * stride_ym + (y_col + offs_n)[None, :] * stride_yn,
+            mask=m_mask[:, None] & (offs_n < n_s)[None, :],
+            other=0.0,
+        )
     else:
-        y_old = tl.full((BLOCK_M, BLOCK_N), 0.0, tl.float32)
-    return bt, y_ptrs, y_mask, y_old
+        y_old = tl.full((BLOCK_M, BLOCK_N), 0.0, y_ptr.dtype.element_ty)
+    return bt, y_old
+
+
+def _store_output(  # type: ignore[no-untyped-def]
+    y_ptr,
+    out,
+    tok64,
+    m_mask,
+    col0,
+    n_s,
+    y_col,
+    stride_ym,
+    stride_yn,
+    BLOCK_N: tl.constexpr,
+):
+    """Store an expand output tile (slice columns ``col0 .. col0 + BLOCK_N``) into ``y``.
+
+    The pointers are rebuilt here, in a different order of terms than for the load of ``y``, so
+    the compiler does not keep the load's 64-bit pointer tensor alive across the wait for the
+    shrink (at 512 columns that alone is 128 registers a thread, and it spilled).
+    """
+    cols = tl.arange(0, BLOCK_N)
+    row_base = y_ptr + (y_col + col0) * stride_yn + tok64 * stride_ym
+    tl.store(
+        row_base[:, None] + (cols * stride_yn)[None, :],
+        out.to(y_ptr.dtype.element_ty),
+        mask=m_mask[:, None] & (col0 + cols < n_s)[None, :],
+    )
 
 
 def _fused_lora_kernel(  # type: ignore[no-untyped-def]
@@ -240,6 +384,7 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
     BLOCK_R: tl.constexpr,
+    RANK_PAD: tl.constexpr,
     N_GROUP: tl.constexpr,
     REDUCE_IN_EXPAND: tl.constexpr,
     ADD_INPUTS: tl.constexpr,
@@ -259,17 +404,13 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
     ready_ptr = ctr_ptr + 2 + pair_cap
     job = tl.atomic_add(ctr_ptr, 1)
 
-    offs_m = tl.arange(0, BLOCK_M)
-    offs_r = tl.arange(0, BLOCK_R)
-    tile_offs = offs_m[:, None] * BLOCK_R + offs_r[None, :]
-
     while job < total:
         if job < n_shrink:
             _shrink_job(
                 job, x_ptr, a_ptr, tiles_ptr, part_ptr, inter_ptr, arrive_ptr, ready_ptr,
                 a_off1, a_off2, m_rows, k_dim, stride_xm, stride_xk, a_slot_stride,
                 a_row_stride, min_rank, scale, NUM_SLICES, K_SPLIT, K_ITERS, BLOCK_M, BLOCK_K,
-                BLOCK_R, REDUCE_IN_EXPAND, UPCAST_DOT,
+                BLOCK_R, RANK_PAD, REDUCE_IN_EXPAND, UPCAST_DOT,
             )  # fmt: skip
         else:
             e = job - n_shrink
@@ -279,7 +420,7 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
             in2 = item >= t0 + t1
             s = in1.to(tl.int32) + in2.to(tl.int32)
             pair = mt * NUM_SLICES + s
-            slot, tok64, m_mask, r_mask = _tile_record(
+            slot, tok64, m_mask, rank, n_chunks = _tile_record(
                 tiles_ptr, mt, m_rows, min_rank, BLOCK_M, BLOCK_R
             )
             b_off = tl.where(in2, b_off2, tl.where(in1, b_off1, 0)).to(tl.int64)
@@ -288,9 +429,10 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
             local = item - tl.where(in2, t0 + t1, tl.where(in1, t0, 0))
             b_base = b_ptr + b_off + slot * n_s * b_row_stride
             y_col = y_col_offset + col_base
-            # The first output tile's B and y do not depend on the shrink: load them first.
-            bt, y_ptrs, y_mask, y_old = _output_tile(
-                y_ptr, b_base, tok64, m_mask, r_mask, local * span, n_s, y_col, stride_ym,
+            # The first output tile's B (first rank chunk) and y do not depend on the shrink:
+            # load them first.
+            bt, y_old = _output_tile(
+                y_ptr, b_base, tok64, m_mask, rank, local * span, n_s, y_col, stride_ym,
                 stride_yn, b_row_stride, BLOCK_M, BLOCK_N, BLOCK_R, ADD_INPUTS,
             )  # fmt: skip
             # Wait for the pair's shrink: its K_SPLIT arrivals, or the reducing job's flag.
@@ -306,34 +448,36 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
             while seen < want:
                 seen = tl.atomic_add(flag_ptr, 0, sem="acquire")
             tl.debug_barrier()
-            if REDUCE_IN_EXPAND:
-                summed = tl.full((BLOCK_M, BLOCK_R), 0.0, tl.float32)
-                first = pair.to(tl.int64) * K_SPLIT
-                for i in tl.static_range(K_SPLIT):
-                    summed += tl.load(
-                        part_ptr + (first + i) * (BLOCK_M * BLOCK_R) + tile_offs,
-                        cache_modifier=".cg",
-                    )
-                inter = (summed * scale).to(b_ptr.dtype.element_ty)
-            else:
-                inter = tl.load(
-                    inter_ptr + pair.to(tl.int64) * (BLOCK_M * BLOCK_R) + tile_offs,
-                    cache_modifier=".cg",
-                )
+            # The first rank chunk serves every output tile of the group; later chunks (ranks
+            # above BLOCK_R at decode sizes) are taken per tile.
+            inter = _intermediate(
+                part_ptr, inter_ptr, pair, 0, scale, K_SPLIT, BLOCK_M, BLOCK_R, RANK_PAD,
+                REDUCE_IN_EXPAND,
+            )  # fmt: skip
             for g in tl.static_range(N_GROUP):
+                col0 = local * span + g * BLOCK_N
                 if g > 0:
-                    bt, y_ptrs, y_mask, y_old = _output_tile(
-                        y_ptr, b_base, tok64, m_mask, r_mask, local * span + g * BLOCK_N, n_s,
-                        y_col, stride_ym, stride_yn, b_row_stride, BLOCK_M, BLOCK_N, BLOCK_R,
-                        ADD_INPUTS,
+                    bt, y_old = _output_tile(
+                        y_ptr, b_base, tok64, m_mask, rank, col0, n_s, y_col, stride_ym,
+                        stride_yn, b_row_stride, BLOCK_M, BLOCK_N, BLOCK_R, ADD_INPUTS,
                     )  # fmt: skip
-                if UPCAST_DOT:
-                    out = tl.dot(inter.to(tl.float32), bt.to(tl.float32))
-                else:
-                    out = tl.dot(inter, bt)
+                out = _mma(inter, bt, UPCAST_DOT)
+                for rc in tl.static_range(1, RANK_PAD // BLOCK_R):
+                    if rc < n_chunks:
+                        bt_c = _b_tile(
+                            b_base, rc * BLOCK_R, rank, col0, n_s, b_row_stride, BLOCK_N,
+                            BLOCK_R,
+                        )  # fmt: skip
+                        inter_c = _intermediate(
+                            part_ptr, inter_ptr, pair, rc * BLOCK_R, scale, K_SPLIT, BLOCK_M,
+                            BLOCK_R, RANK_PAD, REDUCE_IN_EXPAND,
+                        )  # fmt: skip
+                        out += _mma(inter_c, bt_c, UPCAST_DOT)
                 if ADD_INPUTS:
-                    out += y_old
-                tl.store(y_ptrs, out.to(y_ptr.dtype.element_ty), mask=y_mask)
+                    out += y_old.to(tl.float32)
+                _store_output(
+                    y_ptr, out, tok64, m_mask, col0, n_s, y_col, stride_ym, stride_yn, BLOCK_N
+                )
         job = tl.atomic_add(ctr_ptr, 1)
     # Every program takes exactly one ticket past the last job, after all of its own jobs, so
     # the holder of the very last ticket knows every job is done: it resets the counters.
@@ -347,7 +491,17 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
 
 
 #: Device functions the kernel calls, in the order they must be wrapped (callees first).
-_DEVICE_FUNCTIONS = (_tile_record, _shrink_job, _output_tile)
+_DEVICE_FUNCTIONS = (
+    _tile_record,
+    _mma,
+    _sum_partials,
+    _intermediate,
+    _shrink_chunk,
+    _shrink_job,
+    _b_tile,
+    _output_tile,
+    _store_output,
+)
 
 
 def _flavour(wrap: Callable[[Callable[..., Any]], Any]) -> Callable[..., Any]:
@@ -410,6 +564,7 @@ def compile_for_target(
         "BLOCK_N": cfg.block_n,
         "BLOCK_K": cfg.block_k,
         "BLOCK_R": cfg.block_r,
+        "RANK_PAD": cfg.rank_pad,
         "N_GROUP": cfg.n_group,
         "REDUCE_IN_EXPAND": reduce_in_expand,
         "ADD_INPUTS": add_inputs,
@@ -487,14 +642,86 @@ def launch_fused_lora(
     ``counters`` is the zeroed int32 buffer of :class:`.worklist.WorkListBuffers` (left zeroed).
     Every adapter runs at least at ``min_rank`` (the full rank while ranks are stale).
     ``reduce_in_expand`` overrides the choice of reduction (tests and tuning).
+    On a GPU, the first call for a layer shape also compiles the prefill-sized variants it has
+    not met yet (see :func:`precompile_prefill_variants`).
     """
     a = [stacked_view(t) for t in lora_a]
     b = [stacked_view(t) for t in lora_b]
     _check_layout(x, y, a, b)
-    m = x.shape[0]
     widths = [t.shape[1] for t in b]
     if offset_start + sum(widths) > y.shape[1]:
         raise FusedLoRAShapeError(f"slices end at {offset_start + sum(widths)} > {y.shape[1]}")
+    if x.is_cuda and config is None:
+        precompile_prefill_variants(y, x, a, b, tiles_by_block_m, counters, add_inputs)
+    return _launch(
+        y, x, a, b, tiles_by_block_m, counters, scale, offset_start, add_inputs, config,
+        max_programs, min_rank, reduce_in_expand, x.shape[0], compile_only=False,
+    )  # fmt: skip
+
+
+#: Layer signatures whose prefill-sized variants are compiled (see below).
+_PRECOMPILED: set[tuple[Any, ...]] = set()
+
+
+def precompile_prefill_variants(
+    y: torch.Tensor,
+    x: torch.Tensor,
+    a: list[torch.Tensor],
+    b: list[torch.Tensor],
+    tiles_by_block_m: dict[int, torch.Tensor],
+    counters: torch.Tensor,
+    add_inputs: bool,
+) -> int:
+    """Compile, without running, the kernel for every prefill token bucket of this layer shape.
+
+    vLLM compiles what its start-up meets: the profile run (the largest batch) and the CUDA
+    graph sizes. A prefill chunk of another bucket would otherwise compile its variant in the
+    middle of serving (seconds, every request of the step waiting). Done once per layer shape
+    and dtype; returns the number of variants compiled now.
+    """
+    key = (
+        x.shape[1], tuple(t.shape[1] for t in b), a[0].shape[0], a[0].shape[1], x.dtype,
+        y.dtype, add_inputs, x.device.index,
+    )  # fmt: skip
+    if key in _PRECOMPILED:
+        return 0
+    _PRECOMPILED.add(key)
+    began = time.perf_counter()
+    for bucket in PREFILL_BUCKETS:
+        _launch(
+            y, x, a, b, tiles_by_block_m, counters, 1.0, 0, add_inputs, None, None, 0, None,
+            bucket, compile_only=True,
+        )  # fmt: skip
+    logger.info(
+        "fused LoRA kernel: %d prefill variants for K=%d N=%s compiled in %.1f s",
+        len(PREFILL_BUCKETS),
+        x.shape[1],
+        key[1],
+        time.perf_counter() - began,
+    )
+    return len(PREFILL_BUCKETS)
+
+
+def _launch(
+    y: torch.Tensor,
+    x: torch.Tensor,
+    a: list[torch.Tensor],
+    b: list[torch.Tensor],
+    tiles_by_block_m: dict[int, torch.Tensor],
+    counters: torch.Tensor,
+    scale: float,
+    offset_start: int,
+    add_inputs: bool,
+    config: TileConfig | None,
+    max_programs: int | None,
+    min_rank: int,
+    reduce_in_expand: bool | None,
+    m: int,
+    *,
+    compile_only: bool,
+) -> TileConfig:
+    """Launch (or, with ``compile_only``, only compile) the kernel configured for ``m`` rows."""
+    widths = [t.shape[1] for t in b]
     on_gpu = x.is_cuda
     num_sms = _num_sms(x.device.index or 0) if on_gpu else 4
     n_slots = a[0].shape[0]
@@ -504,7 +731,7 @@ def launch_fused_lora(
     span = cfg.block_n * cfg.n_group
     n_items = sum(-(-w // span) for w in widths)
     tiles_ub = min(
-        upper_bound_tiles(m, n_slots, cfg.block_m),
+        upper_bound_tiles(x.shape[0], n_slots, cfg.block_m),
         (tiles.numel() - 1) // record_size(cfg.block_m),
     )
     pair_cap = pairs_in_counters(counters.numel())
@@ -513,10 +740,18 @@ def launch_fused_lora(
     jobs_ub = tiles_ub * (len(a) * k_split + n_items)
     cap = max_programs if max_programs is not None else (num_sms * PROGRAMS_PER_SM)
     grid = (max(1, min(jobs_ub, cap)),)
-    tile_elems = cfg.block_m * cfg.block_r
+    if cfg.rank_pad % cfg.block_r or cfg.rank_pad < a[0].shape[1]:
+        raise FusedLoRAShapeError(
+            f"rank tiles {cfg.block_r} x n must cover the stacked rank {a[0].shape[1]} within "
+            f"{cfg.rank_pad}"
+        )
+    tile_elems = cfg.block_m * cfg.rank_pad
     if reduce_in_expand is None:
         # Expand jobs sum the partials themselves when that re-read stays small.
-        reduce_in_expand = n_items * k_split * tile_elems * 4 <= REDUCE_IN_EXPAND_BYTES
+        # (Counted for one rank chunk: the usual case, and the same choice whatever the
+        # padded rank.)
+        chunk_elems = cfg.block_m * cfg.block_r
+        reduce_in_expand = n_items * k_split * chunk_elems * 4 <= REDUCE_IN_EXPAND_BYTES
     part = torch.empty(
         tiles_ub * len(a) * k_split * tile_elems, dtype=torch.float32, device=x.device
     )
@@ -528,7 +763,8 @@ def launch_fused_lora(
     b_offs = [(t.data_ptr() - base_b) // elem for t in b[1:]] + [0, 0]
     ns = [*widths, 0, 0]
     kernel = _compiled_kernel() if on_gpu else _interpreted_kernel()
-    kernel[grid](
+    run = functools.partial(kernel.warmup, grid=grid) if compile_only else kernel[grid]
+    run(
         x,
         y,
         a[0],
@@ -544,7 +780,7 @@ def launch_fused_lora(
         ns[0],
         ns[1],
         ns[2],
-        m,
+        x.shape[0],
         x.shape[1],
         x.stride(0),
         x.stride(1),
@@ -564,6 +800,7 @@ def launch_fused_lora(
         BLOCK_N=cfg.block_n,
         BLOCK_K=cfg.block_k,
         BLOCK_R=cfg.block_r,
+        RANK_PAD=cfg.rank_pad,
         N_GROUP=cfg.n_group,
         REDUCE_IN_EXPAND=bool(reduce_in_expand),
         ADD_INPUTS=add_inputs,

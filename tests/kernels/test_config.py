@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from hi_moe_lora.kernels.config import (
     BLOCK_M_CHOICES,
+    DECODE_EXPAND_JOBS,
+    RANK_CHUNK,
     KernelConfigError,
     block_m_for,
     choose_config,
@@ -22,15 +26,13 @@ def test_decode_and_prefill_tiles() -> None:
     decode = choose_config(16, 4096, 4096, 16, 132)
     assert decode.block_m == 16
     assert decode.n_group == 1
-    # Few, wide expand jobs: at most max(16, rank block) output tiles per token tile...
+    # Few, wide expand jobs: at most DECODE_EXPAND_JOBS output tiles per token tile...
     for n_total in (4096, 6144):
-        for rank in (16, 64):
-            cfg = choose_config(16, 4096, n_total, rank, 132)
-            assert -(-n_total // cfg.block_n) <= max(16, cfg.block_r)
-    # ... up to 512 columns at low rank (256 for calls of under 16 tokens, or at rank 64).
+        cfg = choose_config(16, 4096, n_total, 16, 132)
+        assert -(-n_total // cfg.block_n) <= DECODE_EXPAND_JOBS
+    # ... up to 512 columns (256 for calls of under 16 tokens).
     assert choose_config(16, 4096, 28672, 16, 132).block_n == 512
     assert choose_config(1, 4096, 28672, 16, 132).block_n == 256
-    assert choose_config(16, 4096, 28672, 64, 132).block_n == 256
     # Many token tiles: wider K chunks on the wide layers, not on the square projection.
     assert choose_config(64, 4096, 28672, 16, 132, 16).block_k > (
         choose_config(1, 4096, 28672, 16, 132, 16).block_k
@@ -43,6 +45,22 @@ def test_decode_and_prefill_tiles() -> None:
         assert block_m_for(m) in BLOCK_M_CHOICES
         cfg = choose_config(m, 14336, 4096, 64, 132)
         assert min(cfg.block_m, cfg.block_n, cfg.block_k, cfg.block_r) >= 16
+
+
+@pytest.mark.parametrize("m", [1, 16, 64])
+def test_decode_tiles_do_not_depend_on_max_rank(m: int) -> None:
+    """Under max rank 64 a decode call has the tiles of max rank 16, rank taken in chunks."""
+    for k, n_total in ((4096, 6144), (4096, 4096), (4096, 28672), (14336, 4096)):
+        low = choose_config(m, k, n_total, 16, 132, 16)
+        high = choose_config(m, k, n_total, 64, 132, 16)
+        assert high.block_r == low.block_r == RANK_CHUNK
+        assert (high.rank_pad, low.rank_pad) == (64, 16)
+        assert high == dataclasses.replace(low, rank_pad=64)
+
+
+def test_prefill_takes_the_padded_rank_at_once() -> None:
+    cfg = choose_config(1024, 4096, 6144, 40, 132)
+    assert cfg.block_r == cfg.rank_pad == 64
 
 
 def test_rejects_empty_problems() -> None:

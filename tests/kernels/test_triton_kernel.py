@@ -114,6 +114,25 @@ def test_write_only_mode_and_column_offset_leave_other_cells(device: str) -> Non
 
 
 @pytest.mark.parametrize("reduce_in_expand", [True, False])
+def test_ranks_in_chunks_with_a_partial_last_chunk(reduce_in_expand: bool, device: str) -> None:
+    """Rank 40 takes three 16-row chunks (the last one part-masked), rank 64 four, rank 8 one."""
+    m = 33
+    slots = _slots(m, "many", 3, seed=13)
+    p = make_problem(m, K, [40, 24], [40, 8, 64], slots, max_rank=64, device=device, seed=13)
+    ref = lora_linear_reference(p.y, p.x, p.lora_a, p.lora_b, slots, 0.5)
+    cfg = TileConfig(16, 32, 16, 16, 1, 1, 4, 1, 64)
+    _run(p, 0.5, config=cfg, reduce_in_expand=reduce_in_expand)
+    assert _err(p, ref) <= tolerance(torch.float16, ref)
+
+
+def test_rank_tiles_must_cover_the_stacked_rank(device: str) -> None:
+    slots = _slots(8, "one", 2, seed=2)
+    p = make_problem(8, K, [48], [8, 32], slots, device=device, seed=2)
+    with pytest.raises(FusedLoRAShapeError, match="stacked rank"):
+        _run(p, 1.0, config=TileConfig(16, 32, 16, 16, 1, 1, 4, 1, 16))
+
+
+@pytest.mark.parametrize("reduce_in_expand", [True, False])
 def test_bfloat16_prefill_config_with_k_iters_and_groups(
     reduce_in_expand: bool, device: str
 ) -> None:
@@ -123,7 +142,7 @@ def test_bfloat16_prefill_config_with_k_iters_and_groups(
         m, 72, [100, 36], [16, 8, 32, 16], slots, dtype=torch.bfloat16, device=device, seed=9
     )
     ref = lora_linear_reference(p.y, p.x, p.lora_a, p.lora_b, slots, 1.5)
-    cfg = TileConfig(64, 32, 16, 32, 2, 2, 4, 2)
+    cfg = TileConfig(64, 32, 16, 32, 2, 2, 4, 2, 32)
     _run(p, 1.5, config=cfg, reduce_in_expand=reduce_in_expand)
     assert _err(p, ref) <= tolerance(torch.bfloat16, ref)
 
@@ -137,7 +156,7 @@ def test_any_grid_size_completes_all_jobs(
     m = 40
     slots = _slots(m, "many", 3, seed=11)
     p = make_problem(m, K, [64], [16, 16, 16], slots, device=device, seed=11)
-    cfg = TileConfig(16, 16, 16, 16, 1, 1, 4, 1)  # K = 40: three K chunks per pair
+    cfg = TileConfig(16, 16, 16, 16, 1, 1, 4, 1, 16)  # K = 40: three K chunks per pair
     ref = lora_linear_reference(p.y, p.x, p.lora_a, p.lora_b, slots, 1.0)
     _run(p, 1.0, max_programs=programs, config=cfg, reduce_in_expand=reduce_in_expand)
     assert _err(p, ref) <= tolerance(torch.float16, ref)
@@ -152,9 +171,9 @@ def test_any_grid_size_completes_all_jobs(
 @pytest.mark.parametrize(
     ("slices", "cfg"),
     [
-        (1, TileConfig(16, 256, 256, 16, 1, 1, 4, 1)),
-        (3, TileConfig(16, 128, 512, 64, 1, 1, 8, 1)),
-        (2, TileConfig(64, 128, 128, 16, 4, 2, 4, 3)),
+        (1, TileConfig(16, 256, 256, 16, 1, 1, 4, 1, 16)),
+        (3, TileConfig(16, 128, 512, 16, 1, 1, 4, 1, 64)),
+        (2, TileConfig(64, 128, 128, 64, 4, 2, 4, 3, 64)),
     ],
 )
 @pytest.mark.parametrize(("reduce_in_expand", "add_inputs"), [(True, True), (False, False)])
@@ -187,3 +206,22 @@ def test_rejects_mismatched_layout(device: str) -> None:
         launch_fused_lora(
             p.y, p.x, p.lora_a, p.lora_b, p.work.tiles, p.work.counters, 1.0, offset_start=1
         )
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="compiles for the local GPU")
+def test_prefill_variants_are_compiled_with_the_first_call() -> None:
+    """After a decode-sized first call, a prefill-sized one compiles nothing during serving."""
+    from hi_moe_lora.kernels.triton_kernel import _compiled_kernel
+
+    widths = [72, 40]  # a layer shape no other test uses
+    p = make_problem(20, 56, widths, [16, 8], _slots(20, "many", 2, seed=4), device="cuda")
+    _run(p, 1.0)
+    kernel = _compiled_kernel()
+    compiled = sum(len(cache[0]) for cache in kernel.device_caches.values())
+    m = 1500  # bucket 4096: met by neither the first call nor a CUDA graph size
+    big = make_problem(m, 56, widths, [16, 8], _slots(m, "many", 2, seed=6), device="cuda")
+    ref = lora_linear_reference(big.y, big.x, big.lora_a, big.lora_b, big.token_slots, 1.0)
+    _run(big, 1.0)
+    assert _err(big, ref) <= tolerance(torch.float16, ref)
+    assert sum(len(cache[0]) for cache in kernel.device_caches.values()) == compiled
