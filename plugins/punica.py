@@ -24,6 +24,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from plugins.logs import route_to_vllm_log
+
 logger = logging.getLogger(__name__)
 
 ENV_VAR = "HI_MOE_LORA_KERNELS"
@@ -132,6 +134,7 @@ def uninstall(platform: Any) -> None:
 
 def register() -> None:
     """vLLM ``general_plugins`` entry point."""
+    route_to_vllm_log()
     choice = kernels_choice()
     if choice not in CHOICES:
         logger.warning("%s=%r is not one of %s; keeping vLLM's kernels", ENV_VAR, choice, CHOICES)

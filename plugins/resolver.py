@@ -30,6 +30,7 @@ from vllm.lora.resolver import LoRAResolver, LoRAResolverRegistry
 
 from hi_moe_lora.adapters.policy import base_models_match
 from hi_moe_lora.cache import ChecksumCache
+from plugins.logs import route_to_vllm_log
 from plugins.settings import PluginSettings, PluginSettingsError
 
 logger = logging.getLogger(__name__)
@@ -245,6 +246,7 @@ def register() -> None:
     and never raises, since vLLM calls it in every process it starts.
     """
     global _disabled_logged
+    route_to_vllm_log()
     try:
         settings = PluginSettings.from_env()
     except PluginSettingsError as exc:

@@ -702,6 +702,34 @@ def precompile_prefill_variants(
     return len(PREFILL_BUCKETS)
 
 
+#: Kernel variants launched so far (the launch key of Triton's cache, less the pointers).
+_LAUNCHED: set[tuple[Any, ...]] = set()
+
+
+def _log_first_launch(
+    cfg: TileConfig,
+    num_slices: int,
+    reduce_in_expand: bool,
+    add_inputs: bool,
+    x_shape: Sequence[int],
+    widths: Sequence[int],
+) -> None:
+    """One INFO line per kernel variant's first launch: a line during serving names a variant
+    that start-up did not meet (and so was compiled, or found in Triton's cache, just then)."""
+    key = (cfg, num_slices, reduce_in_expand, add_inputs, x_shape[1], tuple(widths))
+    if key in _LAUNCHED:
+        return
+    _LAUNCHED.add(key)
+    logger.info(
+        "fused LoRA kernel: first launch of %s (M=%d K=%d N=%s reduce_in_expand=%s)",
+        cfg,
+        x_shape[0],
+        x_shape[1],
+        list(widths),
+        reduce_in_expand,
+    )
+
+
 def _launch(
     y: torch.Tensor,
     x: torch.Tensor,
@@ -762,6 +790,8 @@ def _launch(
     a_offs = [(t.data_ptr() - base_a) // elem for t in a[1:]] + [0, 0]
     b_offs = [(t.data_ptr() - base_b) // elem for t in b[1:]] + [0, 0]
     ns = [*widths, 0, 0]
+    if on_gpu and not compile_only:
+        _log_first_launch(cfg, len(a), bool(reduce_in_expand), add_inputs, x.shape, widths)
     kernel = _compiled_kernel() if on_gpu else _interpreted_kernel()
     run = functools.partial(kernel.warmup, grid=grid) if compile_only else kernel[grid]
     run(
