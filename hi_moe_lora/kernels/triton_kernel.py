@@ -687,11 +687,14 @@ def precompile_prefill_variants(
         return 0
     _PRECOMPILED.add(key)
     began = time.perf_counter()
+    kernel = _compiled_kernel()
+    known = _compiled_keys(kernel)
     for bucket in PREFILL_BUCKETS:
         _launch(
             y, x, a, b, tiles_by_block_m, counters, 1.0, 0, add_inputs, None, None, 0, None,
             bucket, compile_only=True,
         )  # fmt: skip
+    logger.info("fused LoRA kernel: precompiled %s", sorted(_compiled_keys(kernel) - known))
     logger.info(
         "fused LoRA kernel: %d prefill variants for K=%d N=%s compiled in %.1f s",
         len(PREFILL_BUCKETS),
@@ -713,12 +716,12 @@ def _log_first_launch(
     add_inputs: bool,
     x_shape: Sequence[int],
     widths: Sequence[int],
-) -> None:
+) -> bool:
     """One INFO line per kernel variant's first launch: a line during serving names a variant
-    that start-up did not meet (and so was compiled, or found in Triton's cache, just then)."""
+    that start-up did not meet. Returns whether this is the first launch."""
     key = (cfg, num_slices, reduce_in_expand, add_inputs, x_shape[1], tuple(widths))
     if key in _LAUNCHED:
-        return
+        return False
     _LAUNCHED.add(key)
     logger.info(
         "fused LoRA kernel: first launch of %s (M=%d K=%d N=%s reduce_in_expand=%s)",
@@ -728,6 +731,16 @@ def _log_first_launch(
         list(widths),
         reduce_in_expand,
     )
+    return True
+
+
+def _compiled_keys(kernel: Any) -> set[str]:
+    """Keys of the variants Triton holds compiled for the current device (empty if unknown)."""
+    caches = getattr(kernel, "device_caches", None)
+    if caches is None:
+        return set()
+    entry = caches.get(torch.cuda.current_device())
+    return set(entry[0]) if entry else set()
 
 
 def _launch(
@@ -790,9 +803,13 @@ def _launch(
     a_offs = [(t.data_ptr() - base_a) // elem for t in a[1:]] + [0, 0]
     b_offs = [(t.data_ptr() - base_b) // elem for t in b[1:]] + [0, 0]
     ns = [*widths, 0, 0]
-    if on_gpu and not compile_only:
-        _log_first_launch(cfg, len(a), bool(reduce_in_expand), add_inputs, x.shape, widths)
+    first = (
+        on_gpu
+        and not compile_only
+        and _log_first_launch(cfg, len(a), bool(reduce_in_expand), add_inputs, x.shape, widths)
+    )
     kernel = _compiled_kernel() if on_gpu else _interpreted_kernel()
+    known = _compiled_keys(kernel) if first else set()
     run = functools.partial(kernel.warmup, grid=grid) if compile_only else kernel[grid]
     run(
         x,
@@ -838,4 +855,7 @@ def _launch(
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
     )
+    if first and known and (new := _compiled_keys(kernel) - known):
+        # Start-up did not compile this variant (or compiled it with another specialization).
+        logger.warning("fused LoRA kernel compiled at its first launch: %s", sorted(new))
     return cfg

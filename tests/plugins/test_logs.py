@@ -14,6 +14,8 @@ import logging
 from plugins.logs import route_to_vllm_log
 assert route_to_vllm_log()
 assert not route_to_vllm_log()  # idempotent
+logging.getLogger("plugins.punica").warning("a warning before vLLM's logging")
+logging.basicConfig()  # a root handler must not write our lines a second time
 try:
     from vllm.config.logging import LoggingConfig
     from vllm.logger import configure_logging
@@ -35,6 +37,9 @@ def test_our_info_lines_reach_vllms_log() -> None:
         check=True,
     )
     out = done.stdout + done.stderr
-    line = next(row for row in out.splitlines() if "an INFO line of ours" in row)
-    assert "INFO" in line  # formatted by vLLM's handler
+    lines = [row for row in out.splitlines() if "an INFO line of ours" in row]
+    assert len(lines) == 1
+    assert " INFO " in lines[0]  # vLLM's format: level, then [file:line]
+    assert "] an INFO line of ours" in lines[0]
+    assert "a warning before vLLM's logging" in out
     assert "a DEBUG line of ours" not in out  # vLLM's level (INFO) applies
