@@ -185,14 +185,14 @@ def _shrink_chunk(  # type: ignore[no-untyped-def]
 def _shrink_job(  # type: ignore[no-untyped-def]
     job,
     x_ptr,
-    a_ptr,
+    a0_ptr,
+    a1_ptr,
+    a2_ptr,
     tiles_ptr,
     part_ptr,
     inter_ptr,
     arrive_ptr,
     ready_ptr,
-    a_off1,
-    a_off2,
     m_rows,
     k_dim,
     stride_xm,
@@ -226,8 +226,7 @@ def _shrink_job(  # type: ignore[no-untyped-def]
         tiles_ptr, mt, m_rows, min_rank, BLOCK_M, BLOCK_R
     )
     tile_offs = tl.arange(0, BLOCK_M)[:, None] * RANK_PAD + tl.arange(0, BLOCK_R)[None, :]
-    a_off = tl.where(s == 2, a_off2, tl.where(s == 1, a_off1, 0)).to(tl.int64)
-    a_base = a_ptr + a_off + slot * a_slot_stride
+    a_base = tl.where(s == 2, a2_ptr, tl.where(s == 1, a1_ptr, a0_ptr)) + slot * a_slot_stride
     part_base = part_ptr + job.to(tl.int64) * (BLOCK_M * RANK_PAD)
     # Rank chunks unrolled, those past the first guarded by the real rank, on a path of their
     # own: a loop would hoist the chunk-invariant pointer tensors out of it and spill them, and
@@ -351,16 +350,16 @@ def _store_output(  # type: ignore[no-untyped-def]
 def _fused_lora_kernel(  # type: ignore[no-untyped-def]
     x_ptr,
     y_ptr,
-    a_ptr,
-    b_ptr,
+    a0_ptr,
+    a1_ptr,
+    a2_ptr,
+    b0_ptr,
+    b1_ptr,
+    b2_ptr,
     tiles_ptr,
     part_ptr,
     inter_ptr,
     ctr_ptr,
-    a_off1,
-    a_off2,
-    b_off1,
-    b_off2,
     n0,
     n1,
     n2,
@@ -407,8 +406,8 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
     while job < total:
         if job < n_shrink:
             _shrink_job(
-                job, x_ptr, a_ptr, tiles_ptr, part_ptr, inter_ptr, arrive_ptr, ready_ptr,
-                a_off1, a_off2, m_rows, k_dim, stride_xm, stride_xk, a_slot_stride,
+                job, x_ptr, a0_ptr, a1_ptr, a2_ptr, tiles_ptr, part_ptr, inter_ptr, arrive_ptr,
+                ready_ptr, m_rows, k_dim, stride_xm, stride_xk, a_slot_stride,
                 a_row_stride, min_rank, scale, NUM_SLICES, K_SPLIT, K_ITERS, BLOCK_M, BLOCK_K,
                 BLOCK_R, RANK_PAD, REDUCE_IN_EXPAND, UPCAST_DOT,
             )  # fmt: skip
@@ -423,11 +422,11 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
             slot, tok64, m_mask, rank, n_chunks = _tile_record(
                 tiles_ptr, mt, m_rows, min_rank, BLOCK_M, BLOCK_R
             )
-            b_off = tl.where(in2, b_off2, tl.where(in1, b_off1, 0)).to(tl.int64)
             n_s = tl.where(in2, n2, tl.where(in1, n1, n0))
             col_base = tl.where(in2, n0 + n1, tl.where(in1, n0, 0))
             local = item - tl.where(in2, t0 + t1, tl.where(in1, t0, 0))
-            b_base = b_ptr + b_off + slot * n_s * b_row_stride
+            b_slice = tl.where(in2, b2_ptr, tl.where(in1, b1_ptr, b0_ptr))
+            b_base = b_slice + slot * n_s * b_row_stride
             y_col = y_col_offset + col_base
             # The first output tile's B (first rank chunk) and y do not depend on the shrink:
             # load them first.
@@ -532,7 +531,7 @@ def _with_globals(fn: Callable[..., Any], scope: dict[str, Any]) -> Callable[...
 @functools.cache
 def _compiled_kernel() -> Any:
     # Values that change between calls of one layer must not multiply compiled variants.
-    varying = ["a_off1", "a_off2", "b_off1", "b_off2", "m_rows", "pair_cap", "min_rank"]
+    varying = ["m_rows", "pair_cap", "min_rank"]
     return triton.jit(do_not_specialize=varying)(_flavour(triton.jit))
 
 
@@ -687,14 +686,11 @@ def precompile_prefill_variants(
         return 0
     _PRECOMPILED.add(key)
     began = time.perf_counter()
-    kernel = _compiled_kernel()
-    known = _compiled_keys(kernel)
     for bucket in PREFILL_BUCKETS:
         _launch(
             y, x, a, b, tiles_by_block_m, counters, 1.0, 0, add_inputs, None, None, 0, None,
             bucket, compile_only=True,
         )  # fmt: skip
-    logger.info("fused LoRA kernel: precompiled %s", sorted(_compiled_keys(kernel) - known))
     logger.info(
         "fused LoRA kernel: %d prefill variants for K=%d N=%s compiled in %.1f s",
         len(PREFILL_BUCKETS),
@@ -705,42 +701,14 @@ def precompile_prefill_variants(
     return len(PREFILL_BUCKETS)
 
 
-#: Kernel variants launched so far (the launch key of Triton's cache, less the pointers).
-_LAUNCHED: set[tuple[Any, ...]] = set()
-
-
-def _log_first_launch(
-    cfg: TileConfig,
-    num_slices: int,
-    reduce_in_expand: bool,
-    add_inputs: bool,
-    x_shape: Sequence[int],
-    widths: Sequence[int],
-) -> bool:
-    """One INFO line per kernel variant's first launch: a line during serving names a variant
-    that start-up did not meet. Returns whether this is the first launch."""
-    key = (cfg, num_slices, reduce_in_expand, add_inputs, x_shape[1], tuple(widths))
-    if key in _LAUNCHED:
-        return False
-    _LAUNCHED.add(key)
-    logger.info(
-        "fused LoRA kernel: first launch of %s (M=%d K=%d N=%s reduce_in_expand=%s)",
-        cfg,
-        x_shape[0],
-        x_shape[1],
-        list(widths),
-        reduce_in_expand,
-    )
-    return True
-
-
-def _compiled_keys(kernel: Any) -> set[str]:
-    """Keys of the variants Triton holds compiled for the current device (empty if unknown)."""
+def _variant_cache(kernel: Any) -> dict[str, Any] | None:
+    """Triton's compiled variants of ``kernel`` for the current device, by key (None if the
+    Triton version keeps them elsewhere)."""
     caches = getattr(kernel, "device_caches", None)
     if caches is None:
-        return set()
-    entry = caches.get(torch.cuda.current_device())
-    return set(entry[0]) if entry else set()
+        return None
+    cache: dict[str, Any] = caches[torch.cuda.current_device()][0]
+    return cache
 
 
 def _launch(
@@ -797,33 +765,24 @@ def _launch(
         tiles_ub * len(a) * k_split * tile_elems, dtype=torch.float32, device=x.device
     )
     inter = torch.empty(tiles_ub * len(a) * tile_elems, dtype=a[0].dtype, device=x.device)
-    elem = a[0].element_size()
-    base_a = a[0].data_ptr()
-    base_b = b[0].data_ptr()
-    a_offs = [(t.data_ptr() - base_a) // elem for t in a[1:]] + [0, 0]
-    b_offs = [(t.data_ptr() - base_b) // elem for t in b[1:]] + [0, 0]
+    # One pointer per slice (absent slices repeat the first): offsets between the slices'
+    # tensors would be typed i32 or i64 by their value, and so multiply compiled variants.
+    a_slices = [*a, a[0], a[0]][:MAX_SLICES]
+    b_slices = [*b, b[0], b[0]][:MAX_SLICES]
     ns = [*widths, 0, 0]
-    first = (
-        on_gpu
-        and not compile_only
-        and _log_first_launch(cfg, len(a), bool(reduce_in_expand), add_inputs, x.shape, widths)
-    )
     kernel = _compiled_kernel() if on_gpu else _interpreted_kernel()
-    known = _compiled_keys(kernel) if first else set()
+    variants = _variant_cache(kernel) if on_gpu else None
+    known = len(variants) if variants is not None and not compile_only else None
     run = functools.partial(kernel.warmup, grid=grid) if compile_only else kernel[grid]
     run(
         x,
         y,
-        a[0],
-        b[0],
+        *a_slices,
+        *b_slices,
         tiles,
         part,
         inter,
         counters,
-        a_offs[0],
-        a_offs[1],
-        b_offs[0],
-        b_offs[1],
         ns[0],
         ns[1],
         ns[2],
@@ -855,7 +814,15 @@ def _launch(
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
     )
-    if first and known and (new := _compiled_keys(kernel) - known):
-        # Start-up did not compile this variant (or compiled it with another specialization).
-        logger.warning("fused LoRA kernel compiled at its first launch: %s", sorted(new))
+    if known is not None and variants is not None and len(variants) > known:
+        # Expected while vLLM captures its CUDA graphs; during serving it names the variant
+        # behind a JIT stall (vLLM's own monitor names only the kernel).
+        logger.info(
+            "fused LoRA kernel compiled for M=%d K=%d N=%s with %s: %s",
+            x.shape[0],
+            x.shape[1],
+            widths,
+            cfg,
+            list(variants)[known:],  # (a dict keeps its insertion order)
+        )
     return cfg

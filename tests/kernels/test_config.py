@@ -48,14 +48,19 @@ def test_decode_and_prefill_tiles() -> None:
 
 
 @pytest.mark.parametrize("m", [1, 16, 64])
-def test_decode_tiles_do_not_depend_on_max_rank(m: int) -> None:
-    """Under max rank 64 a decode call has the tiles of max rank 16, rank taken in chunks."""
+def test_decode_tiles_under_a_wide_max_rank(m: int) -> None:
+    """Under max rank 64 a decode call takes the rank in chunks of the same height and the
+    same output tiles as under 16; the extra chunks get more warps and K chunks of <= 512."""
     for k, n_total in ((4096, 6144), (4096, 4096), (4096, 28672), (14336, 4096)):
         low = choose_config(m, k, n_total, 16, 132, 16)
         high = choose_config(m, k, n_total, 64, 132, 16)
         assert high.block_r == low.block_r == RANK_CHUNK
         assert (high.rank_pad, low.rank_pad) == (64, 16)
-        assert high == dataclasses.replace(low, rank_pad=64)
+        assert (high.num_warps, low.num_warps) == (8, 4)
+        assert high.block_k == min(low.block_k, 512)
+        assert high == dataclasses.replace(
+            low, rank_pad=64, num_warps=8, block_k=min(low.block_k, 512)
+        )
 
 
 def test_prefill_takes_the_padded_rank_at_once() -> None:
