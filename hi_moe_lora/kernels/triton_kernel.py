@@ -658,8 +658,8 @@ def launch_fused_lora(
     )  # fmt: skip
 
 
-#: Layer signatures whose prefill-sized variants are compiled (see below).
-_PRECOMPILED: set[tuple[Any, ...]] = set()
+#: Layers (by their first slice's stacked A) whose prefill-sized variants are compiled.
+_PRECOMPILED: set[tuple[int, int]] = set()
 
 
 def precompile_prefill_variants(
@@ -671,34 +671,37 @@ def precompile_prefill_variants(
     counters: torch.Tensor,
     add_inputs: bool,
 ) -> int:
-    """Compile, without running, the kernel for every prefill token bucket of this layer shape.
+    """Compile, without running, the kernel for every prefill token bucket of this layer.
 
     vLLM compiles what its start-up meets: the profile run (the largest batch) and the CUDA
     graph sizes. A prefill chunk of another bucket would otherwise compile its variant in the
-    middle of serving (seconds, every request of the step waiting). Done once per layer shape
-    and dtype; returns the number of variants compiled now.
+    middle of serving (seconds, every request of the step waiting). Checked once per layer
+    (keyed by its weights, one integer on the hot path); layers of one shape and
+    specialisation share the compiled variants, so only the first of them compiles. Returns
+    the number of variants compiled now.
     """
-    key = (
-        x.shape[1], tuple(t.shape[1] for t in b), a[0].shape[0], a[0].shape[1], x.dtype,
-        y.dtype, add_inputs, x.device.index,
-    )  # fmt: skip
+    key = (a[0].data_ptr(), x.device.index or 0)
     if key in _PRECOMPILED:
         return 0
     _PRECOMPILED.add(key)
+    variants = _variant_cache(_compiled_kernel())
+    before = len(variants) if variants is not None else 0
     began = time.perf_counter()
     for bucket in PREFILL_BUCKETS:
         _launch(
             y, x, a, b, tiles_by_block_m, counters, 1.0, 0, add_inputs, None, None, 0, None,
             bucket, compile_only=True,
         )  # fmt: skip
-    logger.info(
-        "fused LoRA kernel: %d prefill variants for K=%d N=%s compiled in %.1f s",
-        len(PREFILL_BUCKETS),
-        x.shape[1],
-        key[1],
-        time.perf_counter() - began,
-    )
-    return len(PREFILL_BUCKETS)
+    compiled = len(variants) - before if variants is not None else len(PREFILL_BUCKETS)
+    if compiled:
+        logger.info(
+            "fused LoRA kernel: %d prefill variants for K=%d N=%s compiled in %.1f s",
+            compiled,
+            x.shape[1],
+            [t.shape[1] for t in b],
+            time.perf_counter() - began,
+        )
+    return compiled
 
 
 def _variant_cache(kernel: Any) -> dict[str, Any] | None:
