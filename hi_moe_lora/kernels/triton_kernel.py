@@ -98,6 +98,16 @@ def _mma(a, b, UPCAST_DOT: tl.constexpr):  # type: ignore[no-untyped-def]
     return tl.dot(a.to(b.dtype), b)
 
 
+def _rank_tile_offsets(  # type: ignore[no-untyped-def]
+    r0,
+    BLOCK_M: tl.constexpr,
+    BLOCK_R: tl.constexpr,
+    RANK_PAD: tl.constexpr,
+):
+    """Offsets of rank columns ``r0 .. r0 + BLOCK_R`` in a ``BLOCK_M x RANK_PAD`` scratch tile."""
+    return tl.arange(0, BLOCK_M)[:, None] * RANK_PAD + r0 + tl.arange(0, BLOCK_R)[None, :]
+
+
 def _sum_partials(  # type: ignore[no-untyped-def]
     part_ptr,
     pair,
@@ -108,7 +118,7 @@ def _sum_partials(  # type: ignore[no-untyped-def]
     RANK_PAD: tl.constexpr,
 ):
     """Rank columns ``r0 .. r0 + BLOCK_R`` of a pair's shrink, its K chunks summed in order."""
-    offs = tl.arange(0, BLOCK_M)[:, None] * RANK_PAD + r0 + tl.arange(0, BLOCK_R)[None, :]
+    offs = _rank_tile_offsets(r0, BLOCK_M, BLOCK_R, RANK_PAD)
     summed = tl.full((BLOCK_M, BLOCK_R), 0.0, tl.float32)
     first = pair.to(tl.int64) * K_SPLIT
     for i in tl.static_range(K_SPLIT):
@@ -135,7 +145,7 @@ def _intermediate(  # type: ignore[no-untyped-def]
     if REDUCE_IN_EXPAND:
         summed = _sum_partials(part_ptr, pair, r0, K_SPLIT, BLOCK_M, BLOCK_R, RANK_PAD)
         return (summed * scale).to(inter_ptr.dtype.element_ty)
-    offs = tl.arange(0, BLOCK_M)[:, None] * RANK_PAD + r0 + tl.arange(0, BLOCK_R)[None, :]
+    offs = _rank_tile_offsets(r0, BLOCK_M, BLOCK_R, RANK_PAD)
     return tl.load(
         inter_ptr + pair.to(tl.int64) * (BLOCK_M * RANK_PAD) + offs, cache_modifier=".cg"
     )
@@ -225,25 +235,18 @@ def _shrink_job(  # type: ignore[no-untyped-def]
     slot, tok64, m_mask, rank, n_chunks = _tile_record(
         tiles_ptr, mt, m_rows, min_rank, BLOCK_M, BLOCK_R
     )
-    tile_offs = tl.arange(0, BLOCK_M)[:, None] * RANK_PAD + tl.arange(0, BLOCK_R)[None, :]
+    tile_offs = _rank_tile_offsets(0, BLOCK_M, BLOCK_R, RANK_PAD)
     a_base = tl.where(s == 2, a2_ptr, tl.where(s == 1, a1_ptr, a0_ptr)) + slot * a_slot_stride
     part_base = part_ptr + job.to(tl.int64) * (BLOCK_M * RANK_PAD)
-    # Rank chunks unrolled, those past the first guarded by the real rank, on a path of their
-    # own: a loop would hoist the chunk-invariant pointer tensors out of it and spill them, and
-    # so would sharing them with the one-chunk path (a rank-16 adapter under any max rank).
-    if n_chunks == 1:
-        _shrink_chunk(
-            x_ptr, a_base, part_base + tile_offs, tok64, m_mask, rank, ks, k_dim, stride_xm,
-            stride_xk, a_row_stride, 0, K_ITERS, BLOCK_M, BLOCK_K, BLOCK_R, UPCAST_DOT,
-        )  # fmt: skip
-    else:
-        for rc in tl.static_range(RANK_PAD // BLOCK_R):
-            if rc < n_chunks:
-                _shrink_chunk(
-                    x_ptr, a_base, part_base + tile_offs, tok64, m_mask, rank, ks, k_dim,
-                    stride_xm, stride_xk, a_row_stride, rc * BLOCK_R, K_ITERS, BLOCK_M,
-                    BLOCK_K, BLOCK_R, UPCAST_DOT,
-                )  # fmt: skip
+    # Rank chunks unrolled and guarded by the real rank (at least one chunk runs): a loop would
+    # hoist the chunk-invariant pointer tensors out of it and spill them.
+    for rc in tl.static_range(RANK_PAD // BLOCK_R):
+        if rc < n_chunks:
+            _shrink_chunk(
+                x_ptr, a_base, part_base + tile_offs, tok64, m_mask, rank, ks, k_dim, stride_xm,
+                stride_xk, a_row_stride, rc * BLOCK_R, K_ITERS, BLOCK_M, BLOCK_K, BLOCK_R,
+                UPCAST_DOT,
+            )  # fmt: skip
     # All threads' stores before the (single-thread) release of the arrival.
     tl.debug_barrier()
     arrived = tl.atomic_add(arrive_ptr + pair, 1, sem="acq_rel")
@@ -493,6 +496,7 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
 _DEVICE_FUNCTIONS = (
     _tile_record,
     _mma,
+    _rank_tile_offsets,
     _sum_partials,
     _intermediate,
     _shrink_chunk,
