@@ -4,10 +4,9 @@ Everything here depends only on values that are fixed when a CUDA graph is captu
 of token rows ``m`` of the call, the input width ``k``, the output widths of the slices and the
 padded rank), never on the per-step data, so a captured launch stays valid on every replay.
 
-Decode-sized calls take an adapter's rank in steps of :data:`RANK_CHUNK` rows, as many as its
-real rank needs (read from the work list on the device): their tiles are the same under
-``--max-lora-rank 64`` as under 16, and a rank-16 adapter costs the same under either.
-Prefill-sized calls take the whole padded rank in one step.
+Every call takes an adapter of rank at most :data:`RANK_CHUNK` at that narrow width and a wider
+one at the whole padded rank (chosen per token tile on the device from the work list): a
+rank-16 adapter costs the same under ``--max-lora-rank 64`` as under 16.
 
 The kernel splits the shrink over the input width: a shrink job reduces ``k_chunk`` columns
 (``k_iters`` iterations of ``block_k``), so a decode-sized call spreads the read of A over many
@@ -32,10 +31,10 @@ PREFILL_BUCKETS = (256, 1024, 4096, 16384)
 MAX_K_SPLIT = 32
 #: Token tiles (upper bound) from which a decode-sized call uses wider K chunks.
 MANY_TILES = 8
-#: Padded max rank from which decode-sized calls take the tiles for several rank chunks.
+#: Padded max rank from which decode-sized calls take the tiles sized for the wide path.
 WIDE_RANK_PAD = 64
-#: Rank rows per step at decode sizes: an adapter costs ``ceil(rank / RANK_CHUNK)`` steps, so
-#: one compiled kernel serves every real rank and the tiles do not grow with ``max_lora_rank``.
+#: Narrow rank width at decode sizes: adapters up to this rank are taken at it whatever
+#: ``max_lora_rank``; wider ones at the whole padded rank.
 RANK_CHUNK = 16
 
 
@@ -50,6 +49,8 @@ class TileConfig:
     block_m: int
     block_n: int
     block_k: int
+    #: Narrow rank width: tiles whose adapter's rank fits take this many rank rows, the others
+    #: the whole ``rank_pad`` (equal to it: one width).
     block_r: int
     k_iters: int
     n_group: int
@@ -98,8 +99,7 @@ def _decode_block_n(m: int, n_total: int) -> int:
     Each expand job pays a fixed chain of dependent round trips (ticket, tile record, wait for
     the shrink), so jobs are few and wide: at most :data:`DECODE_EXPAND_JOBS` per token tile,
     capped at 512 columns (256 for calls of under 16 tokens, where the narrower tile measured
-    faster). The rank is taken in :data:`RANK_CHUNK` steps, so the B tile of a step stays
-    ``RANK_CHUNK x block_n`` whatever the adapter's rank.
+    faster).
     """
     cap = 512 if m >= BLOCK_M_SMALL else 256
     block_n = 64
@@ -117,8 +117,6 @@ def choose_config(
     rank_pad = padded_rank(max_rank)
     block_m = block_m_for(m)
     if block_m == BLOCK_M_SMALL:
-        # Rank in chunks: the tiles are those of a rank-16 adapter whatever ``max_lora_rank``.
-        block_r = RANK_CHUNK
         # One iteration per shrink job. Chunks of 256 (512 for very wide inputs) measured best
         # on an H100; fewer, wider chunks lengthen each job's serial dot, more add partials.
         # With many token tiles there is parallelism enough: wider chunks, fewer partials
@@ -129,19 +127,19 @@ def choose_config(
             block_k *= 2
         warps = 4
         if rank_pad >= WIDE_RANK_PAD:
-            # The guarded rank chunks past the first raise register pressure: twice the warps,
-            # and K chunks of at most 512 (an H100 sweep of down, gate_up and o at M = 16/64,
-            # ranks 16 and 64 under max rank 64: faster by 10-40 % in all but one case,
-            # where it was level).
+            # The wide path's tiles raise register pressure: twice the warps, and K chunks of
+            # at most 512 (an H100 sweep of down, gate_up and o at M = 16/64, ranks 16 and 64
+            # under max rank 64, with rank chunks: faster by 10-40 % in all but one case, where
+            # it was level; to be re-swept for the wide path).
             warps = 8
             block_k = min(block_k, 512)
         while -(-k // block_k) > MAX_K_SPLIT:
             block_k *= 2
         block_n = _decode_block_n(m, n_total)
-        return TileConfig(block_m, block_n, block_k, block_r, 1, 1, warps, 1, rank_pad)
-    # Prefill: the whole padded rank in one step (the expand tiles' groups share it).
-    block_r = rank_pad
-    block_k = 64 if block_r >= 64 else 128
+        return TileConfig(block_m, block_n, block_k, RANK_CHUNK, 1, 1, warps, 1, rank_pad)
+    # Prefill: the expand tiles' groups share the tile's intermediate; the K block is sized
+    # for the wide path's A tiles.
+    block_k = 64 if rank_pad >= 64 else 128
     # Bucket the token count so that a server meets few compiled variants (each new one is a
     # JIT compile during serving).
     bucket = next((b for b in PREFILL_BUCKETS if m <= b), PREFILL_BUCKETS[-1])
@@ -154,4 +152,4 @@ def choose_config(
     n_group = 1
     while n_group < 4 and m_tiles * (-(-n_tiles // (n_group * 2))) >= 2 * max(num_sms, 1):
         n_group *= 2
-    return TileConfig(block_m, block_n, block_k, block_r, k_iters, n_group, 4, 3, rank_pad)
+    return TileConfig(block_m, block_n, block_k, RANK_CHUNK, k_iters, n_group, 4, 3, rank_pad)

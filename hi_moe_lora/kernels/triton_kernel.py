@@ -9,9 +9,10 @@ included. Its programs take jobs from a ticket counter, in this order:
 2. expand jobs, one per (token tile, output tile group): load B and y first, wait for the
    pair, sum its partials in a fixed order (deterministic, no float atomics), scale, round to
    the weights' dtype, multiply by ``B[slot]`` and add into ``y``.
-Both take the adapter's rank in chunks of ``BLOCK_R`` rows, as many as its real rank needs (read
-from the tile record): a rank-16 adapter costs one chunk under any ``max_lora_rank``, and the
-rank-sized scratch tiles are ``RANK_PAD`` (the padded maximum) wide.
+Both take a tile's adapter at one of two rank widths, chosen per tile from its real rank (read
+from the tile record): ``BLOCK_R`` rows when the rank fits (a rank-16 adapter costs the same
+under any ``max_lora_rank``), else the whole padded rank ``RANK_PAD`` in one step, its loads
+issued together. The rank-sized scratch tiles are ``RANK_PAD`` wide.
 When re-reading the partials in every expand job would cost too much (wide layers at high rank),
 the shrink job that arrives last sums them once into a rank-sized intermediate and raises the
 pair's ready flag instead (``REDUCE_IN_EXPAND`` off).
@@ -70,14 +71,11 @@ def _tile_record(  # type: ignore[no-untyped-def]
     m_rows,
     min_rank,
     BLOCK_M: tl.constexpr,
-    BLOCK_R: tl.constexpr,
 ):
-    """Slot, token rows, row mask, rank and rank-chunk count of token tile ``mt``, in one round
-    trip.
+    """Slot, token rows, row mask and rank of token tile ``mt``, in one round trip.
 
     Every record holds ``BLOCK_M`` token rows (unused ones are row 0), so the rows are loaded
-    unmasked, side by side with the length, instead of after it. An adapter takes
-    ``ceil(rank / BLOCK_R)`` rank chunks, at least one (a rank-0 slot yields zeros).
+    unmasked, side by side with the length, instead of after it.
     """
     rec = tiles_ptr + 1 + mt * (3 + BLOCK_M)
     offs_m = tl.arange(0, BLOCK_M)
@@ -87,8 +85,7 @@ def _tile_record(  # type: ignore[no-untyped-def]
     tok = tl.load(rec + 3 + offs_m)
     rank = tl.where(rank < min_rank, min_rank, rank)
     m_mask = (offs_m < count) & (tok < m_rows)
-    n_chunks = tl.maximum((rank + BLOCK_R - 1) // BLOCK_R, 1)
-    return slot.to(tl.int64), tok.to(tl.int64), m_mask, rank, n_chunks
+    return slot.to(tl.int64), tok.to(tl.int64), m_mask, rank
 
 
 def _mma(a, b, UPCAST_DOT: tl.constexpr):  # type: ignore[no-untyped-def]
@@ -99,27 +96,25 @@ def _mma(a, b, UPCAST_DOT: tl.constexpr):  # type: ignore[no-untyped-def]
 
 
 def _rank_tile_offsets(  # type: ignore[no-untyped-def]
-    r0,
     BLOCK_M: tl.constexpr,
-    BLOCK_R: tl.constexpr,
+    R: tl.constexpr,
     RANK_PAD: tl.constexpr,
 ):
-    """Offsets of rank columns ``r0 .. r0 + BLOCK_R`` in a ``BLOCK_M x RANK_PAD`` scratch tile."""
-    return tl.arange(0, BLOCK_M)[:, None] * RANK_PAD + r0 + tl.arange(0, BLOCK_R)[None, :]
+    """Offsets of rank columns ``0 .. R`` in a ``BLOCK_M x RANK_PAD`` scratch tile."""
+    return tl.arange(0, BLOCK_M)[:, None] * RANK_PAD + tl.arange(0, R)[None, :]
 
 
 def _sum_partials(  # type: ignore[no-untyped-def]
     part_ptr,
     pair,
-    r0,
     K_SPLIT: tl.constexpr,
     BLOCK_M: tl.constexpr,
-    BLOCK_R: tl.constexpr,
+    R: tl.constexpr,
     RANK_PAD: tl.constexpr,
 ):
-    """Rank columns ``r0 .. r0 + BLOCK_R`` of a pair's shrink, its K chunks summed in order."""
-    offs = _rank_tile_offsets(r0, BLOCK_M, BLOCK_R, RANK_PAD)
-    summed = tl.full((BLOCK_M, BLOCK_R), 0.0, tl.float32)
+    """Rank columns ``0 .. R`` of a pair's shrink, its K chunks summed in order."""
+    offs = _rank_tile_offsets(BLOCK_M, R, RANK_PAD)
+    summed = tl.full((BLOCK_M, R), 0.0, tl.float32)
     first = pair.to(tl.int64) * K_SPLIT
     for i in tl.static_range(K_SPLIT):
         summed += tl.load(
@@ -132,29 +127,27 @@ def _intermediate(  # type: ignore[no-untyped-def]
     part_ptr,
     inter_ptr,
     pair,
-    r0,
     scale,
     K_SPLIT: tl.constexpr,
     BLOCK_M: tl.constexpr,
-    BLOCK_R: tl.constexpr,
+    R: tl.constexpr,
     RANK_PAD: tl.constexpr,
     REDUCE_IN_EXPAND: tl.constexpr,
 ):
-    """Rank columns ``r0 .. r0 + BLOCK_R`` of a pair's scaled intermediate, in the weights'
-    dtype: summed here from the partials, or loaded as the reducing shrink job stored it."""
+    """Rank columns ``0 .. R`` of a pair's scaled intermediate, in the weights' dtype: summed
+    here from the partials, or loaded as the reducing shrink job stored it."""
     if REDUCE_IN_EXPAND:
-        summed = _sum_partials(part_ptr, pair, r0, K_SPLIT, BLOCK_M, BLOCK_R, RANK_PAD)
+        summed = _sum_partials(part_ptr, pair, K_SPLIT, BLOCK_M, R, RANK_PAD)
         return (summed * scale).to(inter_ptr.dtype.element_ty)
-    offs = _rank_tile_offsets(r0, BLOCK_M, BLOCK_R, RANK_PAD)
+    offs = _rank_tile_offsets(BLOCK_M, R, RANK_PAD)
     return tl.load(
         inter_ptr + pair.to(tl.int64) * (BLOCK_M * RANK_PAD) + offs, cache_modifier=".cg"
     )
 
 
-def _shrink_chunk(  # type: ignore[no-untyped-def]
+def _shrink_partial(  # type: ignore[no-untyped-def]
     x_ptr,
     a_base,
-    out_ptrs,
     tok64,
     m_mask,
     rank,
@@ -163,18 +156,17 @@ def _shrink_chunk(  # type: ignore[no-untyped-def]
     stride_xm,
     stride_xk,
     a_row_stride,
-    r0,
     K_ITERS: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_K: tl.constexpr,
-    BLOCK_R: tl.constexpr,
+    R: tl.constexpr,
     UPCAST_DOT: tl.constexpr,
 ):
-    """Rank rows ``r0 .. r0 + BLOCK_R`` (below ``rank``) of a shrink job's float32 partial over
-    K chunk ``ks``, stored at ``out_ptrs + r0``."""
-    rows = r0 + tl.arange(0, BLOCK_R)
+    """Rank rows ``0 .. R`` (zero from ``rank`` on) of ``x @ A[slot].T`` over K chunk ``ks``,
+    in float32."""
+    rows = tl.arange(0, R)
     offs_kb = tl.arange(0, BLOCK_K)
-    acc = tl.full((BLOCK_M, BLOCK_R), 0.0, tl.float32)
+    acc = tl.full((BLOCK_M, R), 0.0, tl.float32)
     for it in range(K_ITERS):
         offs_k = ks * (BLOCK_K * K_ITERS) + it * BLOCK_K + offs_kb
         k_mask = offs_k < k_dim
@@ -189,103 +181,68 @@ def _shrink_chunk(  # type: ignore[no-untyped-def]
             other=0.0,
         )
         acc += _mma(xt, at, UPCAST_DOT)
-    tl.store(out_ptrs + r0, acc)
+    return acc
 
 
 def _shrink_job(  # type: ignore[no-untyped-def]
     job,
+    pair,
+    ks,
+    s,
+    slot,
+    tok64,
+    m_mask,
+    rank,
     x_ptr,
     a0_ptr,
     a1_ptr,
     a2_ptr,
-    tiles_ptr,
     part_ptr,
     inter_ptr,
     arrive_ptr,
     ready_ptr,
-    m_rows,
     k_dim,
     stride_xm,
     stride_xk,
     a_slot_stride,
     a_row_stride,
-    min_rank,
     scale,
-    NUM_SLICES: tl.constexpr,
     K_SPLIT: tl.constexpr,
     K_ITERS: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_K: tl.constexpr,
-    BLOCK_R: tl.constexpr,
+    R: tl.constexpr,
     RANK_PAD: tl.constexpr,
     REDUCE_IN_EXPAND: tl.constexpr,
     UPCAST_DOT: tl.constexpr,
 ):
-    """One shrink job: the float32 partial of ``x @ A[slot].T`` over one K chunk of a pair,
-    one rank chunk after the other (only the adapter's real rank is read).
+    """One shrink job at rank width ``R``: the float32 partial of ``x @ A[slot].T`` over one K
+    chunk of a pair (only the adapter's real rank is read).
 
     Stores the partial and counts its arrival; with ``REDUCE_IN_EXPAND`` off, the job that
     arrives last sums the pair's partials into the rank-sized intermediate and raises the pair's
     ready flag.
     """
-    pair = job // K_SPLIT
-    ks = job - pair * K_SPLIT
-    mt = pair // NUM_SLICES
-    s = pair - mt * NUM_SLICES
-    slot, tok64, m_mask, rank, n_chunks = _tile_record(
-        tiles_ptr, mt, m_rows, min_rank, BLOCK_M, BLOCK_R
-    )
-    tile_offs = _rank_tile_offsets(0, BLOCK_M, BLOCK_R, RANK_PAD)
     a_base = tl.where(s == 2, a2_ptr, tl.where(s == 1, a1_ptr, a0_ptr)) + slot * a_slot_stride
-    part_base = part_ptr + job.to(tl.int64) * (BLOCK_M * RANK_PAD)
-    # Rank chunks unrolled and guarded by the real rank (at least one chunk runs): a loop would
-    # hoist the chunk-invariant pointer tensors out of it and spill them.
-    for rc in tl.static_range(RANK_PAD // BLOCK_R):
-        if rc < n_chunks:
-            _shrink_chunk(
-                x_ptr, a_base, part_base + tile_offs, tok64, m_mask, rank, ks, k_dim, stride_xm,
-                stride_xk, a_row_stride, rc * BLOCK_R, K_ITERS, BLOCK_M, BLOCK_K, BLOCK_R,
-                UPCAST_DOT,
-            )  # fmt: skip
+    acc = _shrink_partial(
+        x_ptr, a_base, tok64, m_mask, rank, ks, k_dim, stride_xm, stride_xk, a_row_stride,
+        K_ITERS, BLOCK_M, BLOCK_K, R, UPCAST_DOT,
+    )  # fmt: skip
+    offs = _rank_tile_offsets(BLOCK_M, R, RANK_PAD)
+    tl.store(part_ptr + job.to(tl.int64) * (BLOCK_M * RANK_PAD) + offs, acc)
     # All threads' stores before the (single-thread) release of the arrival.
     tl.debug_barrier()
     arrived = tl.atomic_add(arrive_ptr + pair, 1, sem="acq_rel")
     if not REDUCE_IN_EXPAND:  # noqa: SIM102  (constexpr guard; Triton has no `and`)
         if arrived == K_SPLIT - 1:
             tl.debug_barrier()
-            inter_base = inter_ptr + pair.to(tl.int64) * (BLOCK_M * RANK_PAD)
-            for rc in tl.static_range(RANK_PAD // BLOCK_R):
-                if rc < n_chunks:
-                    summed = _sum_partials(
-                        part_ptr, pair, rc * BLOCK_R, K_SPLIT, BLOCK_M, BLOCK_R, RANK_PAD
-                    )
-                    tl.store(
-                        inter_base + rc * BLOCK_R + tile_offs,
-                        (summed * scale).to(inter_ptr.dtype.element_ty),
-                    )
+            summed = _sum_partials(part_ptr, pair, K_SPLIT, BLOCK_M, R, RANK_PAD)
+            tl.store(
+                inter_ptr + pair.to(tl.int64) * (BLOCK_M * RANK_PAD) + offs,
+                (summed * scale).to(inter_ptr.dtype.element_ty),
+            )
             tl.debug_barrier()
             tl.atomic_xchg(ready_ptr + pair, 1, sem="release")
-
-
-def _b_tile(  # type: ignore[no-untyped-def]
-    b_base,
-    r0,
-    rank,
-    col0,
-    n_s,
-    b_row_stride,
-    BLOCK_N: tl.constexpr,
-    BLOCK_R: tl.constexpr,
-):
-    """``B[slot]``'s tile: rank rows ``r0 .. r0 + BLOCK_R`` (below ``rank``), slice columns
-    ``col0 .. col0 + BLOCK_N``."""
-    offs_n = col0 + tl.arange(0, BLOCK_N)
-    rows = r0 + tl.arange(0, BLOCK_R)
-    return tl.load(
-        b_base + offs_n[None, :] * b_row_stride + rows[:, None],
-        mask=(rows < rank)[:, None] & (offs_n < n_s)[None, :],
-        other=0.0,
-    )
 
 
 def _output_tile(  # type: ignore[no-untyped-def]
@@ -302,17 +259,22 @@ def _output_tile(  # type: ignore[no-untyped-def]
     b_row_stride,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
-    BLOCK_R: tl.constexpr,
+    R: tl.constexpr,
     ADD_INPUTS: tl.constexpr,
 ):
     """Operands of one expand output tile: slice columns ``col0 .. col0 + BLOCK_N``.
 
-    Returns ``B[slot]``'s first rank chunk of the tile and ``y``'s values (zeros in write-only
-    mode, where they are not added).
+    Returns ``B[slot]``'s tile (rank rows ``0 .. R``, zero from ``rank`` on) and ``y``'s values
+    (zeros in write-only mode, where they are not added).
     """
-    bt = _b_tile(b_base, 0, rank, col0, n_s, b_row_stride, BLOCK_N, BLOCK_R)
+    offs_n = col0 + tl.arange(0, BLOCK_N)
+    rows = tl.arange(0, R)
+    bt = tl.load(
+        b_base + offs_n[None, :] * b_row_stride + rows[:, None],
+        mask=(rows < rank)[:, None] & (offs_n < n_s)[None, :],
+        other=0.0,
+    )
     if ADD_INPUTS:
-        offs_n = col0 + tl.arange(0, BLOCK_N)
         y_old = tl.load(
             y_ptr + tok64[:, None] * stride_ym + (y_col + offs_n)[None, :] * stride_yn,
             mask=m_mask[:, None] & (offs_n < n_s)[None, :],
@@ -348,6 +310,151 @@ def _store_output(  # type: ignore[no-untyped-def]
         out.to(y_ptr.dtype.element_ty),
         mask=m_mask[:, None] & (col0 + cols < n_s)[None, :],
     )
+
+
+def _expand_job(  # type: ignore[no-untyped-def]
+    pair,
+    local,
+    slot,
+    tok64,
+    m_mask,
+    rank,
+    n_s,
+    y_col,
+    b_slice,
+    y_ptr,
+    part_ptr,
+    inter_ptr,
+    arrive_ptr,
+    ready_ptr,
+    stride_ym,
+    stride_yn,
+    b_row_stride,
+    scale,
+    K_SPLIT: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    R: tl.constexpr,
+    RANK_PAD: tl.constexpr,
+    N_GROUP: tl.constexpr,
+    REDUCE_IN_EXPAND: tl.constexpr,
+    ADD_INPUTS: tl.constexpr,
+    UPCAST_DOT: tl.constexpr,
+):
+    """One expand job at rank width ``R``: ``N_GROUP`` output tiles of ``y += inter @ B[slot]``
+    for group ``local`` of a pair's slice."""
+    b_base = b_slice + slot * n_s * b_row_stride
+    span = BLOCK_N * N_GROUP
+    # The first output tile's B and y do not depend on the shrink: load them first.
+    bt, y_old = _output_tile(
+        y_ptr, b_base, tok64, m_mask, rank, local * span, n_s, y_col, stride_ym, stride_yn,
+        b_row_stride, BLOCK_M, BLOCK_N, R, ADD_INPUTS,
+    )  # fmt: skip
+    # Wait for the pair's shrink: its K_SPLIT arrivals, or the reducing job's flag. Tickets
+    # are handed out in order, so every shrink job is held by a running program by now: the
+    # wait ends whatever the grid or the occupancy.
+    if REDUCE_IN_EXPAND:
+        flag_ptr = arrive_ptr + pair
+        want = K_SPLIT
+    else:
+        flag_ptr = ready_ptr + pair
+        want = 1
+    seen = tl.atomic_add(flag_ptr, 0, sem="acquire")
+    while seen < want:
+        seen = tl.atomic_add(flag_ptr, 0, sem="acquire")
+    tl.debug_barrier()
+    inter = _intermediate(
+        part_ptr, inter_ptr, pair, scale, K_SPLIT, BLOCK_M, R, RANK_PAD, REDUCE_IN_EXPAND
+    )
+    for g in tl.static_range(N_GROUP):
+        col0 = local * span + g * BLOCK_N
+        if g > 0:
+            bt, y_old = _output_tile(
+                y_ptr, b_base, tok64, m_mask, rank, col0, n_s, y_col, stride_ym, stride_yn,
+                b_row_stride, BLOCK_M, BLOCK_N, R, ADD_INPUTS,
+            )  # fmt: skip
+        out = _mma(inter, bt, UPCAST_DOT)
+        if ADD_INPUTS:
+            out += y_old.to(tl.float32)
+        _store_output(y_ptr, out, tok64, m_mask, col0, n_s, y_col, stride_ym, stride_yn, BLOCK_N)
+
+
+def _job(  # type: ignore[no-untyped-def]
+    job,
+    mt,
+    n_shrink,
+    n_items,
+    t0,
+    t1,
+    n0,
+    n1,
+    n2,
+    slot,
+    tok64,
+    m_mask,
+    rank,
+    x_ptr,
+    y_ptr,
+    a0_ptr,
+    a1_ptr,
+    a2_ptr,
+    b0_ptr,
+    b1_ptr,
+    b2_ptr,
+    part_ptr,
+    inter_ptr,
+    arrive_ptr,
+    ready_ptr,
+    k_dim,
+    stride_xm,
+    stride_xk,
+    stride_ym,
+    stride_yn,
+    a_slot_stride,
+    a_row_stride,
+    b_row_stride,
+    y_col_offset,
+    scale,
+    NUM_SLICES: tl.constexpr,
+    K_SPLIT: tl.constexpr,
+    K_ITERS: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    R: tl.constexpr,
+    RANK_PAD: tl.constexpr,
+    N_GROUP: tl.constexpr,
+    REDUCE_IN_EXPAND: tl.constexpr,
+    ADD_INPUTS: tl.constexpr,
+    UPCAST_DOT: tl.constexpr,
+):
+    """Ticket ``job`` (of token tile ``mt``) at rank width ``R``: a shrink job, or an expand
+    job past ``n_shrink``."""
+    if job < n_shrink:
+        pair = job // K_SPLIT
+        ks = job - pair * K_SPLIT
+        s = pair % NUM_SLICES
+        _shrink_job(
+            job, pair, ks, s, slot, tok64, m_mask, rank, x_ptr, a0_ptr, a1_ptr, a2_ptr,
+            part_ptr, inter_ptr, arrive_ptr, ready_ptr, k_dim, stride_xm, stride_xk,
+            a_slot_stride, a_row_stride, scale, K_SPLIT, K_ITERS, BLOCK_M, BLOCK_K, R,
+            RANK_PAD, REDUCE_IN_EXPAND, UPCAST_DOT,
+        )  # fmt: skip
+    else:
+        item = job - n_shrink - mt * n_items
+        in1 = item >= t0
+        in2 = item >= t0 + t1
+        s = in1.to(tl.int32) + in2.to(tl.int32)
+        n_s = tl.where(in2, n2, tl.where(in1, n1, n0))
+        col_base = tl.where(in2, n0 + n1, tl.where(in1, n0, 0))
+        local = item - tl.where(in2, t0 + t1, tl.where(in1, t0, 0))
+        b_slice = tl.where(in2, b2_ptr, tl.where(in1, b1_ptr, b0_ptr))
+        _expand_job(
+            mt * NUM_SLICES + s, local, slot, tok64, m_mask, rank, n_s, y_col_offset + col_base,
+            b_slice, y_ptr, part_ptr, inter_ptr, arrive_ptr, ready_ptr, stride_ym, stride_yn,
+            b_row_stride, scale, K_SPLIT, BLOCK_M, BLOCK_N, R, RANK_PAD, N_GROUP,
+            REDUCE_IN_EXPAND, ADD_INPUTS, UPCAST_DOT,
+        )  # fmt: skip
 
 
 def _fused_lora_kernel(  # type: ignore[no-untyped-def]
@@ -407,79 +514,40 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
     job = tl.atomic_add(ctr_ptr, 1)
 
     while job < total:
-        if job < n_shrink:
-            _shrink_job(
-                job, x_ptr, a0_ptr, a1_ptr, a2_ptr, tiles_ptr, part_ptr, inter_ptr, arrive_ptr,
-                ready_ptr, m_rows, k_dim, stride_xm, stride_xk, a_slot_stride,
-                a_row_stride, min_rank, scale, NUM_SLICES, K_SPLIT, K_ITERS, BLOCK_M, BLOCK_K,
-                BLOCK_R, RANK_PAD, REDUCE_IN_EXPAND, UPCAST_DOT,
-            )  # fmt: skip
-        else:
-            e = job - n_shrink
-            mt = e // n_items
-            item = e - mt * n_items
-            in1 = item >= t0
-            in2 = item >= t0 + t1
-            s = in1.to(tl.int32) + in2.to(tl.int32)
-            pair = mt * NUM_SLICES + s
-            slot, tok64, m_mask, rank, n_chunks = _tile_record(
-                tiles_ptr, mt, m_rows, min_rank, BLOCK_M, BLOCK_R
-            )
-            n_s = tl.where(in2, n2, tl.where(in1, n1, n0))
-            col_base = tl.where(in2, n0 + n1, tl.where(in1, n0, 0))
-            local = item - tl.where(in2, t0 + t1, tl.where(in1, t0, 0))
-            b_slice = tl.where(in2, b2_ptr, tl.where(in1, b1_ptr, b0_ptr))
-            b_base = b_slice + slot * n_s * b_row_stride
-            y_col = y_col_offset + col_base
-            # The first output tile's B (first rank chunk) and y do not depend on the shrink:
-            # load them first.
-            bt, y_old = _output_tile(
-                y_ptr, b_base, tok64, m_mask, rank, local * span, n_s, y_col, stride_ym,
-                stride_yn, b_row_stride, BLOCK_M, BLOCK_N, BLOCK_R, ADD_INPUTS,
-            )  # fmt: skip
-            # Wait for the pair's shrink: its K_SPLIT arrivals, or the reducing job's flag.
-            # Tickets are handed out in order, so every shrink job is held by a running
-            # program by now: the wait ends whatever the grid or the occupancy.
-            if REDUCE_IN_EXPAND:
-                flag_ptr = arrive_ptr + pair
-                want = K_SPLIT
+        mt = tl.where(job < n_shrink, job // (K_SPLIT * NUM_SLICES), (job - n_shrink) // n_items)
+        slot, tok64, m_mask, rank = _tile_record(tiles_ptr, mt, m_rows, min_rank, BLOCK_M)
+        # A tile's adapter is taken at the narrow width (BLOCK_R rank rows) when its rank fits,
+        # else at the whole padded rank: a rank-16 adapter costs the same under any
+        # max_lora_rank, and a wider one's loads are issued together (not one chunk after the
+        # other). The shrink and expand jobs of a pair read the same record, so agree.
+        if RANK_PAD > BLOCK_R:
+            if rank > BLOCK_R:
+                _job(
+                    job, mt, n_shrink, n_items, t0, t1, n0, n1, n2, slot, tok64, m_mask, rank,
+                    x_ptr, y_ptr, a0_ptr, a1_ptr, a2_ptr, b0_ptr, b1_ptr, b2_ptr, part_ptr,
+                    inter_ptr, arrive_ptr, ready_ptr, k_dim, stride_xm, stride_xk, stride_ym,
+                    stride_yn, a_slot_stride, a_row_stride, b_row_stride, y_col_offset, scale,
+                    NUM_SLICES, K_SPLIT, K_ITERS, BLOCK_M, BLOCK_N, BLOCK_K, RANK_PAD, RANK_PAD,
+                    N_GROUP, REDUCE_IN_EXPAND, ADD_INPUTS, UPCAST_DOT,
+                )  # fmt: skip
             else:
-                flag_ptr = ready_ptr + pair
-                want = 1
-            seen = tl.atomic_add(flag_ptr, 0, sem="acquire")
-            while seen < want:
-                seen = tl.atomic_add(flag_ptr, 0, sem="acquire")
-            tl.debug_barrier()
-            # The first rank chunk serves every output tile of the group; later chunks (ranks
-            # above BLOCK_R at decode sizes) are taken per tile.
-            inter = _intermediate(
-                part_ptr, inter_ptr, pair, 0, scale, K_SPLIT, BLOCK_M, BLOCK_R, RANK_PAD,
-                REDUCE_IN_EXPAND,
+                _job(
+                    job, mt, n_shrink, n_items, t0, t1, n0, n1, n2, slot, tok64, m_mask, rank,
+                    x_ptr, y_ptr, a0_ptr, a1_ptr, a2_ptr, b0_ptr, b1_ptr, b2_ptr, part_ptr,
+                    inter_ptr, arrive_ptr, ready_ptr, k_dim, stride_xm, stride_xk, stride_ym,
+                    stride_yn, a_slot_stride, a_row_stride, b_row_stride, y_col_offset, scale,
+                    NUM_SLICES, K_SPLIT, K_ITERS, BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_R, RANK_PAD,
+                    N_GROUP, REDUCE_IN_EXPAND, ADD_INPUTS, UPCAST_DOT,
+                )  # fmt: skip
+        else:
+            _job(
+                job, mt, n_shrink, n_items, t0, t1, n0, n1, n2, slot, tok64, m_mask, rank,
+                x_ptr, y_ptr, a0_ptr, a1_ptr, a2_ptr, b0_ptr, b1_ptr, b2_ptr, part_ptr,
+                inter_ptr, arrive_ptr, ready_ptr, k_dim, stride_xm, stride_xk, stride_ym,
+                stride_yn, a_slot_stride, a_row_stride, b_row_stride, y_col_offset, scale,
+                NUM_SLICES, K_SPLIT, K_ITERS, BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_R, RANK_PAD,
+                N_GROUP, REDUCE_IN_EXPAND, ADD_INPUTS, UPCAST_DOT,
             )  # fmt: skip
-            for g in tl.static_range(N_GROUP):
-                col0 = local * span + g * BLOCK_N
-                if g > 0:
-                    bt, y_old = _output_tile(
-                        y_ptr, b_base, tok64, m_mask, rank, col0, n_s, y_col, stride_ym,
-                        stride_yn, b_row_stride, BLOCK_M, BLOCK_N, BLOCK_R, ADD_INPUTS,
-                    )  # fmt: skip
-                out = _mma(inter, bt, UPCAST_DOT)
-                for rc in tl.static_range(1, RANK_PAD // BLOCK_R):
-                    if rc < n_chunks:
-                        bt_c = _b_tile(
-                            b_base, rc * BLOCK_R, rank, col0, n_s, b_row_stride, BLOCK_N,
-                            BLOCK_R,
-                        )  # fmt: skip
-                        inter_c = _intermediate(
-                            part_ptr, inter_ptr, pair, rc * BLOCK_R, scale, K_SPLIT, BLOCK_M,
-                            BLOCK_R, RANK_PAD, REDUCE_IN_EXPAND,
-                        )  # fmt: skip
-                        out += _mma(inter_c, bt_c, UPCAST_DOT)
-                if ADD_INPUTS:
-                    out += y_old.to(tl.float32)
-                _store_output(
-                    y_ptr, out, tok64, m_mask, col0, n_s, y_col, stride_ym, stride_yn, BLOCK_N
-                )
         job = tl.atomic_add(ctr_ptr, 1)
     # Every program takes exactly one ticket past the last job, after all of its own jobs, so
     # the holder of the very last ticket knows every job is done: it resets the counters.
@@ -499,11 +567,12 @@ _DEVICE_FUNCTIONS = (
     _rank_tile_offsets,
     _sum_partials,
     _intermediate,
-    _shrink_chunk,
+    _shrink_partial,
     _shrink_job,
-    _b_tile,
     _output_tile,
     _store_output,
+    _expand_job,
+    _job,
 )
 
 
@@ -764,7 +833,7 @@ def _launch(
     tile_elems = cfg.block_m * cfg.rank_pad
     if reduce_in_expand is None:
         # Expand jobs sum the partials themselves when that re-read stays small.
-        # (Counted for one rank chunk: the usual case, and the same choice whatever the
+        # (Counted at the narrow rank width: the usual case, and the same choice whatever the
         # padded rank.)
         chunk_elems = cfg.block_m * cfg.block_r
         reduce_in_expand = n_items * k_split * chunk_elems * 4 <= REDUCE_IN_EXPAND_BYTES

@@ -49,8 +49,8 @@ def test_decode_and_prefill_tiles() -> None:
 
 @pytest.mark.parametrize("m", [1, 16, 64])
 def test_decode_tiles_under_a_wide_max_rank(m: int) -> None:
-    """Under max rank 64 a decode call takes the rank in chunks of the same height and the
-    same output tiles as under 16; the extra chunks get more warps and K chunks of <= 512."""
+    """Under max rank 64 a decode call has the same narrow rank width and the same output
+    tiles as under 16; the wide path's tiles get more warps and K chunks of <= 512."""
     for k, n_total in ((4096, 6144), (4096, 4096), (4096, 28672), (14336, 4096)):
         low = choose_config(m, k, n_total, 16, 132, 16)
         high = choose_config(m, k, n_total, 64, 132, 16)
@@ -63,9 +63,9 @@ def test_decode_tiles_under_a_wide_max_rank(m: int) -> None:
         )
 
 
-def test_prefill_takes_the_padded_rank_at_once() -> None:
+def test_prefill_has_the_narrow_rank_width_under_a_wide_max_rank() -> None:
     cfg = choose_config(1024, 4096, 6144, 40, 132)
-    assert cfg.block_r == cfg.rank_pad == 64
+    assert (cfg.block_r, cfg.rank_pad) == (RANK_CHUNK, 64)
 
 
 def test_rejects_empty_problems() -> None:

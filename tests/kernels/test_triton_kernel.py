@@ -114,11 +114,14 @@ def test_write_only_mode_and_column_offset_leave_other_cells(device: str) -> Non
 
 
 @pytest.mark.parametrize("reduce_in_expand", [True, False])
-def test_ranks_in_chunks_with_a_partial_last_chunk(reduce_in_expand: bool, device: str) -> None:
-    """Rank 40 takes three 16-row chunks (the last one part-masked), rank 64 four, rank 8 one."""
-    m = 33
-    slots = _slots(m, "many", 3, seed=13)
-    p = make_problem(m, K, [40, 24], [40, 8, 64], slots, max_rank=64, device=device, seed=13)
+def test_narrow_and_wide_rank_widths_in_one_batch(reduce_in_expand: bool, device: str) -> None:
+    """Ranks 8 and 16 fit the narrow 16-row width; 17, 40 (part-masked) and 64 take the whole
+    padded rank of 64."""
+    m = 40
+    slots = _slots(m, "many", 5, seed=13)
+    p = make_problem(
+        m, K, [40, 24], [40, 8, 64, 16, 17], slots, max_rank=64, device=device, seed=13
+    )
     ref = lora_linear_reference(p.y, p.x, p.lora_a, p.lora_b, slots, 0.5)
     cfg = TileConfig(16, 32, 16, 16, 1, 1, 4, 1, 64)
     _run(p, 0.5, config=cfg, reduce_in_expand=reduce_in_expand)
