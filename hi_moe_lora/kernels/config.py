@@ -31,7 +31,7 @@ PREFILL_BUCKETS = (256, 1024, 4096, 16384)
 MAX_K_SPLIT = 32
 #: Token tiles (upper bound) from which a decode-sized call uses wider K chunks.
 MANY_TILES = 8
-#: Padded max rank from which decode-sized calls take the tiles sized for the wide path.
+#: Padded max rank from which decode-sized calls cap their K chunks for the wide path.
 WIDE_RANK_PAD = 64
 #: Narrow rank width at decode sizes: adapters up to this rank are taken at it whatever
 #: ``max_lora_rank``; wider ones at the whole padded rank.
@@ -125,18 +125,14 @@ def choose_config(
         block_k = 512 if k > 8192 else 256
         if tiles_ub >= MANY_TILES and k + n_total > 8192:
             block_k *= 2
-        warps = 4
         if rank_pad >= WIDE_RANK_PAD:
-            # The wide path's tiles raise register pressure: twice the warps, and K chunks of
-            # at most 512 (an H100 sweep of down, gate_up and o at M = 16/64, ranks 16 and 64
-            # under max rank 64, with rank chunks: faster by 10-40 % in all but one case, where
-            # it was level; to be re-swept for the wide path).
-            warps = 8
+            # K chunks of at most 512 keep the wide path's steps small (an H100 sweep of down,
+            # gate_up and o at M = 16/64, ranks 16 and 64 under max rank 64).
             block_k = min(block_k, 512)
         while -(-k // block_k) > MAX_K_SPLIT:
             block_k *= 2
         block_n = _decode_block_n(m, n_total)
-        return TileConfig(block_m, block_n, block_k, RANK_CHUNK, 1, 1, warps, 1, rank_pad)
+        return TileConfig(block_m, block_n, block_k, RANK_CHUNK, 1, 1, 4, 1, rank_pad)
     # Prefill: the expand tiles' groups share the tile's intermediate; the K block is sized
     # for the wide path's A tiles.
     block_k = 64 if rank_pad >= 64 else 128

@@ -96,24 +96,26 @@ def _mma(a, b, UPCAST_DOT: tl.constexpr):  # type: ignore[no-untyped-def]
 
 
 def _rank_tile_offsets(  # type: ignore[no-untyped-def]
+    r0,
     BLOCK_M: tl.constexpr,
     R: tl.constexpr,
     RANK_PAD: tl.constexpr,
 ):
-    """Offsets of rank columns ``0 .. R`` in a ``BLOCK_M x RANK_PAD`` scratch tile."""
-    return tl.arange(0, BLOCK_M)[:, None] * RANK_PAD + tl.arange(0, R)[None, :]
+    """Offsets of rank columns ``r0 .. r0 + R`` in a ``BLOCK_M x RANK_PAD`` scratch tile."""
+    return tl.arange(0, BLOCK_M)[:, None] * RANK_PAD + r0 + tl.arange(0, R)[None, :]
 
 
 def _sum_partials(  # type: ignore[no-untyped-def]
     part_ptr,
     pair,
+    r0,
     K_SPLIT: tl.constexpr,
     BLOCK_M: tl.constexpr,
     R: tl.constexpr,
     RANK_PAD: tl.constexpr,
 ):
-    """Rank columns ``0 .. R`` of a pair's shrink, its K chunks summed in order."""
-    offs = _rank_tile_offsets(BLOCK_M, R, RANK_PAD)
+    """Rank columns ``r0 .. r0 + R`` of a pair's shrink, its K chunks summed in order."""
+    offs = _rank_tile_offsets(r0, BLOCK_M, R, RANK_PAD)
     summed = tl.full((BLOCK_M, R), 0.0, tl.float32)
     first = pair.to(tl.int64) * K_SPLIT
     for i in tl.static_range(K_SPLIT):
@@ -127,6 +129,7 @@ def _intermediate(  # type: ignore[no-untyped-def]
     part_ptr,
     inter_ptr,
     pair,
+    r0,
     scale,
     K_SPLIT: tl.constexpr,
     BLOCK_M: tl.constexpr,
@@ -134,15 +137,46 @@ def _intermediate(  # type: ignore[no-untyped-def]
     RANK_PAD: tl.constexpr,
     REDUCE_IN_EXPAND: tl.constexpr,
 ):
-    """Rank columns ``0 .. R`` of a pair's scaled intermediate, in the weights' dtype: summed
-    here from the partials, or loaded as the reducing shrink job stored it."""
+    """Rank columns ``r0 .. r0 + R`` of a pair's scaled intermediate, in the weights' dtype:
+    summed here from the partials, or loaded as the reducing shrink job stored it."""
     if REDUCE_IN_EXPAND:
-        summed = _sum_partials(part_ptr, pair, K_SPLIT, BLOCK_M, R, RANK_PAD)
+        summed = _sum_partials(part_ptr, pair, r0, K_SPLIT, BLOCK_M, R, RANK_PAD)
         return (summed * scale).to(inter_ptr.dtype.element_ty)
-    offs = _rank_tile_offsets(BLOCK_M, R, RANK_PAD)
+    offs = _rank_tile_offsets(r0, BLOCK_M, R, RANK_PAD)
     return tl.load(
         inter_ptr + pair.to(tl.int64) * (BLOCK_M * RANK_PAD) + offs, cache_modifier=".cg"
     )
+
+
+def _shrink_step(  # type: ignore[no-untyped-def]
+    x_ptr,
+    a_base,
+    tok64,
+    m_mask,
+    rank,
+    offs_k,
+    k_dim,
+    stride_xm,
+    stride_xk,
+    a_row_stride,
+    R: tl.constexpr,
+    UPCAST_DOT: tl.constexpr,
+):
+    """``x @ A[slot].T`` over input columns ``offs_k``, rank rows ``0 .. R`` (zero from
+    ``rank`` on), in float32."""
+    rows = tl.arange(0, R)
+    k_mask = offs_k < k_dim
+    xt = tl.load(
+        x_ptr + tok64[:, None] * stride_xm + offs_k[None, :] * stride_xk,
+        mask=m_mask[:, None] & k_mask[None, :],
+        other=0.0,
+    )
+    at = tl.load(
+        a_base + rows[None, :] * a_row_stride + offs_k[:, None],
+        mask=(rows < rank)[None, :] & k_mask[:, None],
+        other=0.0,
+    )
+    return _mma(xt, at, UPCAST_DOT)
 
 
 def _shrink_partial(  # type: ignore[no-untyped-def]
@@ -160,27 +194,26 @@ def _shrink_partial(  # type: ignore[no-untyped-def]
     BLOCK_M: tl.constexpr,
     BLOCK_K: tl.constexpr,
     R: tl.constexpr,
+    UNROLL: tl.constexpr,
     UPCAST_DOT: tl.constexpr,
 ):
-    """Rank rows ``0 .. R`` (zero from ``rank`` on) of ``x @ A[slot].T`` over K chunk ``ks``,
-    in float32."""
-    rows = tl.arange(0, R)
-    offs_kb = tl.arange(0, BLOCK_K)
+    """Rank rows ``0 .. R`` of ``x @ A[slot].T`` over K chunk ``ks`` (``K_ITERS`` steps of
+    ``BLOCK_K``), in float32. ``UNROLL`` unrolls the steps: no store lies between them, so the
+    compiler may issue later steps' loads early."""
+    offs_kb = ks * (BLOCK_K * K_ITERS) + tl.arange(0, BLOCK_K)
     acc = tl.full((BLOCK_M, R), 0.0, tl.float32)
-    for it in range(K_ITERS):
-        offs_k = ks * (BLOCK_K * K_ITERS) + it * BLOCK_K + offs_kb
-        k_mask = offs_k < k_dim
-        xt = tl.load(
-            x_ptr + tok64[:, None] * stride_xm + offs_k[None, :] * stride_xk,
-            mask=m_mask[:, None] & k_mask[None, :],
-            other=0.0,
-        )
-        at = tl.load(
-            a_base + rows[None, :] * a_row_stride + offs_k[:, None],
-            mask=(rows < rank)[None, :] & k_mask[:, None],
-            other=0.0,
-        )
-        acc += _mma(xt, at, UPCAST_DOT)
+    if UNROLL:
+        for it in tl.static_range(K_ITERS):
+            acc += _shrink_step(
+                x_ptr, a_base, tok64, m_mask, rank, offs_kb + it * BLOCK_K, k_dim, stride_xm,
+                stride_xk, a_row_stride, R, UPCAST_DOT,
+            )  # fmt: skip
+    else:
+        for it in range(K_ITERS):
+            acc += _shrink_step(
+                x_ptr, a_base, tok64, m_mask, rank, offs_kb + it * BLOCK_K, k_dim, stride_xm,
+                stride_xk, a_row_stride, R, UPCAST_DOT,
+            )  # fmt: skip
     return acc
 
 
@@ -214,6 +247,7 @@ def _shrink_job(  # type: ignore[no-untyped-def]
     R: tl.constexpr,
     RANK_PAD: tl.constexpr,
     REDUCE_IN_EXPAND: tl.constexpr,
+    UNROLL: tl.constexpr,
     UPCAST_DOT: tl.constexpr,
 ):
     """One shrink job at rank width ``R``: the float32 partial of ``x @ A[slot].T`` over one K
@@ -226,9 +260,9 @@ def _shrink_job(  # type: ignore[no-untyped-def]
     a_base = tl.where(s == 2, a2_ptr, tl.where(s == 1, a1_ptr, a0_ptr)) + slot * a_slot_stride
     acc = _shrink_partial(
         x_ptr, a_base, tok64, m_mask, rank, ks, k_dim, stride_xm, stride_xk, a_row_stride,
-        K_ITERS, BLOCK_M, BLOCK_K, R, UPCAST_DOT,
+        K_ITERS, BLOCK_M, BLOCK_K, R, UNROLL, UPCAST_DOT,
     )  # fmt: skip
-    offs = _rank_tile_offsets(BLOCK_M, R, RANK_PAD)
+    offs = _rank_tile_offsets(0, BLOCK_M, R, RANK_PAD)
     tl.store(part_ptr + job.to(tl.int64) * (BLOCK_M * RANK_PAD) + offs, acc)
     # All threads' stores before the (single-thread) release of the arrival.
     tl.debug_barrier()
@@ -236,13 +270,34 @@ def _shrink_job(  # type: ignore[no-untyped-def]
     if not REDUCE_IN_EXPAND:  # noqa: SIM102  (constexpr guard; Triton has no `and`)
         if arrived == K_SPLIT - 1:
             tl.debug_barrier()
-            summed = _sum_partials(part_ptr, pair, K_SPLIT, BLOCK_M, R, RANK_PAD)
+            summed = _sum_partials(part_ptr, pair, 0, K_SPLIT, BLOCK_M, R, RANK_PAD)
             tl.store(
                 inter_ptr + pair.to(tl.int64) * (BLOCK_M * RANK_PAD) + offs,
                 (summed * scale).to(inter_ptr.dtype.element_ty),
             )
             tl.debug_barrier()
             tl.atomic_xchg(ready_ptr + pair, 1, sem="release")
+
+
+def _b_tile(  # type: ignore[no-untyped-def]
+    b_base,
+    r0,
+    rank,
+    col0,
+    n_s,
+    b_row_stride,
+    BLOCK_N: tl.constexpr,
+    R: tl.constexpr,
+):
+    """``B[slot]``'s tile: rank rows ``r0 .. r0 + R`` (zero from ``rank`` on), slice columns
+    ``col0 .. col0 + BLOCK_N``."""
+    offs_n = col0 + tl.arange(0, BLOCK_N)
+    rows = r0 + tl.arange(0, R)
+    return tl.load(
+        b_base + offs_n[None, :] * b_row_stride + rows[:, None],
+        mask=(rows < rank)[:, None] & (offs_n < n_s)[None, :],
+        other=0.0,
+    )
 
 
 def _output_tile(  # type: ignore[no-untyped-def]
@@ -264,17 +319,12 @@ def _output_tile(  # type: ignore[no-untyped-def]
 ):
     """Operands of one expand output tile: slice columns ``col0 .. col0 + BLOCK_N``.
 
-    Returns ``B[slot]``'s tile (rank rows ``0 .. R``, zero from ``rank`` on) and ``y``'s values
+    Returns ``B[slot]``'s first rank chunk of the tile (rows ``0 .. R``) and ``y``'s values
     (zeros in write-only mode, where they are not added).
     """
-    offs_n = col0 + tl.arange(0, BLOCK_N)
-    rows = tl.arange(0, R)
-    bt = tl.load(
-        b_base + offs_n[None, :] * b_row_stride + rows[:, None],
-        mask=(rows < rank)[:, None] & (offs_n < n_s)[None, :],
-        other=0.0,
-    )
+    bt = _b_tile(b_base, 0, rank, col0, n_s, b_row_stride, BLOCK_N, R)
     if ADD_INPUTS:
+        offs_n = col0 + tl.arange(0, BLOCK_N)
         y_old = tl.load(
             y_ptr + tok64[:, None] * stride_ym + (y_col + offs_n)[None, :] * stride_yn,
             mask=m_mask[:, None] & (offs_n < n_s)[None, :],
@@ -335,14 +385,18 @@ def _expand_job(  # type: ignore[no-untyped-def]
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     R: tl.constexpr,
+    N_CHUNKS: tl.constexpr,
     RANK_PAD: tl.constexpr,
     N_GROUP: tl.constexpr,
     REDUCE_IN_EXPAND: tl.constexpr,
     ADD_INPUTS: tl.constexpr,
     UPCAST_DOT: tl.constexpr,
 ):
-    """One expand job at rank width ``R``: ``N_GROUP`` output tiles of ``y += inter @ B[slot]``
-    for group ``local`` of a pair's slice."""
+    """One expand job: ``N_GROUP`` output tiles of ``y += inter @ B[slot]`` for group ``local``
+    of a pair's slice, over ``N_CHUNKS`` rank chunks of ``R`` rows.
+
+    The chunks are unrolled and unguarded (rows from the rank on are masked), and no store lies
+    between them, so the compiler may issue their loads together."""
     b_base = b_slice + slot * n_s * b_row_stride
     span = BLOCK_N * N_GROUP
     # The first output tile's B and y do not depend on the shrink: load them first.
@@ -364,7 +418,7 @@ def _expand_job(  # type: ignore[no-untyped-def]
         seen = tl.atomic_add(flag_ptr, 0, sem="acquire")
     tl.debug_barrier()
     inter = _intermediate(
-        part_ptr, inter_ptr, pair, scale, K_SPLIT, BLOCK_M, R, RANK_PAD, REDUCE_IN_EXPAND
+        part_ptr, inter_ptr, pair, 0, scale, K_SPLIT, BLOCK_M, R, RANK_PAD, REDUCE_IN_EXPAND
     )
     for g in tl.static_range(N_GROUP):
         col0 = local * span + g * BLOCK_N
@@ -374,6 +428,13 @@ def _expand_job(  # type: ignore[no-untyped-def]
                 b_row_stride, BLOCK_M, BLOCK_N, R, ADD_INPUTS,
             )  # fmt: skip
         out = _mma(inter, bt, UPCAST_DOT)
+        for c in tl.static_range(1, N_CHUNKS):
+            bt_c = _b_tile(b_base, c * R, rank, col0, n_s, b_row_stride, BLOCK_N, R)
+            inter_c = _intermediate(
+                part_ptr, inter_ptr, pair, c * R, scale, K_SPLIT, BLOCK_M, R, RANK_PAD,
+                REDUCE_IN_EXPAND,
+            )  # fmt: skip
+            out += _mma(inter_c, bt_c, UPCAST_DOT)
         if ADD_INPUTS:
             out += y_old.to(tl.float32)
         _store_output(y_ptr, out, tok64, m_mask, col0, n_s, y_col, stride_ym, stride_yn, BLOCK_N)
@@ -421,24 +482,32 @@ def _job(  # type: ignore[no-untyped-def]
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
-    R: tl.constexpr,
+    BLOCK_R: tl.constexpr,
+    WIDE: tl.constexpr,
     RANK_PAD: tl.constexpr,
     N_GROUP: tl.constexpr,
     REDUCE_IN_EXPAND: tl.constexpr,
     ADD_INPUTS: tl.constexpr,
     UPCAST_DOT: tl.constexpr,
 ):
-    """Ticket ``job`` (of token tile ``mt``) at rank width ``R``: a shrink job, or an expand
-    job past ``n_shrink``."""
+    """Ticket ``job`` (of token tile ``mt``): a shrink job, or an expand job past ``n_shrink``.
+
+    Narrow (``WIDE`` off): ``BLOCK_R`` rank rows. Wide: all ``RANK_PAD`` rows, with steps no
+    larger than the narrow ones (same registers): the expand in ``RANK_PAD // BLOCK_R`` rank
+    chunks; the shrink at full width, at decode sizes (one K iteration) over as many unrolled
+    K steps, at prefill sizes in its pipelined K loop.
+    """
     if job < n_shrink:
         pair = job // K_SPLIT
         ks = job - pair * K_SPLIT
         s = pair % NUM_SLICES
+        steps: tl.constexpr = (RANK_PAD // BLOCK_R if K_ITERS == 1 else 1) if WIDE else 1
         _shrink_job(
             job, pair, ks, s, slot, tok64, m_mask, rank, x_ptr, a0_ptr, a1_ptr, a2_ptr,
             part_ptr, inter_ptr, arrive_ptr, ready_ptr, k_dim, stride_xm, stride_xk,
-            a_slot_stride, a_row_stride, scale, K_SPLIT, K_ITERS, BLOCK_M, BLOCK_K, R,
-            RANK_PAD, REDUCE_IN_EXPAND, UPCAST_DOT,
+            a_slot_stride, a_row_stride, scale, K_SPLIT, K_ITERS * steps, BLOCK_M,
+            BLOCK_K // steps, RANK_PAD if WIDE else BLOCK_R, RANK_PAD, REDUCE_IN_EXPAND,
+            steps > 1, UPCAST_DOT,
         )  # fmt: skip
     else:
         item = job - n_shrink - mt * n_items
@@ -452,8 +521,9 @@ def _job(  # type: ignore[no-untyped-def]
         _expand_job(
             mt * NUM_SLICES + s, local, slot, tok64, m_mask, rank, n_s, y_col_offset + col_base,
             b_slice, y_ptr, part_ptr, inter_ptr, arrive_ptr, ready_ptr, stride_ym, stride_yn,
-            b_row_stride, scale, K_SPLIT, BLOCK_M, BLOCK_N, R, RANK_PAD, N_GROUP,
-            REDUCE_IN_EXPAND, ADD_INPUTS, UPCAST_DOT,
+            b_row_stride, scale, K_SPLIT, BLOCK_M, BLOCK_N, BLOCK_R,
+            RANK_PAD // BLOCK_R if WIDE else 1, RANK_PAD, N_GROUP, REDUCE_IN_EXPAND, ADD_INPUTS,
+            UPCAST_DOT,
         )  # fmt: skip
 
 
@@ -517,9 +587,9 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
         mt = tl.where(job < n_shrink, job // (K_SPLIT * NUM_SLICES), (job - n_shrink) // n_items)
         slot, tok64, m_mask, rank = _tile_record(tiles_ptr, mt, m_rows, min_rank, BLOCK_M)
         # A tile's adapter is taken at the narrow width (BLOCK_R rank rows) when its rank fits,
-        # else at the whole padded rank: a rank-16 adapter costs the same under any
-        # max_lora_rank, and a wider one's loads are issued together (not one chunk after the
-        # other). The shrink and expand jobs of a pair read the same record, so agree.
+        # else at the whole padded rank (see _job): a rank-16 adapter costs the same under any
+        # max_lora_rank, and a wider one runs without a branch per rank chunk. The shrink and
+        # expand jobs of a pair read the same record, so they agree.
         if RANK_PAD > BLOCK_R:
             if rank > BLOCK_R:
                 _job(
@@ -527,8 +597,8 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
                     x_ptr, y_ptr, a0_ptr, a1_ptr, a2_ptr, b0_ptr, b1_ptr, b2_ptr, part_ptr,
                     inter_ptr, arrive_ptr, ready_ptr, k_dim, stride_xm, stride_xk, stride_ym,
                     stride_yn, a_slot_stride, a_row_stride, b_row_stride, y_col_offset, scale,
-                    NUM_SLICES, K_SPLIT, K_ITERS, BLOCK_M, BLOCK_N, BLOCK_K, RANK_PAD, RANK_PAD,
-                    N_GROUP, REDUCE_IN_EXPAND, ADD_INPUTS, UPCAST_DOT,
+                    NUM_SLICES, K_SPLIT, K_ITERS, BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_R, True,
+                    RANK_PAD, N_GROUP, REDUCE_IN_EXPAND, ADD_INPUTS, UPCAST_DOT,
                 )  # fmt: skip
             else:
                 _job(
@@ -536,8 +606,8 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
                     x_ptr, y_ptr, a0_ptr, a1_ptr, a2_ptr, b0_ptr, b1_ptr, b2_ptr, part_ptr,
                     inter_ptr, arrive_ptr, ready_ptr, k_dim, stride_xm, stride_xk, stride_ym,
                     stride_yn, a_slot_stride, a_row_stride, b_row_stride, y_col_offset, scale,
-                    NUM_SLICES, K_SPLIT, K_ITERS, BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_R, RANK_PAD,
-                    N_GROUP, REDUCE_IN_EXPAND, ADD_INPUTS, UPCAST_DOT,
+                    NUM_SLICES, K_SPLIT, K_ITERS, BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_R, False,
+                    RANK_PAD, N_GROUP, REDUCE_IN_EXPAND, ADD_INPUTS, UPCAST_DOT,
                 )  # fmt: skip
         else:
             _job(
@@ -545,8 +615,8 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
                 x_ptr, y_ptr, a0_ptr, a1_ptr, a2_ptr, b0_ptr, b1_ptr, b2_ptr, part_ptr,
                 inter_ptr, arrive_ptr, ready_ptr, k_dim, stride_xm, stride_xk, stride_ym,
                 stride_yn, a_slot_stride, a_row_stride, b_row_stride, y_col_offset, scale,
-                NUM_SLICES, K_SPLIT, K_ITERS, BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_R, RANK_PAD,
-                N_GROUP, REDUCE_IN_EXPAND, ADD_INPUTS, UPCAST_DOT,
+                NUM_SLICES, K_SPLIT, K_ITERS, BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_R, False,
+                RANK_PAD, N_GROUP, REDUCE_IN_EXPAND, ADD_INPUTS, UPCAST_DOT,
             )  # fmt: skip
         job = tl.atomic_add(ctr_ptr, 1)
     # Every program takes exactly one ticket past the last job, after all of its own jobs, so
@@ -567,8 +637,10 @@ _DEVICE_FUNCTIONS = (
     _rank_tile_offsets,
     _sum_partials,
     _intermediate,
+    _shrink_step,
     _shrink_partial,
     _shrink_job,
+    _b_tile,
     _output_tile,
     _store_output,
     _expand_job,
@@ -731,8 +803,8 @@ def launch_fused_lora(
     )  # fmt: skip
 
 
-#: Layers (by their first slice's stacked A) whose prefill-sized variants are compiled.
-_PRECOMPILED: set[tuple[int, int]] = set()
+#: Layers (by weights' address and layout) whose prefill-sized variants are compiled.
+_PRECOMPILED: set[tuple[object, ...]] = set()
 
 
 def precompile_prefill_variants(
@@ -748,12 +820,20 @@ def precompile_prefill_variants(
 
     vLLM compiles what its start-up meets: the profile run (the largest batch) and the CUDA
     graph sizes. A prefill chunk of another bucket would otherwise compile its variant in the
-    middle of serving (seconds, every request of the step waiting). Checked once per layer
-    (keyed by its weights, one integer on the hot path); layers of one shape and
-    specialisation share the compiled variants, so only the first of them compiles. Returns
-    the number of variants compiled now.
+    middle of serving (seconds, every request of the step waiting). Checked once per layer,
+    keyed by its weights' address and layout (the caching allocator hands a freed address to
+    new weights, possibly of another shape); layers of one shape and specialisation share the
+    compiled variants, so only the first of them compiles. Returns the number of variants
+    compiled now.
     """
-    key = (a[0].data_ptr(), x.device.index or 0)
+    key = (
+        x.device.index or 0,
+        a[0].data_ptr(),
+        a[0].shape,
+        a[0].dtype,
+        tuple(t.shape[1] for t in b),
+        add_inputs,
+    )
     if key in _PRECOMPILED:
         return 0
     _PRECOMPILED.add(key)
@@ -829,6 +909,12 @@ def _launch(
         raise FusedLoRAShapeError(
             f"rank tiles {cfg.block_r} x n must cover the stacked rank {a[0].shape[1]} within "
             f"{cfg.rank_pad}"
+        )
+    wide_steps = cfg.rank_pad // cfg.block_r if cfg.k_iters == 1 else 1
+    if cfg.block_k % wide_steps or cfg.block_k // wide_steps < 16:
+        raise FusedLoRAShapeError(
+            f"block_k {cfg.block_k} must split into {wide_steps} K steps of at least 16 "
+            "(the wide rank path at one K iteration)"
         )
     tile_elems = cfg.block_m * cfg.rank_pad
     if reduce_in_expand is None:

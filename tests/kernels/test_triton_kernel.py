@@ -116,14 +116,15 @@ def test_write_only_mode_and_column_offset_leave_other_cells(device: str) -> Non
 @pytest.mark.parametrize("reduce_in_expand", [True, False])
 def test_narrow_and_wide_rank_widths_in_one_batch(reduce_in_expand: bool, device: str) -> None:
     """Ranks 8 and 16 fit the narrow 16-row width; 17, 40 (part-masked) and 64 take the whole
-    padded rank of 64."""
+    padded rank of 64: the expand in four rank chunks, the shrink over four K steps of 16
+    (input width 150: three K chunks of 64, the last one part-masked)."""
     m = 40
     slots = _slots(m, "many", 5, seed=13)
     p = make_problem(
-        m, K, [40, 24], [40, 8, 64, 16, 17], slots, max_rank=64, device=device, seed=13
+        m, 150, [40, 24], [40, 8, 64, 16, 17], slots, max_rank=64, device=device, seed=13
     )
     ref = lora_linear_reference(p.y, p.x, p.lora_a, p.lora_b, slots, 0.5)
-    cfg = TileConfig(16, 32, 16, 16, 1, 1, 4, 1, 64)
+    cfg = TileConfig(16, 32, 64, 16, 1, 1, 4, 1, 64)
     _run(p, 0.5, config=cfg, reduce_in_expand=reduce_in_expand)
     assert _err(p, ref) <= tolerance(torch.float16, ref)
 
@@ -148,6 +149,19 @@ def test_bfloat16_prefill_config_with_k_iters_and_groups(
     cfg = TileConfig(64, 32, 16, 32, 2, 2, 4, 2, 32)
     _run(p, 1.5, config=cfg, reduce_in_expand=reduce_in_expand)
     assert _err(p, ref) <= tolerance(torch.bfloat16, ref)
+
+
+@pytest.mark.parametrize("reduce_in_expand", [True, False])
+def test_prefill_tiles_with_narrow_and_wide_adapters(reduce_in_expand: bool, device: str) -> None:
+    """Prefill-sized tiles (K loop, output groups) under max rank 64: rank 16 narrow, ranks 24
+    and 64 wide (the shrink at full width in its K loop, the expand in rank chunks)."""
+    m = 140
+    slots = _slots(m, "many", 3, seed=21)
+    p = make_problem(m, 100, [70, 30], [16, 24, 64], slots, max_rank=64, device=device, seed=21)
+    ref = lora_linear_reference(p.y, p.x, p.lora_a, p.lora_b, slots, 0.75)
+    cfg = TileConfig(64, 32, 16, 16, 2, 2, 4, 2, 64)
+    _run(p, 0.75, config=cfg, reduce_in_expand=reduce_in_expand)
+    assert _err(p, ref) <= tolerance(torch.float16, ref)
 
 
 @pytest.mark.parametrize("programs", [1, 3, 64])
@@ -177,6 +191,7 @@ def test_any_grid_size_completes_all_jobs(
         (1, TileConfig(16, 256, 256, 16, 1, 1, 4, 1, 16)),
         (3, TileConfig(16, 128, 512, 16, 1, 1, 4, 1, 64)),
         (2, TileConfig(64, 128, 128, 64, 4, 2, 4, 3, 64)),
+        (2, TileConfig(64, 128, 64, 16, 4, 2, 4, 3, 64)),
     ],
 )
 @pytest.mark.parametrize(("reduce_in_expand", "add_inputs"), [(True, True), (False, False)])
