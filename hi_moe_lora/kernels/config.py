@@ -126,8 +126,9 @@ def choose_config(
         if tiles_ub >= MANY_TILES and k + n_total > 8192:
             block_k *= 2
         if rank_pad >= WIDE_RANK_PAD:
-            # K chunks of at most 512 keep the wide path's steps small (an H100 sweep of down,
-            # gate_up and o at M = 16/64, ranks 16 and 64 under max rank 64).
+            # K chunks of at most 512 keep the wide path's steps small (from an H100 sweep of
+            # the rank-chunk kernel: down, gate_up and o at M = 16/64, ranks 16 and 64 under
+            # max rank 64; not re-swept for the two-width kernel).
             block_k = min(block_k, 512)
         while -(-k // block_k) > MAX_K_SPLIT:
             block_k *= 2
