@@ -11,8 +11,8 @@ included. Its programs take jobs from a ticket counter, in this order:
    the weights' dtype, multiply by ``B[slot]`` and add into ``y``.
 Both take a tile's adapter at one of two rank widths, chosen per tile from its real rank (read
 from the tile record): ``BLOCK_R`` rows when the rank fits (a rank-16 adapter costs the same
-under any ``max_lora_rank``), else the whole padded rank ``RANK_PAD`` in one step, its loads
-issued together. The rank-sized scratch tiles are ``RANK_PAD`` wide.
+under any ``max_lora_rank``), else the whole padded rank ``RANK_PAD``, in steps no larger than
+the narrow ones (see ``_job``). The rank-sized scratch tiles are ``RANK_PAD`` wide.
 When re-reading the partials in every expand job would cost too much (wide layers at high rank),
 the shrink job that arrives last sums them once into a rank-sized intermediate and raises the
 pair's ready flag instead (``REDUCE_IN_EXPAND`` off).
