@@ -826,14 +826,7 @@ def precompile_prefill_variants(
     compiled variants, so only the first of them compiles. Returns the number of variants
     compiled now.
     """
-    key = (
-        x.device.index or 0,
-        a[0].data_ptr(),
-        a[0].shape,
-        a[0].dtype,
-        tuple(t.shape[1] for t in b),
-        add_inputs,
-    )
+    key = _layer_key(x, a, b, add_inputs)
     if key in _PRECOMPILED:
         return 0
     _PRECOMPILED.add(key)
@@ -855,6 +848,21 @@ def precompile_prefill_variants(
             time.perf_counter() - began,
         )
     return compiled
+
+
+def _layer_key(
+    x: torch.Tensor, a: list[torch.Tensor], b: list[torch.Tensor], add_inputs: bool
+) -> tuple[object, ...]:
+    """What identifies a layer's launches for the precompile: its weights' address and layout
+    (an address alone is reused by the caching allocator for weights of another shape)."""
+    return (
+        x.device.index or 0,
+        a[0].data_ptr(),
+        a[0].shape,
+        a[0].dtype,
+        tuple(t.shape[1] for t in b),
+        add_inputs,
+    )
 
 
 def _variant_cache(kernel: Any) -> dict[str, Any] | None:

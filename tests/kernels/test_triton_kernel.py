@@ -9,6 +9,7 @@ from hi_moe_lora.kernels.config import TileConfig
 from hi_moe_lora.kernels.reference import lora_linear_reference
 from hi_moe_lora.kernels.triton_kernel import (
     FusedLoRAShapeError,
+    _layer_key,
     compile_for_target,
     launch_fused_lora,
 )
@@ -243,3 +244,19 @@ def test_prefill_variants_are_compiled_with_the_first_call() -> None:
     _run(big, 1.0)
     assert _err(big, ref) <= tolerance(torch.float16, ref)
     assert sum(len(cache[0]) for cache in kernel.device_caches.values()) == compiled
+
+
+def test_layer_key_tells_apart_weights_that_reuse_an_address() -> None:
+    """The precompile's per-layer key: a freed address handed to weights of another layout (the
+    caching allocator does) must not count as the same layer."""
+    storage = torch.zeros(4 * 16 * 64)
+    x = torch.zeros(3, 64)
+    a = [storage[: 2 * 16 * 64].view(2, 16, 64)]
+    b = [torch.zeros(2, 48, 16)]
+    key = _layer_key(x, a, b, True)
+    assert _layer_key(x, list(a), b, True) == key  # the same layer's next call
+    narrower = [storage[: 2 * 8 * 64].view(2, 8, 64)]  # same address, another rank
+    assert narrower[0].data_ptr() == a[0].data_ptr()
+    assert _layer_key(x, narrower, b, True) != key
+    assert _layer_key(x, a, [torch.zeros(2, 40, 16)], True) != key  # another output width
+    assert _layer_key(x, a, b, False) != key  # write-only launches
