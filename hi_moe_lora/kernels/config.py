@@ -33,7 +33,7 @@ MAX_K_SPLIT = 32
 MANY_TILES = 8
 #: Padded max rank from which decode-sized calls cap their K chunks for the wide path.
 WIDE_RANK_PAD = 64
-#: Narrow rank width at decode sizes: adapters up to this rank are taken at it whatever
+#: Narrow rank width (decode and prefill): adapters up to this rank are taken at it whatever
 #: ``max_lora_rank``; wider ones at the whole padded rank.
 RANK_CHUNK = 16
 
