@@ -66,6 +66,13 @@ class TileConfig:
     def k_split(self, k: int) -> int:
         return -(-k // self.k_chunk)
 
+    @property
+    def wide_k_steps(self) -> int:
+        """K steps of a wide-rank shrink job: at one K iteration (decode sizes) the chunk is
+        taken in ``rank_pad / block_r`` unrolled steps, so that a step holds no more of A than
+        a narrow one; prefill sizes keep their pipelined K loop (one step per iteration)."""
+        return self.rank_pad // self.block_r if self.k_iters == 1 else 1
+
 
 def padded_rank(max_rank: int) -> int:
     """The rank block: the next power of two, at least 16 (``tl.dot``'s minimum)."""

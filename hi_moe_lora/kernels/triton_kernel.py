@@ -484,6 +484,7 @@ def _job(  # type: ignore[no-untyped-def]
     BLOCK_K: tl.constexpr,
     BLOCK_R: tl.constexpr,
     WIDE: tl.constexpr,
+    WIDE_K_STEPS: tl.constexpr,
     RANK_PAD: tl.constexpr,
     N_GROUP: tl.constexpr,
     REDUCE_IN_EXPAND: tl.constexpr,
@@ -494,14 +495,14 @@ def _job(  # type: ignore[no-untyped-def]
 
     Narrow (``WIDE`` off): ``BLOCK_R`` rank rows. Wide: all ``RANK_PAD`` rows, with steps no
     larger than the narrow ones (same registers): the expand in ``RANK_PAD // BLOCK_R`` rank
-    chunks; the shrink at full width, at decode sizes (one K iteration) over as many unrolled
-    K steps, at prefill sizes in its pipelined K loop.
+    chunks; the shrink at full width over ``WIDE_K_STEPS`` steps per K iteration
+    (``TileConfig.wide_k_steps``: unrolled at decode sizes, one at prefill sizes).
     """
     if job < n_shrink:
         pair = job // K_SPLIT
         ks = job - pair * K_SPLIT
         s = pair % NUM_SLICES
-        steps: tl.constexpr = (RANK_PAD // BLOCK_R if K_ITERS == 1 else 1) if WIDE else 1
+        steps: tl.constexpr = WIDE_K_STEPS if WIDE else 1
         _shrink_job(
             job, pair, ks, s, slot, tok64, m_mask, rank, x_ptr, a0_ptr, a1_ptr, a2_ptr,
             part_ptr, inter_ptr, arrive_ptr, ready_ptr, k_dim, stride_xm, stride_xk,
@@ -564,6 +565,7 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
     BLOCK_K: tl.constexpr,
     BLOCK_R: tl.constexpr,
     RANK_PAD: tl.constexpr,
+    WIDE_K_STEPS: tl.constexpr,
     N_GROUP: tl.constexpr,
     REDUCE_IN_EXPAND: tl.constexpr,
     ADD_INPUTS: tl.constexpr,
@@ -598,7 +600,7 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
                     inter_ptr, arrive_ptr, ready_ptr, k_dim, stride_xm, stride_xk, stride_ym,
                     stride_yn, a_slot_stride, a_row_stride, b_row_stride, y_col_offset, scale,
                     NUM_SLICES, K_SPLIT, K_ITERS, BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_R, True,
-                    RANK_PAD, N_GROUP, REDUCE_IN_EXPAND, ADD_INPUTS, UPCAST_DOT,
+                    WIDE_K_STEPS, RANK_PAD, N_GROUP, REDUCE_IN_EXPAND, ADD_INPUTS, UPCAST_DOT,
                 )  # fmt: skip
             else:
                 _job(
@@ -607,7 +609,7 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
                     inter_ptr, arrive_ptr, ready_ptr, k_dim, stride_xm, stride_xk, stride_ym,
                     stride_yn, a_slot_stride, a_row_stride, b_row_stride, y_col_offset, scale,
                     NUM_SLICES, K_SPLIT, K_ITERS, BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_R, False,
-                    RANK_PAD, N_GROUP, REDUCE_IN_EXPAND, ADD_INPUTS, UPCAST_DOT,
+                    WIDE_K_STEPS, RANK_PAD, N_GROUP, REDUCE_IN_EXPAND, ADD_INPUTS, UPCAST_DOT,
                 )  # fmt: skip
         else:
             _job(
@@ -616,7 +618,7 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
                 inter_ptr, arrive_ptr, ready_ptr, k_dim, stride_xm, stride_xk, stride_ym,
                 stride_yn, a_slot_stride, a_row_stride, b_row_stride, y_col_offset, scale,
                 NUM_SLICES, K_SPLIT, K_ITERS, BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_R, False,
-                RANK_PAD, N_GROUP, REDUCE_IN_EXPAND, ADD_INPUTS, UPCAST_DOT,
+                WIDE_K_STEPS, RANK_PAD, N_GROUP, REDUCE_IN_EXPAND, ADD_INPUTS, UPCAST_DOT,
             )  # fmt: skip
         job = tl.atomic_add(ctr_ptr, 1)
     # Every program takes exactly one ticket past the last job, after all of its own jobs, so
@@ -710,6 +712,7 @@ def compile_for_target(
         "BLOCK_R": cfg.block_r,
         "RANK_PAD": cfg.rank_pad,
         "N_GROUP": cfg.n_group,
+        "WIDE_K_STEPS": cfg.wide_k_steps,
         "REDUCE_IN_EXPAND": reduce_in_expand,
         "ADD_INPUTS": add_inputs,
         "UPCAST_DOT": False,
@@ -918,7 +921,7 @@ def _launch(
             f"rank tiles {cfg.block_r} x n must cover the stacked rank {a[0].shape[1]} within "
             f"{cfg.rank_pad}"
         )
-    wide_steps = cfg.rank_pad // cfg.block_r if cfg.k_iters == 1 else 1
+    wide_steps = cfg.wide_k_steps
     if cfg.block_k % wide_steps or cfg.block_k // wide_steps < 16:
         raise FusedLoRAShapeError(
             f"block_k {cfg.block_k} must split into {wide_steps} K steps of at least 16 "
@@ -978,6 +981,7 @@ def _launch(
         BLOCK_R=cfg.block_r,
         RANK_PAD=cfg.rank_pad,
         N_GROUP=cfg.n_group,
+        WIDE_K_STEPS=cfg.wide_k_steps,
         REDUCE_IN_EXPAND=bool(reduce_in_expand),
         ADD_INPUTS=add_inputs,
         UPCAST_DOT=not on_gpu and a[0].dtype == torch.bfloat16,

@@ -64,6 +64,15 @@ def test_prefill_has_the_narrow_rank_width_under_a_wide_max_rank() -> None:
     assert (cfg.block_r, cfg.rank_pad) == (RANK_CHUNK, 64)
 
 
+def test_wide_shrink_steps() -> None:
+    """At decode sizes a wide shrink job splits its K chunk into one step per narrow width of
+    the padded rank; prefill keeps one step per K iteration; max rank 16 has no wide path."""
+    assert choose_config(16, 4096, 6144, 64, 132).wide_k_steps == 4
+    assert choose_config(16, 4096, 6144, 32, 132).wide_k_steps == 2
+    assert choose_config(16, 4096, 6144, 16, 132).wide_k_steps == 1
+    assert choose_config(1024, 4096, 6144, 64, 132).wide_k_steps == 1
+
+
 def test_rejects_empty_problems() -> None:
     with pytest.raises(KernelConfigError):
         choose_config(0, 16, 16, 16, 1)
