@@ -154,12 +154,8 @@ def run_case(
     ]
 
     def ours(c: Any) -> Any:
-        # Without PDL: back to back, our launches would overlap each other's launch gaps,
-        # which vLLM's do not (see pdl_probe for PDL behind a GEMM).
         x, y, a, b = c
-        return lambda: launch_fused_lora(
-            y, x, a, b, work.tiles, work.counters, 1.0, 0, True, pdl=False
-        )
+        return lambda: launch_fused_lora(y, x, a, b, work.tiles, work.counters, 1.0, 0, True)
 
     def vllm(c: Any, buf: torch.Tensor) -> Any:
         x, y, a, b = c
@@ -205,16 +201,11 @@ def run_case(
 
 def _wide_configs(base: Any) -> list[tuple[Any, bool, int]]:
     """(config, wide tiles' reduce_in_expand, programs per SM) candidates for the wide-rank
-    path of one decode-sized case: K step and expand sub-tile widths, reduction, and the
-    previous kernel's steps (``block_k / 4`` columns, whole ``block_n``)."""
+    path of one decode-sized case: its reduction, at the default tiles and at 8 warps."""
     import dataclasses
 
-    out = []
-    for step, sub_n in ((32, 128), (32, 256), (64, 128), (64, 256), (base.block_k // 4, 512)):
-        cfg = dataclasses.replace(base, wide_k_step=step, wide_block_n=sub_n)
-        for red in (True, False):
-            out.append((cfg, red, 2))
-    return out
+    eight_warps = dataclasses.replace(base, num_warps=8)
+    return [(cfg, red, 2) for cfg in (base, eight_warps) for red in (True, False)]
 
 
 def _sweep_configs(m: int, k: int, base: Any) -> list[tuple[Any, bool, int]]:
@@ -270,7 +261,6 @@ def sweep(
                 True,
                 config=cfg,
                 max_programs=pps * sms,
-                pdl=False,
                 **reductions,
             )
 
@@ -278,11 +268,7 @@ def sweep(
         results.append((t, cfg, red, pps))
     default = _graph_time(
         [
-            (
-                lambda c=c: launch_fused_lora(
-                    c[1], c[0], c[2], c[3], work.tiles, work.counters, 1.0, pdl=False
-                )
-            )
+            (lambda c=c: launch_fused_lora(c[1], c[0], c[2], c[3], work.tiles, work.counters, 1.0))
             for c in copies
         ],
         replays,
@@ -290,48 +276,12 @@ def sweep(
     results.sort(key=lambda r: r[0])
     best = " | ".join(
         f"{t:.1f}us bn{cfg.block_n} bk{cfg.block_k} w{cfg.num_warps} red{int(red)} pps{pps}"
-        + (f" step{cfg.wide_k_step} sub{cfg.wide_expand_block_n}" if wide else "")
-        for t, cfg, red, pps in results[: 10 if wide else 3]
+        for t, cfg, red, pps in results[: 4 if wide else 3]
     )
     print(
         f"sweep {shape} M={m} r{rank}/{max_rank} a{adapters}: "
         f"default(bn{base.block_n} bk{base.block_k} w{base.num_warps}) "
         f"{default:.1f}us; best: {best}",
-        flush=True,
-    )
-
-
-def pdl_probe(shape: str, m: int, adapters: int, replays: int) -> None:
-    """µs per (base GEMM, our LoRA) pair in a CUDA graph, ours launched with and without PDL,
-    beside the GEMM alone: the launch gap PDL hides behind the GEMM (rank 16, max rank 16)."""
-    k, widths = SHAPES[shape]
-    adapters = min(adapters, m)
-    gen = torch.Generator(device="cuda").manual_seed(5)
-    copies = _copy_pool(k, widths, 16, 16, m, gen)
-    weights = [
-        torch.randn(sum(widths), k, device="cuda", dtype=torch.bfloat16, generator=gen) * 0.02
-        for _ in copies
-    ]
-    work = WorkListBuffers(max(m, 16), SLOTS, "cuda")
-    work.update(_slots_for(m, adapters).numpy(), [16] * SLOTS)
-
-    def pair(i: int, pdl: bool | None) -> Any:
-        x, y, a, b = copies[i]
-
-        def call() -> None:
-            torch.mm(x, weights[i].t(), out=y)
-            if pdl is not None:
-                launch_fused_lora(y, x, a, b, work.tiles, work.counters, 1.0, 0, True, pdl=pdl)
-
-        return call
-
-    n = len(copies)
-    gemm = _graph_time([pair(i, None) for i in range(n)], replays)
-    plain = _graph_time([pair(i, False) for i in range(n)], replays)
-    early = _graph_time([pair(i, True) for i in range(n)], replays)
-    print(
-        f"pdl {shape} M={m} a{adapters}: gemm {gemm:.1f}us; gemm+ours {plain:.1f}us "
-        f"(ours +{plain - gemm:.1f}); with PDL {early:.1f}us (ours +{early - gemm:.1f})",
         flush=True,
     )
 
@@ -377,11 +327,7 @@ def main() -> int:
     parser.add_argument(
         "--sweep-wide", action="store_true", help="with --sweep: the wide-rank path's options"
     )
-    parser.add_argument(
-        "--pdl-probe",
-        default="",
-        help="shape:M:adapters,... : time a base GEMM followed by ours, with and without PDL",
-    )
+
     parser.add_argument(
         "--sweep-cases",
         default="o:1:16:1,down:1:16:1,qkv:1:16:1,gate_up:1:16:1,o:16:16:8,down:16:16:8,"
@@ -406,11 +352,6 @@ def main() -> int:
                 args.replays,
                 args.sweep_wide,
             )
-        return 0
-    if args.pdl_probe:
-        for case in args.pdl_probe.split(","):
-            shape, m, adapters = case.split(":")
-            pdl_probe(shape, int(m), int(adapters), args.replays)
         return 0
 
     ms = [1, 16, 64, 256] if args.quick else [1, 4, 16, 64, 256, 1024]

@@ -3,7 +3,6 @@
 # `bash .kit/run/setup-kit.sh` (vLLM 0.26 kit in /tmp/site). STEPS picks what runs, in order:
 #   tests   kernel tests on the GPU          shapes  full shapes vs float64 and vLLM
 #   sweep   tile-config sweep (decode sizes) bench   microbenchmark, ours vs vLLM (the table)
-#   pdl     base GEMM + ours in a CUDA graph, with and without programmatic dependent launch
 # Everything lands in $OUT (or /tmp/hml-out).
 set -u
 OUT=${OUT:-/tmp/hml-out}; mkdir -p "$OUT"; STEPS=${STEPS:-tests shapes bench}
@@ -24,11 +23,6 @@ for step in $STEPS; do
       echo "== tile sweep"
       timeout ${SWEEP_TIMEOUT:-480} python3 benchmarks/kernels/bench_lora.py --out "$OUT" --sweep \
         ${SWEEP_ARGS:-} 2>&1 | grep -v -i warn | tee "$OUT/sweep.txt" ;;
-    pdl)
-      echo "== PDL probe"
-      timeout ${PDL_TIMEOUT:-200} python3 benchmarks/kernels/bench_lora.py --out "$OUT" --pdl-probe \
-        ${PDL_CASES:-qkv:64:1,o:64:1,gate_up:64:1,down:64:1,qkv:16:8,down:1:1} 2>&1 | grep -v -i warn \
-        | tee "$OUT/pdl.txt" ;;
     bench)
       echo "== microbenchmark"
       timeout ${BENCH_TIMEOUT:-330} python3 benchmarks/kernels/bench_lora.py --out "$OUT" ${BENCH_ARGS:-} \

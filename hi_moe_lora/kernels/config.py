@@ -37,12 +37,6 @@ WIDE_RANK_PAD = 64
 #: Narrow rank width (decode and prefill): adapters up to this rank are taken at it whatever
 #: ``max_lora_rank``; wider ones at the whole padded rank.
 RANK_CHUNK = 16
-#: Input columns per step of a wide-rank shrink job at decode sizes, and output columns per
-#: sub-tile of a wide-rank expand job: sized so that the wide path's operands fit the registers
-#: of the narrow one (4 warps) without spilling (sm_90 cubins, ``benchmarks/kernels/
-#: spill_report.py``).
-WIDE_K_STEP = 64
-WIDE_BLOCK_N = 256
 #: Per token tile, the most partial-sum bytes expand jobs may re-read instead of a reduction step.
 REDUCE_IN_EXPAND_BYTES = 2**20
 
@@ -67,10 +61,6 @@ class TileConfig:
     num_stages: int
     #: Padded rank (a multiple of ``block_r``): the column count of the rank-sized scratch tiles.
     rank_pad: int
-    #: Input columns per step of a wide-rank shrink job at one K iteration (decode sizes).
-    wide_k_step: int = WIDE_K_STEP
-    #: Output columns per sub-tile of a wide-rank expand job (at most ``block_n``).
-    wide_block_n: int = WIDE_BLOCK_N
 
     @property
     def k_chunk(self) -> int:
@@ -92,24 +82,19 @@ class TileConfig:
         return reread <= REDUCE_IN_EXPAND_BYTES
 
     def wide_reduces_in_expand(self, k: int, widths: Sequence[int]) -> bool:
-        """The same choice for wide-rank tiles (their partials are ``rank_pad`` wide)."""
+        """The same choice for wide-rank tiles, whose partials are ``rank_pad`` wide (on an H100,
+        down and gate_up at rank 64 and M = 16: 1.0-1.3 µs faster reduced once than re-read)."""
         reread = self.expand_jobs(widths) * self.k_split(k) * self.block_m * self.rank_pad * 4
         return reread <= REDUCE_IN_EXPAND_BYTES
 
     @property
     def wide_k_steps(self) -> int:
         """K steps of a wide-rank shrink job: at one K iteration (decode sizes) the chunk is
-        taken in unrolled steps of ``wide_k_step`` columns, so that the wide path's operands
-        fit the narrow path's registers; prefill sizes keep their pipelined K loop (one step per
-        iteration)."""
-        if self.k_iters == 1 and self.block_k > self.wide_k_step:
-            return self.block_k // self.wide_k_step
-        return 1
-
-    @property
-    def wide_expand_block_n(self) -> int:
-        """Output columns per sub-tile of a wide-rank expand job."""
-        return min(self.block_n, self.wide_block_n)
+        taken in ``rank_pad / block_r`` unrolled steps, so that a step holds no more of A than
+        a narrow one; prefill sizes keep their pipelined K loop (one step per iteration).
+        (Narrower steps spill less but measured no faster on an H100: ``benchmarks/README.md``.)
+        """
+        return self.rank_pad // self.block_r if self.k_iters == 1 else 1
 
 
 def padded_rank(max_rank: int) -> int:

@@ -15,7 +15,8 @@ under any ``max_lora_rank``), else the whole padded rank ``RANK_PAD``, in steps 
 the narrow ones (see ``_job``). The rank-sized scratch tiles are ``RANK_PAD`` wide.
 When re-reading the partials in every expand job would cost too much (wide layers at high rank),
 the shrink job that arrives last sums them once into a rank-sized intermediate and raises the
-pair's ready flag instead (``REDUCE_IN_EXPAND`` off).
+pair's ready flag instead (``REDUCE_IN_EXPAND`` off; chosen for each rank width, since a wide
+tile's partials are ``RANK_PAD / BLOCK_R`` times larger: ``WIDE_REDUCE_IN_EXPAND``).
 
 Tickets are taken in order, so every shrink job is held by a running program before any expand
 job is handed out: the wait cannot deadlock whatever the grid or the occupancy. The program that
@@ -36,7 +37,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import time
 import types
 from collections.abc import Callable, Sequence
@@ -565,19 +565,12 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
     BLOCK_R: tl.constexpr,
     RANK_PAD: tl.constexpr,
     WIDE_K_STEPS: tl.constexpr,
-    WIDE_BLOCK_N: tl.constexpr,
     N_GROUP: tl.constexpr,
     REDUCE_IN_EXPAND: tl.constexpr,
     WIDE_REDUCE_IN_EXPAND: tl.constexpr,
     ADD_INPUTS: tl.constexpr,
     UPCAST_DOT: tl.constexpr,
-    PDL: tl.constexpr,
 ):
-    if PDL:
-        # Launched early (programmatic dependent launch): the programs are resident before
-        # the previous kernel in the stream has finished. Nothing is read or written before
-        # it has: every operand may be its output, the scratch its freed memory.
-        tl.extra.cuda.gdc_wait()
     nprog = tl.num_programs(0)
     num_tiles = tl.load(tiles_ptr)
     span = BLOCK_N * N_GROUP
@@ -599,8 +592,6 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
         # else at the whole padded rank (see _job): a rank-16 adapter costs the same under any
         # max_lora_rank, and a wider one runs without a branch per rank chunk. The shrink and
         # expand jobs of a pair read the same record, so they agree (on the reduction too).
-        # Wide expand jobs take their output columns in sub-tiles of WIDE_BLOCK_N (the same
-        # span per job).
         if RANK_PAD > BLOCK_R:
             if rank > BLOCK_R:
                 _job(
@@ -608,9 +599,9 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
                     x_ptr, y_ptr, a0_ptr, a1_ptr, a2_ptr, b0_ptr, b1_ptr, b2_ptr, part_ptr,
                     inter_ptr, arrive_ptr, ready_ptr, k_dim, stride_xm, stride_xk, stride_ym,
                     stride_yn, a_slot_stride, a_row_stride, b_row_stride, y_col_offset, scale,
-                    NUM_SLICES, K_SPLIT, K_ITERS, BLOCK_M, WIDE_BLOCK_N, BLOCK_K, BLOCK_R, True,
-                    WIDE_K_STEPS, RANK_PAD, N_GROUP * (BLOCK_N // WIDE_BLOCK_N),
-                    WIDE_REDUCE_IN_EXPAND, ADD_INPUTS, UPCAST_DOT,
+                    NUM_SLICES, K_SPLIT, K_ITERS, BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_R, True,
+                    WIDE_K_STEPS, RANK_PAD, N_GROUP, WIDE_REDUCE_IN_EXPAND, ADD_INPUTS,
+                    UPCAST_DOT,
                 )  # fmt: skip
             else:
                 _job(
@@ -707,7 +698,6 @@ def compile_for_target(
     dtype: str = "bf16",
     add_inputs: bool = True,
     k_split: int = 4,
-    pdl: bool = False,
 ) -> Any:
     """Compile the kernel ahead of time for CUDA ``sm_<arch>`` (no GPU needed; tests, tuning)."""
     from triton.backends.compiler import GPUTarget
@@ -725,12 +715,10 @@ def compile_for_target(
         "RANK_PAD": cfg.rank_pad,
         "N_GROUP": cfg.n_group,
         "WIDE_K_STEPS": cfg.wide_k_steps,
-        "WIDE_BLOCK_N": cfg.wide_expand_block_n,
         "REDUCE_IN_EXPAND": reduce_in_expand,
         "WIDE_REDUCE_IN_EXPAND": reduce_in_expand,
         "ADD_INPUTS": add_inputs,
         "UPCAST_DOT": False,
-        "PDL": pdl,
     }
     declared = {param.name for param in kernel.params if param.is_constexpr}
     if declared != set(constexprs):
@@ -752,27 +740,8 @@ def compile_for_target(
         signature,
         constexprs={(names.index(name),): value for name, value in constexprs.items()},
     )
-    options = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages, "launch_pdl": pdl}
+    options = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
     return triton.compile(source, target=GPUTarget("cuda", arch, 32), options=options)
-
-
-#: Set to 1 to launch the kernel as a programmatic dependent launch (sm_90 and newer), 0 not to.
-PDL_ENV_VAR = "HI_MOE_LORA_KERNEL_PDL"
-
-
-def pdl_enabled(device: torch.device) -> bool:
-    """Whether launches on ``device`` are programmatic dependent launches: the kernel's programs
-    become resident while the previous kernel (the base layer's GEMM) drains, and wait for it on
-    the device (``griddepcontrol.wait``) instead of after a launch gap. CUDA devices of compute
-    capability 9.0 and newer, unless :data:`PDL_ENV_VAR` is ``0``."""
-    if device.type != "cuda" or os.environ.get(PDL_ENV_VAR, "1").strip() == "0":
-        return False
-    return _capability_major(device.index or 0) >= 9
-
-
-@functools.cache
-def _capability_major(device_index: int) -> int:
-    return int(torch.cuda.get_device_capability(device_index)[0])
 
 
 @functools.cache
@@ -818,15 +787,13 @@ def launch_fused_lora(
     min_rank: int = 0,
     reduce_in_expand: bool | None = None,
     wide_reduce_in_expand: bool | None = None,
-    pdl: bool | None = None,
 ) -> TileConfig:
     """Launch the kernel once for all slices; returns the tile configuration it used.
 
     ``counters`` is the zeroed int32 buffer of :class:`.worklist.WorkListBuffers` (left zeroed).
     Every adapter runs at least at ``min_rank`` (the full rank while ranks are stale).
     ``reduce_in_expand`` and ``wide_reduce_in_expand`` override the choice of reduction for
-    narrow and wide tiles (tests and tuning); ``pdl`` the programmatic dependent launch
-    (default: :func:`pdl_enabled`).
+    narrow and wide tiles (tests and tuning).
     On a GPU, the first call for a layer shape also compiles the prefill-sized variants it has
     not met yet (see :func:`precompile_prefill_variants`).
     """
@@ -840,7 +807,7 @@ def launch_fused_lora(
         precompile_prefill_variants(y, x, a, b, tiles_by_block_m, counters, add_inputs)
     return _launch(
         y, x, a, b, tiles_by_block_m, counters, scale, offset_start, add_inputs, config,
-        max_programs, min_rank, (reduce_in_expand, wide_reduce_in_expand), pdl, x.shape[0],
+        max_programs, min_rank, (reduce_in_expand, wide_reduce_in_expand), x.shape[0],
         compile_only=False,
     )  # fmt: skip
 
@@ -878,7 +845,7 @@ def precompile_prefill_variants(
     for bucket in PREFILL_BUCKETS:
         _launch(
             y, x, a, b, tiles_by_block_m, counters, 1.0, 0, add_inputs, None, None, 0,
-            (None, None), None, bucket, compile_only=True,
+            (None, None), bucket, compile_only=True,
         )  # fmt: skip
     compiled = len(variants) - before if variants is not None else len(PREFILL_BUCKETS)
     if compiled:
@@ -931,7 +898,6 @@ def _launch(
     max_programs: int | None,
     min_rank: int,
     reductions: tuple[bool | None, bool | None],
-    pdl: bool | None,
     m: int,
     *,
     compile_only: bool,
@@ -969,11 +935,6 @@ def _launch(
             f"block_k {cfg.block_k} must split into {wide_steps} K steps of at least 16 "
             "(the wide rank path at one K iteration)"
         )
-    if cfg.block_n % cfg.wide_expand_block_n or cfg.wide_expand_block_n < 16:
-        raise FusedLoRAShapeError(
-            f"wide expand sub-tiles of {cfg.wide_expand_block_n} columns must split block_n "
-            f"{cfg.block_n} (and be at least 16)"
-        )
     tile_elems = cfg.block_m * cfg.rank_pad
     reduce_narrow = reductions[0]
     if reduce_narrow is None:
@@ -981,8 +942,6 @@ def _launch(
     reduce_wide = reductions[1]
     if reduce_wide is None:
         reduce_wide = cfg.wide_reduces_in_expand(x.shape[1], widths)
-    if pdl is None:
-        pdl = pdl_enabled(x.device)
     part = torch.empty(
         tiles_ub * len(a) * k_split * tile_elems, dtype=torch.float32, device=x.device
     )
@@ -1031,15 +990,12 @@ def _launch(
         RANK_PAD=cfg.rank_pad,
         N_GROUP=cfg.n_group,
         WIDE_K_STEPS=cfg.wide_k_steps,
-        WIDE_BLOCK_N=cfg.wide_expand_block_n,
         REDUCE_IN_EXPAND=bool(reduce_narrow),
         WIDE_REDUCE_IN_EXPAND=bool(reduce_wide),
         ADD_INPUTS=add_inputs,
         UPCAST_DOT=not on_gpu and a[0].dtype == torch.bfloat16,
-        PDL=pdl,
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
-        **({"launch_pdl": True} if pdl else {}),
     )
     if known is not None and variants is not None and len(variants) > known:
         # Expected while vLLM captures its CUDA graphs; during serving it names the variant

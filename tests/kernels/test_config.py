@@ -10,10 +10,7 @@ from hi_moe_lora.kernels.config import (
     BLOCK_M_CHOICES,
     DECODE_EXPAND_JOBS,
     RANK_CHUNK,
-    WIDE_BLOCK_N,
-    WIDE_K_STEP,
     KernelConfigError,
-    TileConfig,
     block_m_for,
     choose_config,
     padded_rank,
@@ -68,21 +65,23 @@ def test_prefill_has_the_narrow_rank_width_under_a_wide_max_rank() -> None:
 
 
 def test_wide_shrink_steps() -> None:
-    """At decode sizes a wide shrink job takes its K chunk in steps of ``WIDE_K_STEP`` columns;
-    prefill keeps one step per K iteration."""
-    decode = choose_config(16, 4096, 6144, 64, 132)
-    assert decode.wide_k_steps == decode.block_k // WIDE_K_STEP > 1
+    """At decode sizes a wide shrink job splits its K chunk into one step per narrow width of
+    the padded rank; prefill keeps one step per K iteration; max rank 16 has no wide path."""
+    assert choose_config(16, 4096, 6144, 64, 132).wide_k_steps == 4
+    assert choose_config(16, 4096, 6144, 32, 132).wide_k_steps == 2
+    assert choose_config(16, 4096, 6144, 16, 132).wide_k_steps == 1
     assert choose_config(1024, 4096, 6144, 64, 132).wide_k_steps == 1
-    narrow_chunk = TileConfig(16, 64, WIDE_K_STEP, 16, 1, 1, 4, 1, 64)
-    assert narrow_chunk.wide_k_steps == 1
 
 
-def test_wide_expand_sub_tiles() -> None:
-    """Wide-rank expand jobs work in sub-tiles of at most ``WIDE_BLOCK_N`` columns."""
-    wide_tiles = choose_config(64, 4096, 28672, 64, 132)
-    assert wide_tiles.block_n > WIDE_BLOCK_N
-    assert wide_tiles.wide_expand_block_n == WIDE_BLOCK_N
-    assert choose_config(1, 4096, 4096, 64, 132).wide_expand_block_n <= WIDE_BLOCK_N
+def test_reduction_choice_per_rank_width() -> None:
+    """down at M = 16 under max rank 64: narrow tiles re-read their partials in the expand
+    jobs; wide ones (four times the partial bytes) are reduced once by the last shrink job."""
+    cfg = choose_config(16, 14336, 4096, 64, 132)
+    assert cfg.reduces_in_expand(14336, [4096])
+    assert not cfg.wide_reduces_in_expand(14336, [4096])
+    o_proj = choose_config(1, 4096, 4096, 16, 132)
+    assert o_proj.reduces_in_expand(4096, [4096])
+    assert o_proj.wide_reduces_in_expand(4096, [4096])
 
 
 def test_rejects_empty_problems() -> None:

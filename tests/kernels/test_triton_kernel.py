@@ -8,12 +8,10 @@ import torch
 from hi_moe_lora.kernels.config import TileConfig
 from hi_moe_lora.kernels.reference import lora_linear_reference
 from hi_moe_lora.kernels.triton_kernel import (
-    PDL_ENV_VAR,
     FusedLoRAShapeError,
     _layer_key,
     compile_for_target,
     launch_fused_lora,
-    pdl_enabled,
 )
 
 from .lora_cases import Problem, make_problem, tolerance
@@ -117,23 +115,22 @@ def test_write_only_mode_and_column_offset_leave_other_cells(device: str) -> Non
 
 
 @pytest.mark.parametrize(
-    ("reduce_narrow", "reduce_wide", "wide_k_step", "wide_block_n"),
-    [(True, True, 16, 16), (False, False, 16, 16), (True, False, 64, 256), (False, True, 32, 32)],
+    ("reduce_narrow", "reduce_wide"), [(True, True), (False, False), (True, False), (False, True)]
 )
 def test_narrow_and_wide_rank_widths_in_one_batch(
-    reduce_narrow: bool, reduce_wide: bool, wide_k_step: int, wide_block_n: int, device: str
+    reduce_narrow: bool, reduce_wide: bool, device: str
 ) -> None:
     """Ranks 8 and 16 fit the narrow 16-row width; 17, 40 (part-masked) and 64 take the whole
-    padded rank of 64: the expand in four rank chunks (in sub-tiles of ``wide_block_n``
-    columns), the shrink in K steps of ``wide_k_step`` (input width 150: three K chunks of 64,
-    the last one part-masked), each width with its own reduction."""
+    padded rank of 64: the expand in four rank chunks, the shrink over four K steps of 16
+    (input width 150: three K chunks of 64, the last one part-masked); each width with its own
+    reduction."""
     m = 40
     slots = _slots(m, "many", 5, seed=13)
     p = make_problem(
         m, 150, [40, 24], [40, 8, 64, 16, 17], slots, max_rank=64, device=device, seed=13
     )
     ref = lora_linear_reference(p.y, p.x, p.lora_a, p.lora_b, slots, 0.5)
-    cfg = TileConfig(16, 32, 64, 16, 1, 1, 4, 1, 64, wide_k_step, wide_block_n)
+    cfg = TileConfig(16, 32, 64, 16, 1, 1, 4, 1, 64)
     _run(p, 0.5, config=cfg, reduce_in_expand=reduce_narrow, wide_reduce_in_expand=reduce_wide)
     assert _err(p, ref) <= tolerance(torch.float16, ref)
 
@@ -203,15 +200,12 @@ def test_any_grid_size_completes_all_jobs(
         (2, TileConfig(64, 128, 64, 16, 4, 2, 4, 3, 64)),
     ],
 )
-@pytest.mark.parametrize(
-    ("reduce_in_expand", "add_inputs", "pdl"), [(True, True, True), (False, False, False)]
-)
+@pytest.mark.parametrize(("reduce_in_expand", "add_inputs"), [(True, True), (False, False)])
 def test_compiles_for_hopper(
     slices: int,
     cfg: TileConfig,
     reduce_in_expand: bool,
     add_inputs: bool,
-    pdl: bool,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The compiled flavour builds to a cubin for sm_90 (no GPU needed: Triton's own ptxas).
@@ -222,19 +216,9 @@ def test_compiles_for_hopper(
     """
     pytest.importorskip("triton.backends.nvidia")
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # compile, do not interpret
-    kernel = compile_for_target(
-        slices, cfg, reduce_in_expand, arch=90, add_inputs=add_inputs, pdl=pdl
-    )
+    kernel = compile_for_target(slices, cfg, reduce_in_expand, arch=90, add_inputs=add_inputs)
     assert kernel.asm["cubin"]
     assert ".acquire." in kernel.asm["ptx"]  # the wait on the pair (an acquire load)
-    # A programmatic dependent launch waits for the previous kernel before anything else.
-    assert ("griddepcontrol.wait" in kernel.asm["ptx"]) == pdl
-
-
-def test_pdl_only_on_cuda_and_switchable(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert not pdl_enabled(torch.device("cpu"))
-    monkeypatch.setenv(PDL_ENV_VAR, "0")
-    assert not pdl_enabled(torch.device("cuda", 0))  # switched off: no device query needed
 
 
 def test_rejects_mismatched_layout(device: str) -> None:
