@@ -74,17 +74,13 @@ class TileConfig:
         span = self.block_n * self.n_group
         return sum(-(-w // span) for w in widths)
 
-    def reduces_in_expand(self, k: int, widths: Sequence[int]) -> bool:
+    def reduces_in_expand(self, k: int, widths: Sequence[int], wide: bool = False) -> bool:
         """Whether expand jobs sum the partials themselves (the re-read stays small), instead of
-        the last shrink job summing them once. Counted at the narrow rank width: the usual case,
-        and the same choice whatever the padded rank."""
-        reread = self.expand_jobs(widths) * self.k_split(k) * self.block_m * self.block_r * 4
-        return reread <= REDUCE_IN_EXPAND_BYTES
-
-    def wide_reduces_in_expand(self, k: int, widths: Sequence[int]) -> bool:
-        """The same choice for wide-rank tiles, whose partials are ``rank_pad`` wide (on an H100,
-        down and gate_up at rank 64 and M = 16: 1.0-1.3 µs faster reduced once than re-read)."""
-        reread = self.expand_jobs(widths) * self.k_split(k) * self.block_m * self.rank_pad * 4
+        the last shrink job summing them once; for narrow tiles, or for ``wide`` ones, whose
+        partials are ``rank_pad`` wide (on an H100, down and gate_up at rank 64 and M = 16:
+        1.0-1.3 µs faster reduced once than re-read)."""
+        rank_rows = self.rank_pad if wide else self.block_r
+        reread = self.expand_jobs(widths) * self.k_split(k) * self.block_m * rank_rows * 4
         return reread <= REDUCE_IN_EXPAND_BYTES
 
     @property

@@ -941,7 +941,7 @@ def _launch(
         reduce_narrow = cfg.reduces_in_expand(x.shape[1], widths)
     reduce_wide = reductions[1]
     if reduce_wide is None:
-        reduce_wide = cfg.wide_reduces_in_expand(x.shape[1], widths)
+        reduce_wide = cfg.reduces_in_expand(x.shape[1], widths, wide=True)
     part = torch.empty(
         tiles_ub * len(a) * k_split * tile_elems, dtype=torch.float32, device=x.device
     )

@@ -78,10 +78,10 @@ def test_reduction_choice_per_rank_width() -> None:
     jobs; wide ones (four times the partial bytes) are reduced once by the last shrink job."""
     cfg = choose_config(16, 14336, 4096, 64, 132)
     assert cfg.reduces_in_expand(14336, [4096])
-    assert not cfg.wide_reduces_in_expand(14336, [4096])
+    assert not cfg.reduces_in_expand(14336, [4096], wide=True)
     o_proj = choose_config(1, 4096, 4096, 16, 132)
     assert o_proj.reduces_in_expand(4096, [4096])
-    assert o_proj.wide_reduces_in_expand(4096, [4096])
+    assert o_proj.reduces_in_expand(4096, [4096], wide=True)
 
 
 def test_rejects_empty_problems() -> None:
