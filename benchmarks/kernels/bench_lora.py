@@ -327,7 +327,6 @@ def main() -> int:
     parser.add_argument(
         "--sweep-wide", action="store_true", help="with --sweep: the wide-rank path's options"
     )
-
     parser.add_argument(
         "--sweep-cases",
         default="o:1:16:1,down:1:16:1,qkv:1:16:1,gate_up:1:16:1,o:16:16:8,down:16:16:8,"

@@ -65,8 +65,12 @@ def main(argv: list[str] | None = None) -> int:
         for max_rank in args.max_ranks:
             for m in args.ms:
                 cfg = choose_config(m, k, sum(widths), max_rank, H100_SMS, SLOTS)
-                compiled = compile_for_target(
-                    len(widths), cfg, cfg.reduces_in_expand(k, widths), k_split=cfg.k_split(k)
+                compiled = compile_for_target(  # the reductions the launcher would choose
+                    len(widths),
+                    cfg,
+                    cfg.reduces_in_expand(k, widths),
+                    k_split=cfg.k_split(k),
+                    wide_reduce_in_expand=cfg.reduces_in_expand(k, widths, wide=True),
                 )
                 regs, stack = resource_usage(compiled.asm["cubin"])
                 tiles = f"bm{cfg.block_m} bn{cfg.block_n} bk{cfg.block_k}x{cfg.k_iters}"

@@ -698,8 +698,10 @@ def compile_for_target(
     dtype: str = "bf16",
     add_inputs: bool = True,
     k_split: int = 4,
+    wide_reduce_in_expand: bool | None = None,
 ) -> Any:
-    """Compile the kernel ahead of time for CUDA ``sm_<arch>`` (no GPU needed; tests, tuning)."""
+    """Compile the kernel ahead of time for CUDA ``sm_<arch>`` (no GPU needed; tests, tuning).
+    Wide tiles take ``reduce_in_expand`` too unless ``wide_reduce_in_expand`` says otherwise."""
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
@@ -716,7 +718,9 @@ def compile_for_target(
         "N_GROUP": cfg.n_group,
         "WIDE_K_STEPS": cfg.wide_k_steps,
         "REDUCE_IN_EXPAND": reduce_in_expand,
-        "WIDE_REDUCE_IN_EXPAND": reduce_in_expand,
+        "WIDE_REDUCE_IN_EXPAND": (
+            reduce_in_expand if wide_reduce_in_expand is None else wide_reduce_in_expand
+        ),
         "ADD_INPUTS": add_inputs,
         "UPCAST_DOT": False,
     }
