@@ -201,11 +201,17 @@ def run_case(
 
 def _wide_configs(base: Any) -> list[tuple[Any, bool, int]]:
     """(config, wide tiles' reduce_in_expand, programs per SM) candidates for the wide-rank
-    path of one decode-sized case: its reduction, at the default tiles and at 8 warps."""
+    path of one decode-sized case: how many parts its jobs are split into, and its reduction."""
     import dataclasses
 
-    eight_warps = dataclasses.replace(base, num_warps=8)
-    return [(cfg, red, 2) for cfg in (base, eight_warps) for red in (True, False)]
+    from hi_moe_lora.kernels.config import MAX_WIDE_SPLIT
+
+    splits = [s for s in (1, 2, 4, 8) if s <= min(MAX_WIDE_SPLIT, base.rank_pad // base.block_r)]
+    return [
+        (dataclasses.replace(base, wide_split=split), red, 2)
+        for split in splits
+        for red in (True, False)
+    ]
 
 
 def _sweep_configs(m: int, k: int, base: Any) -> list[tuple[Any, bool, int]]:
@@ -219,8 +225,9 @@ def _sweep_configs(m: int, k: int, base: Any) -> list[tuple[Any, bool, int]]:
             for red in (True, False):
                 for warps in (4, 8):
                     cfg = TileConfig(
-                        16, block_n, block_k, base.block_r, 1, 1, warps, 1, base.rank_pad
-                    )
+                        16, block_n, block_k, base.block_r, 1, 1, warps, 1, base.rank_pad,
+                        base.wide_split,
+                    )  # fmt: skip
                     out.append((cfg, red, 2))
     out.append((base, True, 4))  # the default tiles with more programs per SM
     return out
@@ -275,7 +282,8 @@ def sweep(
     )
     results.sort(key=lambda r: r[0])
     best = " | ".join(
-        f"{t:.1f}us bn{cfg.block_n} bk{cfg.block_k} w{cfg.num_warps} red{int(red)} pps{pps}"
+        f"{t:.1f}us bn{cfg.block_n} bk{cfg.block_k} w{cfg.num_warps} ws{cfg.wide_split} "
+        f"red{int(red)} pps{pps}"
         for t, cfg, red, pps in results[: 4 if wide else 3]
     )
     print(

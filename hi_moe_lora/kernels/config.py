@@ -12,6 +12,12 @@ The kernel splits the shrink over the input width: a shrink job reduces ``k_chun
 (``k_iters`` iterations of ``block_k``), so a decode-sized call spreads the read of A over many
 SMs instead of streaming it through one; the last job of a (token tile, slice) sums the
 partials. Expand jobs cover ``block_n * n_group`` output columns each.
+
+At decode sizes a wide tile's work is split ``wide_split`` ways more than a narrow tile's: each
+shrink job reads ``rank_pad / wide_split`` rank rows of its K chunk, each expand job covers
+``1 / wide_split`` of a narrow job's columns. With ``wide_split = rank_pad / block_r`` a wide
+job moves the same bytes as a narrow one, and the extra parallelism comes from more programs
+rather than from more warps per program (which would cost the narrow tiles occupancy).
 """
 
 from __future__ import annotations
@@ -39,6 +45,8 @@ WIDE_RANK_PAD = 64
 RANK_CHUNK = 16
 #: Per token tile, the most partial-sum bytes expand jobs may re-read instead of a reduction step.
 REDUCE_IN_EXPAND_BYTES = 2**20
+#: Most parts a wide tile's jobs are split into (sizes the arrival counters, see ``.worklist``).
+MAX_WIDE_SPLIT = 4
 
 
 class KernelConfigError(ValueError):
@@ -61,6 +69,18 @@ class TileConfig:
     num_stages: int
     #: Padded rank (a multiple of ``block_r``): the column count of the rank-sized scratch tiles.
     rank_pad: int
+    #: Parts a wide tile's shrink (rank rows) and expand (output columns) jobs are split into.
+    wide_split: int = 1
+
+    @property
+    def wide_rows(self) -> int:
+        """Rank rows of one wide shrink job."""
+        return self.rank_pad // self.wide_split
+
+    @property
+    def wide_block_n(self) -> int:
+        """Output columns of one wide expand tile."""
+        return self.block_n // self.wide_split
 
     @property
     def k_chunk(self) -> int:
@@ -69,9 +89,9 @@ class TileConfig:
     def k_split(self, k: int) -> int:
         return -(-k // self.k_chunk)
 
-    def expand_jobs(self, widths: Sequence[int]) -> int:
-        """Expand jobs per token tile for slices of these output widths."""
-        span = self.block_n * self.n_group
+    def expand_jobs(self, widths: Sequence[int], wide: bool = False) -> int:
+        """Expand jobs per narrow (or ``wide``) token tile for slices of these output widths."""
+        span = (self.wide_block_n if wide else self.block_n) * self.n_group
         return sum(-(-w // span) for w in widths)
 
     def reduces_in_expand(self, k: int, widths: Sequence[int], wide: bool = False) -> bool:
@@ -80,17 +100,38 @@ class TileConfig:
         partials are ``rank_pad`` wide (on an H100, down and gate_up at rank 64 and M = 16:
         1.0-1.3 µs faster reduced once than re-read)."""
         rank_rows = self.rank_pad if wide else self.block_r
-        reread = self.expand_jobs(widths) * self.k_split(k) * self.block_m * rank_rows * 4
+        reread = self.expand_jobs(widths, wide) * self.k_split(k) * self.block_m * rank_rows * 4
         return reread <= REDUCE_IN_EXPAND_BYTES
 
     @property
     def wide_k_steps(self) -> int:
         """K steps of a wide-rank shrink job: at one K iteration (decode sizes) the chunk is
-        taken in ``rank_pad / block_r`` unrolled steps, so that a step holds no more of A than
+        taken in ``wide_rows / block_r`` unrolled steps, so that a step holds no more of A than
         a narrow one; prefill sizes keep their pipelined K loop (one step per iteration).
         (Narrower steps spill less but measured no faster on an H100: ``benchmarks/README.md``.)
         """
-        return self.rank_pad // self.block_r if self.k_iters == 1 else 1
+        return max(1, self.wide_rows // self.block_r) if self.k_iters == 1 else 1
+
+    def check(self) -> None:
+        """Raise :class:`KernelConfigError` for parameters the kernel cannot run with."""
+        if self.rank_pad % self.block_r:
+            raise KernelConfigError(f"rank_pad {self.rank_pad} is not a multiple of {self.block_r}")
+        split = self.wide_split
+        if split < 1 or split > MAX_WIDE_SPLIT or split & (split - 1):
+            raise KernelConfigError(f"wide_split {split} is not a power of two <= {MAX_WIDE_SPLIT}")
+        if self.wide_rows < self.block_r or self.wide_block_n < 16:
+            raise KernelConfigError(
+                f"wide_split {split} leaves parts of {self.wide_rows} rank rows and "
+                f"{self.wide_block_n} columns (at least {self.block_r} and 16)"
+            )
+        if split > 1 and self.k_iters != 1:
+            raise KernelConfigError("wide_split > 1 needs one K iteration (decode sizes)")
+        steps = self.wide_k_steps
+        if self.block_k % steps or self.block_k // steps < 16:
+            raise KernelConfigError(
+                f"block_k {self.block_k} must split into {steps} K steps of at least 16 "
+                "(the wide rank path at one K iteration)"
+            )
 
 
 def padded_rank(max_rank: int) -> int:
@@ -159,7 +200,9 @@ def choose_config(
         while -(-k // block_k) > MAX_K_SPLIT:
             block_k *= 2
         block_n = _decode_block_n(m, n_total)
-        return TileConfig(block_m, block_n, block_k, RANK_CHUNK, 1, 1, 4, 1, rank_pad)
+        # Wide tiles in jobs of a narrow one's size (see the module docstring).
+        wide_split = min(MAX_WIDE_SPLIT, rank_pad // RANK_CHUNK)
+        return TileConfig(block_m, block_n, block_k, RANK_CHUNK, 1, 1, 4, 1, rank_pad, wide_split)
     # Prefill: the expand tiles' groups share the tile's intermediate; the K block is sized
     # for the wide path's A tiles.
     block_k = 64 if rank_pad >= 64 else 128

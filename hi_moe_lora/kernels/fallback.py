@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import torch
 
 from .reference import stacked_view
-from .worklist import record_size
+from .worklist import HEADER_SIZE, record_size
 
 
 def lora_linear_torch(
@@ -33,7 +33,7 @@ def lora_linear_torch(
     width = record_size(block_m)
     m = x.shape[0]
     for t in range(count):
-        record = host_tiles[1 + width * t : 1 + width * (t + 1)]
+        record = host_tiles[HEADER_SIZE + width * t : HEADER_SIZE + width * (t + 1)]
         slot, rank, length = record[0], max(record[1], min_rank), record[2]
         rows = torch.tensor([r for r in record[3 : 3 + length] if r < m], dtype=torch.int64)
         if rows.numel() == 0:

@@ -46,9 +46,15 @@ import torch
 import triton
 import triton.language as tl
 
-from .config import PREFILL_BUCKETS, TileConfig, choose_config
+from .config import PREFILL_BUCKETS, KernelConfigError, TileConfig, choose_config
 from .reference import stacked_view
-from .worklist import MAX_SLICES, pairs_in_counters, record_size, upper_bound_tiles
+from .worklist import (
+    HEADER_SIZE,
+    MAX_SLICES,
+    pairs_in_counters,
+    record_size,
+    upper_bound_tiles,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +82,7 @@ def _tile_record(  # type: ignore[no-untyped-def]
     Every record holds ``BLOCK_M`` token rows (unused ones are row 0), so the rows are loaded
     unmasked, side by side with the length, instead of after it.
     """
-    rec = tiles_ptr + 1 + mt * (3 + BLOCK_M)
+    rec = tiles_ptr + 2 + mt * (3 + BLOCK_M)  # past the header (worklist.HEADER_SIZE)
     offs_m = tl.arange(0, BLOCK_M)
     slot = tl.load(rec)
     rank = tl.load(rec + 1)
@@ -217,10 +223,8 @@ def _shrink_partial(  # type: ignore[no-untyped-def]
 
 
 def _shrink_job(  # type: ignore[no-untyped-def]
-    job,
-    pair,
-    ks,
-    s,
+    within,
+    mt,
     slot,
     tok64,
     m_mask,
@@ -239,43 +243,56 @@ def _shrink_job(  # type: ignore[no-untyped-def]
     a_slot_stride,
     a_row_stride,
     scale,
+    NUM_SLICES: tl.constexpr,
     K_SPLIT: tl.constexpr,
     K_ITERS: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_K: tl.constexpr,
     R: tl.constexpr,
+    PARTS: tl.constexpr,
+    WIDE_SPLIT: tl.constexpr,
     RANK_PAD: tl.constexpr,
     REDUCE_IN_EXPAND: tl.constexpr,
     UNROLL: tl.constexpr,
     UPCAST_DOT: tl.constexpr,
 ):
-    """One shrink job at rank width ``R``: the float32 partial of ``x @ A[slot].T`` over one K
-    chunk of a pair (only the adapter's real rank is read).
+    """Shrink job ``within`` of token tile ``mt`` (jobs in (slice, part, K chunk) order): the
+    float32 partial of ``x @ A[slot].T`` over one K chunk and ``R`` rank rows of a pair (rows
+    from the adapter's real rank on are not read).
 
     Stores the partial and counts its arrival; with ``REDUCE_IN_EXPAND`` off, the job that
-    arrives last sums the pair's partials into the rank-sized intermediate and raises the pair's
-    ready flag.
+    arrives last among its part's K chunks sums that part's partials into the rank-sized
+    intermediate and counts the part as ready.
     """
-    a_base = tl.where(s == 2, a2_ptr, tl.where(s == 1, a1_ptr, a0_ptr)) + slot * a_slot_stride
+    per_slice: tl.constexpr = K_SPLIT * PARTS
+    s = within // per_slice
+    part = (within - s * per_slice) // K_SPLIT
+    ks = within - s * per_slice - part * K_SPLIT
+    pair = mt * NUM_SLICES + s
+    r0 = part * R
+    a_base = tl.where(s == 2, a2_ptr, tl.where(s == 1, a1_ptr, a0_ptr))
+    a_base += slot * a_slot_stride + r0 * a_row_stride
     acc = _shrink_partial(
-        x_ptr, a_base, tok64, m_mask, rank, ks, k_dim, stride_xm, stride_xk, a_row_stride,
+        x_ptr, a_base, tok64, m_mask, rank - r0, ks, k_dim, stride_xm, stride_xk, a_row_stride,
         K_ITERS, BLOCK_M, BLOCK_K, R, UNROLL, UPCAST_DOT,
     )  # fmt: skip
-    offs = _rank_tile_offsets(0, BLOCK_M, R, RANK_PAD)
-    tl.store(part_ptr + job.to(tl.int64) * (BLOCK_M * RANK_PAD) + offs, acc)
-    # All threads' stores before the (single-thread) release of the arrival.
+    offs = _rank_tile_offsets(r0, BLOCK_M, R, RANK_PAD)
+    tl.store(part_ptr + (pair.to(tl.int64) * K_SPLIT + ks) * (BLOCK_M * RANK_PAD) + offs, acc)
+    # All threads' stores before the (single-thread) release of the arrival. A pair's arrivals
+    # are counted per part when the parts are reduced here, else all on the first counter.
     tl.debug_barrier()
-    arrived = tl.atomic_add(arrive_ptr + pair, 1, sem="acq_rel")
+    arrive_at = pair * WIDE_SPLIT + (0 if REDUCE_IN_EXPAND else part)
+    arrived = tl.atomic_add(arrive_ptr + arrive_at, 1, sem="acq_rel")
     if not REDUCE_IN_EXPAND:  # noqa: SIM102  (constexpr guard; Triton has no `and`)
         if arrived == K_SPLIT - 1:
             tl.debug_barrier()
-            summed = _sum_partials(part_ptr, pair, 0, K_SPLIT, BLOCK_M, R, RANK_PAD)
+            summed = _sum_partials(part_ptr, pair, r0, K_SPLIT, BLOCK_M, R, RANK_PAD)
             tl.store(
                 inter_ptr + pair.to(tl.int64) * (BLOCK_M * RANK_PAD) + offs,
                 (summed * scale).to(inter_ptr.dtype.element_ty),
             )
             tl.debug_barrier()
-            tl.atomic_xchg(ready_ptr + pair, 1, sem="release")
+            tl.atomic_add(ready_ptr + pair, 1, sem="release")
 
 
 def _b_tile(  # type: ignore[no-untyped-def]
@@ -385,6 +402,8 @@ def _expand_job(  # type: ignore[no-untyped-def]
     BLOCK_N: tl.constexpr,
     R: tl.constexpr,
     N_CHUNKS: tl.constexpr,
+    PARTS: tl.constexpr,
+    WIDE_SPLIT: tl.constexpr,
     RANK_PAD: tl.constexpr,
     N_GROUP: tl.constexpr,
     REDUCE_IN_EXPAND: tl.constexpr,
@@ -392,7 +411,8 @@ def _expand_job(  # type: ignore[no-untyped-def]
     UPCAST_DOT: tl.constexpr,
 ):
     """One expand job: ``N_GROUP`` output tiles of ``y += inter @ B[slot]`` for group ``local``
-    of a pair's slice, over ``N_CHUNKS`` rank chunks of ``R`` rows.
+    of a pair's slice, over ``N_CHUNKS`` rank chunks of ``R`` rows (the pair's shrink came in
+    ``PARTS`` parts).
 
     The chunks are unrolled and unguarded (rows from the rank on are masked), and no store lies
     between them, so the compiler may issue their loads together."""
@@ -403,15 +423,15 @@ def _expand_job(  # type: ignore[no-untyped-def]
         y_ptr, b_base, tok64, m_mask, rank, local * span, n_s, y_col, stride_ym, stride_yn,
         b_row_stride, BLOCK_M, BLOCK_N, R, ADD_INPUTS,
     )  # fmt: skip
-    # Wait for the pair's shrink: its K_SPLIT arrivals, or the reducing job's flag. Tickets
+    # Wait for the pair's shrink: all its jobs' arrivals, or each part's reducing job. Tickets
     # are handed out in order, so every shrink job is held by a running program by now: the
     # wait ends whatever the grid or the occupancy.
     if REDUCE_IN_EXPAND:
-        flag_ptr = arrive_ptr + pair
-        want = K_SPLIT
+        flag_ptr = arrive_ptr + pair * WIDE_SPLIT
+        want = K_SPLIT * PARTS
     else:
         flag_ptr = ready_ptr + pair
-        want = 1
+        want = PARTS
     seen = tl.atomic_add(flag_ptr, 0, sem="acquire")
     while seen < want:
         seen = tl.atomic_add(flag_ptr, 0, sem="acquire")
@@ -440,12 +460,9 @@ def _expand_job(  # type: ignore[no-untyped-def]
 
 
 def _job(  # type: ignore[no-untyped-def]
-    job,
+    is_shrink,
+    within,
     mt,
-    n_shrink,
-    n_items,
-    t0,
-    t1,
     n0,
     n1,
     n2,
@@ -483,6 +500,7 @@ def _job(  # type: ignore[no-untyped-def]
     BLOCK_K: tl.constexpr,
     BLOCK_R: tl.constexpr,
     WIDE: tl.constexpr,
+    WIDE_SPLIT: tl.constexpr,
     WIDE_K_STEPS: tl.constexpr,
     RANK_PAD: tl.constexpr,
     N_GROUP: tl.constexpr,
@@ -490,41 +508,65 @@ def _job(  # type: ignore[no-untyped-def]
     ADD_INPUTS: tl.constexpr,
     UPCAST_DOT: tl.constexpr,
 ):
-    """Ticket ``job`` (of token tile ``mt``): a shrink job, or an expand job past ``n_shrink``.
+    """Job ``within`` of token tile ``mt``: a shrink job, or an expand job.
 
-    Narrow (``WIDE`` off): ``BLOCK_R`` rank rows. Wide: all ``RANK_PAD`` rows, with steps no
-    larger than the narrow ones (same registers): the expand in ``RANK_PAD // BLOCK_R`` rank
-    chunks; the shrink at full width over ``WIDE_K_STEPS`` steps per K iteration
-    (``TileConfig.wide_k_steps``: unrolled at decode sizes, one at prefill sizes).
+    Narrow (``WIDE`` off): ``BLOCK_R`` rank rows, ``BLOCK_N``-column expand tiles. Wide: all
+    ``RANK_PAD`` rows, split ``WIDE_SPLIT`` ways: a shrink job takes ``RANK_PAD / WIDE_SPLIT``
+    of them over ``WIDE_K_STEPS`` steps per K iteration (``TileConfig.wide_k_steps``: unrolled
+    at decode sizes, one at prefill sizes), an expand job ``BLOCK_N / WIDE_SPLIT`` columns in
+    ``RANK_PAD / BLOCK_R`` rank chunks: steps no larger than the narrow ones (same registers).
     """
-    if job < n_shrink:
-        pair = job // K_SPLIT
-        ks = job - pair * K_SPLIT
-        s = pair % NUM_SLICES
+    parts: tl.constexpr = WIDE_SPLIT if WIDE else 1
+    if is_shrink:
         steps: tl.constexpr = WIDE_K_STEPS if WIDE else 1
         _shrink_job(
-            job, pair, ks, s, slot, tok64, m_mask, rank, x_ptr, a0_ptr, a1_ptr, a2_ptr,
-            part_ptr, inter_ptr, arrive_ptr, ready_ptr, k_dim, stride_xm, stride_xk,
-            a_slot_stride, a_row_stride, scale, K_SPLIT, K_ITERS * steps, BLOCK_M,
-            BLOCK_K // steps, RANK_PAD if WIDE else BLOCK_R, RANK_PAD, REDUCE_IN_EXPAND,
-            steps > 1, UPCAST_DOT,
+            within, mt, slot, tok64, m_mask, rank, x_ptr, a0_ptr, a1_ptr, a2_ptr, part_ptr,
+            inter_ptr, arrive_ptr, ready_ptr, k_dim, stride_xm, stride_xk, a_slot_stride,
+            a_row_stride, scale, NUM_SLICES, K_SPLIT, K_ITERS * steps, BLOCK_M, BLOCK_K // steps,
+            RANK_PAD // WIDE_SPLIT if WIDE else BLOCK_R, parts, WIDE_SPLIT, RANK_PAD,
+            REDUCE_IN_EXPAND, steps > 1, UPCAST_DOT,
         )  # fmt: skip
     else:
-        item = job - n_shrink - mt * n_items
-        in1 = item >= t0
-        in2 = item >= t0 + t1
+        block_n: tl.constexpr = BLOCK_N // parts
+        span: tl.constexpr = block_n * N_GROUP
+        t0 = (n0 + span - 1) // span
+        t1 = (n1 + span - 1) // span
+        in1 = within >= t0
+        in2 = within >= t0 + t1
         s = in1.to(tl.int32) + in2.to(tl.int32)
         n_s = tl.where(in2, n2, tl.where(in1, n1, n0))
         col_base = tl.where(in2, n0 + n1, tl.where(in1, n0, 0))
-        local = item - tl.where(in2, t0 + t1, tl.where(in1, t0, 0))
+        local = within - tl.where(in2, t0 + t1, tl.where(in1, t0, 0))
         b_slice = tl.where(in2, b2_ptr, tl.where(in1, b1_ptr, b0_ptr))
         _expand_job(
             mt * NUM_SLICES + s, local, slot, tok64, m_mask, rank, n_s, y_col_offset + col_base,
             b_slice, y_ptr, part_ptr, inter_ptr, arrive_ptr, ready_ptr, stride_ym, stride_yn,
-            b_row_stride, scale, K_SPLIT, BLOCK_M, BLOCK_N, BLOCK_R,
-            RANK_PAD // BLOCK_R if WIDE else 1, RANK_PAD, N_GROUP, REDUCE_IN_EXPAND, ADD_INPUTS,
-            UPCAST_DOT,
+            b_row_stride, scale, K_SPLIT, BLOCK_M, block_n, BLOCK_R,
+            RANK_PAD // BLOCK_R if WIDE else 1, parts, WIDE_SPLIT, RANK_PAD, N_GROUP,
+            REDUCE_IN_EXPAND, ADD_INPUTS, UPCAST_DOT,
         )  # fmt: skip
+
+
+def _zero_counters(ptr, count):  # type: ignore[no-untyped-def]
+    """Set ``count`` int32 counters from ``ptr`` on to zero."""
+    offs = tl.arange(0, 128)
+    for c0 in range(0, count, 128):
+        tl.store(ptr + c0 + offs, tl.full((128,), 0, tl.int32), mask=c0 + offs < count)
+
+
+def _jobs_of_width(  # type: ignore[no-untyped-def]
+    n0,
+    n1,
+    n2,
+    NUM_SLICES: tl.constexpr,
+    K_SPLIT: tl.constexpr,
+    PARTS: tl.constexpr,
+    SPAN: tl.constexpr,
+):
+    """Shrink and expand jobs of one token tile whose work is split ``PARTS`` ways, with
+    expand groups of ``SPAN`` columns."""
+    expand = (n0 + SPAN - 1) // SPAN + (n1 + SPAN - 1) // SPAN + (n2 + SPAN - 1) // SPAN
+    return NUM_SLICES * K_SPLIT * PARTS, expand
 
 
 def _fused_lora_kernel(  # type: ignore[no-untyped-def]
@@ -564,6 +606,7 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
     BLOCK_K: tl.constexpr,
     BLOCK_R: tl.constexpr,
     RANK_PAD: tl.constexpr,
+    WIDE_SPLIT: tl.constexpr,
     WIDE_K_STEPS: tl.constexpr,
     N_GROUP: tl.constexpr,
     REDUCE_IN_EXPAND: tl.constexpr,
@@ -573,63 +616,79 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
 ):
     nprog = tl.num_programs(0)
     num_tiles = tl.load(tiles_ptr)
-    span = BLOCK_N * N_GROUP
-    t0 = (n0 + span - 1) // span
-    t1 = (n1 + span - 1) // span
-    t2 = (n2 + span - 1) // span
-    n_items = t0 + t1 + t2
+    # The wide tiles come first in the list (see .worklist); every tile is wide while the
+    # ranks are stale (min_rank above the narrow width).
+    if RANK_PAD > BLOCK_R:
+        n_wide = tl.where(min_rank > BLOCK_R, num_tiles, tl.load(tiles_ptr + 1))
+    else:
+        n_wide = 0
+    n_narrow = num_tiles - n_wide
+    shrink_n, expand_n = _jobs_of_width(n0, n1, n2, NUM_SLICES, K_SPLIT, 1, BLOCK_N * N_GROUP)
+    shrink_w, expand_w = _jobs_of_width(
+        n0, n1, n2, NUM_SLICES, K_SPLIT, WIDE_SPLIT, BLOCK_N // WIDE_SPLIT * N_GROUP
+    )
+    # Tickets in order: wide tiles' shrink jobs, narrow ones', wide tiles' expand jobs, narrow
+    # ones'. Each region holds its tiles' jobs one tile after the other.
+    end_shrink_w = n_wide * shrink_w
+    n_shrink = end_shrink_w + n_narrow * shrink_n
+    end_expand_w = n_shrink + n_wide * expand_w
+    total = end_expand_w + n_narrow * expand_n
     n_pairs = num_tiles * NUM_SLICES
-    n_shrink = n_pairs * K_SPLIT
-    total = n_shrink + num_tiles * n_items
-    arrive_ptr = ctr_ptr + 2
-    ready_ptr = ctr_ptr + 2 + pair_cap
+    ready_ptr = ctr_ptr + 2
+    arrive_ptr = ctr_ptr + 2 + pair_cap
     job = tl.atomic_add(ctr_ptr, 1)
 
     while job < total:
-        mt = tl.where(job < n_shrink, job // (K_SPLIT * NUM_SLICES), (job - n_shrink) // n_items)
+        is_shrink = job < n_shrink
+        wide = tl.where(is_shrink, job < end_shrink_w, job < end_expand_w)
+        first = tl.where(
+            is_shrink, tl.where(wide, 0, end_shrink_w), tl.where(wide, n_shrink, end_expand_w)
+        )
+        per_tile = tl.where(
+            is_shrink, tl.where(wide, shrink_w, shrink_n), tl.where(wide, expand_w, expand_n)
+        )
+        tile = (job - first) // per_tile
+        within = job - first - tile * per_tile
+        mt = tl.where(wide, tile, n_wide + tile)
         slot, tok64, m_mask, rank = _tile_record(tiles_ptr, mt, m_rows, min_rank, BLOCK_M)
         # A tile's adapter is taken at the narrow width (BLOCK_R rank rows) when its rank fits,
         # else at the whole padded rank (see _job): a rank-16 adapter costs the same under any
-        # max_lora_rank, and a wider one runs without a branch per rank chunk. The shrink and
-        # expand jobs of a pair read the same record, so they agree (on the reduction too).
+        # max_lora_rank, and a wider one runs without a branch per rank chunk.
         if RANK_PAD > BLOCK_R:
-            if rank > BLOCK_R:
+            if wide:
                 _job(
-                    job, mt, n_shrink, n_items, t0, t1, n0, n1, n2, slot, tok64, m_mask, rank,
-                    x_ptr, y_ptr, a0_ptr, a1_ptr, a2_ptr, b0_ptr, b1_ptr, b2_ptr, part_ptr,
-                    inter_ptr, arrive_ptr, ready_ptr, k_dim, stride_xm, stride_xk, stride_ym,
-                    stride_yn, a_slot_stride, a_row_stride, b_row_stride, y_col_offset, scale,
-                    NUM_SLICES, K_SPLIT, K_ITERS, BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_R, True,
+                    is_shrink, within, mt, n0, n1, n2, slot, tok64, m_mask, rank, x_ptr, y_ptr,
+                    a0_ptr, a1_ptr, a2_ptr, b0_ptr, b1_ptr, b2_ptr, part_ptr, inter_ptr,
+                    arrive_ptr, ready_ptr, k_dim, stride_xm, stride_xk, stride_ym, stride_yn,
+                    a_slot_stride, a_row_stride, b_row_stride, y_col_offset, scale, NUM_SLICES,
+                    K_SPLIT, K_ITERS, BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_R, True, WIDE_SPLIT,
                     WIDE_K_STEPS, RANK_PAD, N_GROUP, WIDE_REDUCE_IN_EXPAND, ADD_INPUTS,
                     UPCAST_DOT,
                 )  # fmt: skip
             else:
                 _job(
-                    job, mt, n_shrink, n_items, t0, t1, n0, n1, n2, slot, tok64, m_mask, rank,
-                    x_ptr, y_ptr, a0_ptr, a1_ptr, a2_ptr, b0_ptr, b1_ptr, b2_ptr, part_ptr,
-                    inter_ptr, arrive_ptr, ready_ptr, k_dim, stride_xm, stride_xk, stride_ym,
-                    stride_yn, a_slot_stride, a_row_stride, b_row_stride, y_col_offset, scale,
-                    NUM_SLICES, K_SPLIT, K_ITERS, BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_R, False,
+                    is_shrink, within, mt, n0, n1, n2, slot, tok64, m_mask, rank, x_ptr, y_ptr,
+                    a0_ptr, a1_ptr, a2_ptr, b0_ptr, b1_ptr, b2_ptr, part_ptr, inter_ptr,
+                    arrive_ptr, ready_ptr, k_dim, stride_xm, stride_xk, stride_ym, stride_yn,
+                    a_slot_stride, a_row_stride, b_row_stride, y_col_offset, scale, NUM_SLICES,
+                    K_SPLIT, K_ITERS, BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_R, False, WIDE_SPLIT,
                     WIDE_K_STEPS, RANK_PAD, N_GROUP, REDUCE_IN_EXPAND, ADD_INPUTS, UPCAST_DOT,
                 )  # fmt: skip
         else:
             _job(
-                job, mt, n_shrink, n_items, t0, t1, n0, n1, n2, slot, tok64, m_mask, rank,
-                x_ptr, y_ptr, a0_ptr, a1_ptr, a2_ptr, b0_ptr, b1_ptr, b2_ptr, part_ptr,
-                inter_ptr, arrive_ptr, ready_ptr, k_dim, stride_xm, stride_xk, stride_ym,
-                stride_yn, a_slot_stride, a_row_stride, b_row_stride, y_col_offset, scale,
-                NUM_SLICES, K_SPLIT, K_ITERS, BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_R, False,
+                is_shrink, within, mt, n0, n1, n2, slot, tok64, m_mask, rank, x_ptr, y_ptr,
+                a0_ptr, a1_ptr, a2_ptr, b0_ptr, b1_ptr, b2_ptr, part_ptr, inter_ptr,
+                arrive_ptr, ready_ptr, k_dim, stride_xm, stride_xk, stride_ym, stride_yn,
+                a_slot_stride, a_row_stride, b_row_stride, y_col_offset, scale, NUM_SLICES,
+                K_SPLIT, K_ITERS, BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_R, False, WIDE_SPLIT,
                 WIDE_K_STEPS, RANK_PAD, N_GROUP, REDUCE_IN_EXPAND, ADD_INPUTS, UPCAST_DOT,
             )  # fmt: skip
         job = tl.atomic_add(ctr_ptr, 1)
     # Every program takes exactly one ticket past the last job, after all of its own jobs, so
     # the holder of the very last ticket knows every job is done: it resets the counters.
     if job == total + nprog - 1:
-        offs_c = tl.arange(0, 128)
-        for c0 in range(0, n_pairs, 128):
-            c_mask = c0 + offs_c < n_pairs
-            tl.store(arrive_ptr + c0 + offs_c, tl.full((128,), 0, tl.int32), mask=c_mask)
-            tl.store(ready_ptr + c0 + offs_c, tl.full((128,), 0, tl.int32), mask=c_mask)
+        _zero_counters(ready_ptr, n_pairs)
+        _zero_counters(arrive_ptr, n_pairs * WIDE_SPLIT)
         tl.atomic_xchg(ctr_ptr, 0)
 
 
@@ -648,6 +707,8 @@ _DEVICE_FUNCTIONS = (
     _store_output,
     _expand_job,
     _job,
+    _zero_counters,
+    _jobs_of_width,
 )
 
 
@@ -715,6 +776,7 @@ def compile_for_target(
         "BLOCK_K": cfg.block_k,
         "BLOCK_R": cfg.block_r,
         "RANK_PAD": cfg.rank_pad,
+        "WIDE_SPLIT": cfg.wide_split,
         "N_GROUP": cfg.n_group,
         "WIDE_K_STEPS": cfg.wide_k_steps,
         "REDUCE_IN_EXPAND": reduce_in_expand,
@@ -917,28 +979,25 @@ def _launch(
     cfg = config or choose_config(m, x.shape[1], sum(widths), a[0].shape[1], num_sms, n_slots)
     tiles = tiles_by_block_m[cfg.block_m]
     k_split = cfg.k_split(x.shape[1])
-    n_items = cfg.expand_jobs(widths)
+    if cfg.rank_pad < a[0].shape[1]:
+        raise FusedLoRAShapeError(f"padded rank {cfg.rank_pad} < stacked rank {a[0].shape[1]}")
+    try:
+        cfg.check()
+    except KernelConfigError as exc:
+        raise FusedLoRAShapeError(str(exc)) from exc
     tiles_ub = min(
         upper_bound_tiles(x.shape[0], n_slots, cfg.block_m),
-        (tiles.numel() - 1) // record_size(cfg.block_m),
+        (tiles.numel() - HEADER_SIZE) // record_size(cfg.block_m),
     )
     pair_cap = pairs_in_counters(counters.numel())
     if tiles_ub * len(a) > pair_cap:
         raise FusedLoRAShapeError(f"{tiles_ub * len(a)} tile pairs > counter capacity {pair_cap}")
-    jobs_ub = tiles_ub * (len(a) * k_split + n_items)
+    # Most jobs: every tile wide when there is a wide path (a wide tile has the most jobs).
+    wide = cfg.rank_pad > cfg.block_r
+    jobs_per_tile = len(a) * k_split * (cfg.wide_split if wide else 1)
+    jobs_ub = tiles_ub * (jobs_per_tile + cfg.expand_jobs(widths, wide=wide))
     cap = max_programs if max_programs is not None else (num_sms * PROGRAMS_PER_SM)
     grid = (max(1, min(jobs_ub, cap)),)
-    if cfg.rank_pad % cfg.block_r or cfg.rank_pad < a[0].shape[1]:
-        raise FusedLoRAShapeError(
-            f"rank tiles {cfg.block_r} x n must cover the stacked rank {a[0].shape[1]} within "
-            f"{cfg.rank_pad}"
-        )
-    wide_steps = cfg.wide_k_steps
-    if cfg.block_k % wide_steps or cfg.block_k // wide_steps < 16:
-        raise FusedLoRAShapeError(
-            f"block_k {cfg.block_k} must split into {wide_steps} K steps of at least 16 "
-            "(the wide rank path at one K iteration)"
-        )
     tile_elems = cfg.block_m * cfg.rank_pad
     reduce_narrow = reductions[0]
     if reduce_narrow is None:
@@ -992,6 +1051,7 @@ def _launch(
         BLOCK_K=cfg.block_k,
         BLOCK_R=cfg.block_r,
         RANK_PAD=cfg.rank_pad,
+        WIDE_SPLIT=cfg.wide_split,
         N_GROUP=cfg.n_group,
         WIDE_K_STEPS=cfg.wide_k_steps,
         REDUCE_IN_EXPAND=bool(reduce_narrow),

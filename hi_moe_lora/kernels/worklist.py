@@ -6,16 +6,19 @@ keeps pointing at). Tokens are grouped by slot (a stable sort), each slot's toke
 tiles of ``block_m`` rows, tokens without an adapter (slot -1) get no tile at all.
 
 Buffer layout (int32):
-- ``tiles[0]``: number of tiles T; then T records of ``3 + block_m`` values:
+- ``tiles[0]``: number of tiles T; ``tiles[1]``: how many of them are wide (their adapter's rank
+  exceeds :data:`.config.RANK_CHUNK`), listed first; then T records of ``3 + block_m`` values:
   (slot, rank, length, token row 0 .. token row block_m-1), so one load gives a program all it
-  needs about its tile (the adapter's real rank included, see :mod:`.ranks`).
+  needs about its tile (the adapter's real rank included, see :mod:`.ranks`). With the wide
+  tiles first, the kernel maps a job to its tile arithmetically although wide tiles have more
+  jobs than narrow ones.
 A list is built for every token-tile height in :data:`.config.BLOCK_M_CHOICES`; a launch reads
 the one that matches its tile configuration.
 
 The buffers also hold the kernel's synchronisation counters (``counters``: a job ticket, a spare
-value, then the arrival counts and the ready flags of the (tile, slice) pairs). They start at
-zero and every launch leaves them at zero again (the last program resets them), so they are
-never written here.
+value, the ready counts of the (tile, slice) pairs, then their arrival counts, one per part of a
+wide tile's shrink). They start at zero and every launch leaves them at zero again (the last
+program resets them), so they are never written here.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from .config import BLOCK_M_CHOICES
+from .config import BLOCK_M_CHOICES, MAX_WIDE_SPLIT, RANK_CHUNK
 
 if TYPE_CHECKING:
     import torch
@@ -47,8 +50,11 @@ def tile_capacity(max_tokens: int, max_slots: int, block_m: int) -> int:
 MAX_SLICES = 3
 
 
-#: int32 values of the counters buffer per (tile, slice) pair: arrival count and ready flag.
-COUNTERS_PER_PAIR = 2
+#: int32 values of the counters buffer per (tile, slice) pair: a ready count and an arrival
+#: count per part of a wide tile.
+COUNTERS_PER_PAIR = 1 + MAX_WIDE_SPLIT
+#: int32 values before the first tile record: tile count, wide-tile count.
+HEADER_SIZE = 2
 
 
 def counter_size(max_tokens: int, max_slots: int) -> int:
@@ -101,7 +107,8 @@ def build_worklist(
     slot_ranks: Sequence[int],
     block_ms: Sequence[int] = BLOCK_M_CHOICES,
 ) -> WorkList:
-    """Group tokens by slot and cut each group into tiles for every tile height."""
+    """Group tokens by slot and cut each group into tiles for every tile height (the tiles of
+    adapters wider than :data:`.config.RANK_CHUNK` first)."""
     ranks = np.asarray(slot_ranks, dtype=np.int64)
     slots = np.asarray(token_slots, dtype=np.int64)
     order = np.argsort(slots, kind="stable")
@@ -118,6 +125,14 @@ def build_worklist(
         within = np.arange(seg_of_tile.shape[0]) - first_tile[seg_of_tile]
         tile_start = starts[seg_of_tile] + within * block_m
         tile_len = np.minimum(block_m, counts[seg_of_tile] - within * block_m)
+        # Wide tiles first (a stable order otherwise: by slot, then by token position).
+        wide = (ranks[uniq[seg_of_tile]] if seg_of_tile.size else seg_of_tile) > RANK_CHUNK
+        order_t = np.argsort(~wide, kind="stable")
+        seg_of_tile, tile_start, tile_len = (
+            seg_of_tile[order_t],
+            tile_start[order_t],
+            tile_len[order_t],
+        )
         n_tiles = seg_of_tile.shape[0]
         body = np.zeros((n_tiles, record_size(block_m)), dtype=np.int64)
         body[:, 0] = uniq[seg_of_tile]
@@ -128,7 +143,8 @@ def build_worklist(
             idx = tile_start[:, None] + cols[None, :]
             valid = cols[None, :] < tile_len[:, None]
             body[:, 3:] = np.where(valid, token_indices[np.minimum(idx, len(token_indices) - 1)], 0)
-        tiles[block_m] = np.concatenate([[n_tiles], body.reshape(-1)]).astype(np.int32)
+        header = [n_tiles, int(wide.sum())]
+        tiles[block_m] = np.concatenate([header, body.reshape(-1)]).astype(np.int32)
     return WorkList(token_indices=token_indices, tiles=tiles)
 
 
@@ -149,7 +165,8 @@ class WorkListBuffers:
         self.max_tokens = max_tokens
         self.max_slots = max_slots
         sizes = [
-            1 + record_size(bm) * tile_capacity(max_tokens, max_slots, bm) for bm in BLOCK_M_CHOICES
+            HEADER_SIZE + record_size(bm) * tile_capacity(max_tokens, max_slots, bm)
+            for bm in BLOCK_M_CHOICES
         ]
         self._offsets = dict(
             zip(BLOCK_M_CHOICES, np.cumsum([0, *sizes[:-1]]).tolist(), strict=True)

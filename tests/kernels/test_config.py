@@ -9,6 +9,7 @@ import pytest
 from hi_moe_lora.kernels.config import (
     BLOCK_M_CHOICES,
     DECODE_EXPAND_JOBS,
+    MAX_WIDE_SPLIT,
     RANK_CHUNK,
     KernelConfigError,
     block_m_for,
@@ -50,13 +51,16 @@ def test_decode_and_prefill_tiles() -> None:
 @pytest.mark.parametrize("m", [1, 16, 64])
 def test_decode_tiles_under_a_wide_max_rank(m: int) -> None:
     """Under max rank 64 a decode call has the same narrow rank width, warps and output tiles
-    as under 16; its K chunks are capped at 512 (the wide path's K steps)."""
+    as under 16; its K chunks are capped at 512 (the wide path's K steps), and its wide tiles'
+    jobs are split into four parts of a narrow job's size."""
     for k, n_total in ((4096, 6144), (4096, 4096), (4096, 28672), (14336, 4096)):
         low = choose_config(m, k, n_total, 16, 132, 16)
         high = choose_config(m, k, n_total, 64, 132, 16)
         assert high.block_r == low.block_r == RANK_CHUNK
         assert (high.rank_pad, low.rank_pad) == (64, 16)
-        assert high == dataclasses.replace(low, rank_pad=64, block_k=min(low.block_k, 512))
+        assert high == dataclasses.replace(
+            low, rank_pad=64, block_k=min(low.block_k, 512), wide_split=4
+        )
 
 
 def test_prefill_has_the_narrow_rank_width_under_a_wide_max_rank() -> None:
@@ -64,13 +68,40 @@ def test_prefill_has_the_narrow_rank_width_under_a_wide_max_rank() -> None:
     assert (cfg.block_r, cfg.rank_pad) == (RANK_CHUNK, 64)
 
 
-def test_wide_shrink_steps() -> None:
-    """At decode sizes a wide shrink job splits its K chunk into one step per narrow width of
-    the padded rank; prefill keeps one step per K iteration; max rank 16 has no wide path."""
-    assert choose_config(16, 4096, 6144, 64, 132).wide_k_steps == 4
-    assert choose_config(16, 4096, 6144, 32, 132).wide_k_steps == 2
-    assert choose_config(16, 4096, 6144, 16, 132).wide_k_steps == 1
-    assert choose_config(1024, 4096, 6144, 64, 132).wide_k_steps == 1
+def test_wide_split_and_shrink_steps() -> None:
+    """At decode sizes wide tiles' jobs are split into parts of the narrow rank width (at most
+    MAX_WIDE_SPLIT), and a wide shrink job takes its K chunk in one step per narrow width of its
+    rank rows; prefill keeps one part and one step per K iteration."""
+    split = {r: choose_config(16, 4096, 6144, r, 132) for r in (16, 32, 64, 128)}
+    assert [(c.wide_split, c.wide_rows, c.wide_k_steps) for c in split.values()] == [
+        (1, 16, 1),
+        (2, 16, 1),
+        (4, 16, 1),
+        (MAX_WIDE_SPLIT, 128 // MAX_WIDE_SPLIT, 128 // MAX_WIDE_SPLIT // RANK_CHUNK),
+    ]
+    assert split[64].wide_block_n == split[64].block_n // 4
+    assert dataclasses.replace(split[64], wide_split=1).wide_k_steps == 4
+    prefill = choose_config(1024, 4096, 6144, 64, 132)
+    assert (prefill.wide_split, prefill.wide_k_steps) == (1, 1)
+
+
+@pytest.mark.parametrize(
+    ("changes", "problem"),
+    [
+        ({"wide_split": 3}, "power of two"),
+        ({"wide_split": 8}, "power of two"),
+        ({"wide_split": 4, "rank_pad": 32}, "rank rows"),
+        ({"wide_split": 4, "block_n": 32}, "columns"),
+        ({"wide_split": 2, "k_iters": 2}, "one K iteration"),
+        ({"wide_split": 1, "block_k": 32}, "K steps"),
+        ({"rank_pad": 40}, "multiple"),
+    ],
+)
+def test_check_rejects_configs_the_kernel_cannot_run(changes: dict[str, int], problem: str) -> None:
+    base = choose_config(16, 4096, 6144, 64, 132)
+    base.check()
+    with pytest.raises(KernelConfigError, match=problem):
+        dataclasses.replace(base, **changes).check()  # type: ignore[arg-type]
 
 
 def test_reduction_choice_per_rank_width() -> None:

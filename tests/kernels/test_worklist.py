@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from hi_moe_lora.kernels.config import RANK_CHUNK
 from hi_moe_lora.kernels.worklist import (
+    HEADER_SIZE,
     WorkListBuffers,
     WorkListError,
     build_worklist,
@@ -19,17 +21,20 @@ from hi_moe_lora.kernels.worklist import (
 @pytest.mark.parametrize("block_m", [16, 64])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_tiles_cover_each_adapter_token_once(block_m: int, seed: int) -> None:
+    """... with the wide adapters' tiles first, counted in the header."""
     rng = np.random.default_rng(seed)
     slots = rng.integers(-1, 5, size=300)
     ranks = [8, 16, 64, 4, 32]
     work = build_worklist(slots, ranks, (block_m,))
     tiles = work.tiles[block_m]
-    count = int(tiles[0])
+    count, n_wide = int(tiles[0]), int(tiles[1])
     width = record_size(block_m)
     seen = []
+    wide_flags = []
     for t in range(count):
-        record = tiles[1 + width * t : 1 + width * (t + 1)]
+        record = tiles[HEADER_SIZE + width * t : HEADER_SIZE + width * (t + 1)]
         slot, rank, length = record[:3]
+        wide_flags.append(bool(rank > RANK_CHUNK))
         assert 1 <= length <= block_m
         assert rank == ranks[slot]
         rows = record[3 : 3 + length]
@@ -38,11 +43,13 @@ def test_tiles_cover_each_adapter_token_once(block_m: int, seed: int) -> None:
         seen.extend(rows.tolist())
     assert sorted(seen) == sorted(np.nonzero(slots >= 0)[0].tolist())
     assert count <= upper_bound_tiles(300, 5, block_m)
+    assert wide_flags == [True] * n_wide + [False] * (count - n_wide)
+    assert 0 < n_wide < count
 
 
 def test_no_adapter_tokens_give_no_tiles() -> None:
     work = build_worklist(np.full(10, -1), [16], (16,))
-    assert work.tiles[16][0] == 0
+    assert work.tiles[16][:HEADER_SIZE].tolist() == [0, 0]
     assert work.token_indices.size == 0
 
 
@@ -57,7 +64,7 @@ def test_buffers_update_in_place_and_reject_overflow() -> None:
     bufs.update(np.array([2, 0, -1, 2]), [8, 8, 8])
     assert bufs.tiles[16].data_ptr() == before
     assert bufs.tiles[16][0].item() == 2
-    assert bufs.tiles[16].numel() == 1 + record_size(16) * tile_capacity(32, 3, 16)
+    assert bufs.tiles[16].numel() == HEADER_SIZE + record_size(16) * tile_capacity(32, 3, 16)
     with pytest.raises(WorkListError):
         bufs.update(np.zeros(33, dtype=np.int64), [8, 8, 8])
     with pytest.raises(WorkListError):
