@@ -199,9 +199,14 @@ def run_case(
     )
 
 
+#: ``wide_split_jobs`` that always splits the wide tiles (the sweep times every split).
+ALWAYS_SPLIT = 1 << 30
+
+
 def _wide_configs(base: Any) -> list[tuple[Any, bool, int]]:
     """(config, wide tiles' reduce_in_expand, programs per SM) candidates for the wide-rank
-    path of one decode-sized case: how many parts its jobs are split into, and its reduction."""
+    path of one decode-sized case: how many parts its jobs are split into (always, whatever
+    the tile count), and its reduction."""
     import dataclasses
 
     from hi_moe_lora.kernels.config import MAX_WIDE_SPLIT
@@ -255,7 +260,11 @@ def sweep(
 
         def call(c: Any, cfg: Any = cfg, red: bool = red, pps: int = pps) -> Any:
             x, y, a, b = c
-            reductions = {"wide_reduce_in_expand": red} if wide else {"reduce_in_expand": red}
+            reductions: dict[str, Any] = (
+                {"wide_reduce_in_expand": red, "wide_split_jobs": ALWAYS_SPLIT}
+                if wide
+                else {"reduce_in_expand": red}
+            )
             return lambda: launch_fused_lora(
                 y,
                 x,

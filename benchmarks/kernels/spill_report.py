@@ -73,7 +73,10 @@ def main(argv: list[str] | None = None) -> int:
                     wide_reduce_in_expand=cfg.reduces_in_expand(k, widths, wide=True),
                 )
                 regs, stack = resource_usage(compiled.asm["cubin"])
-                tiles = f"bm{cfg.block_m} bn{cfg.block_n} bk{cfg.block_k}x{cfg.k_iters}"
+                tiles = (
+                    f"bm{cfg.block_m} bn{cfg.block_n} bk{cfg.block_k}x{cfg.k_iters} "
+                    f"ws{cfg.wide_split}"
+                )
                 print(f"| {name} | {max_rank} | {m} | {tiles} | {regs} | {stack} |", flush=True)
     return 0
 

@@ -13,11 +13,15 @@ The kernel splits the shrink over the input width: a shrink job reduces ``k_chun
 SMs instead of streaming it through one; the last job of a (token tile, slice) sums the
 partials. Expand jobs cover ``block_n * n_group`` output columns each.
 
-At decode sizes a wide tile's work is split ``wide_split`` ways more than a narrow tile's: each
-shrink job reads ``rank_pad / wide_split`` rank rows of its K chunk, each expand job covers
+At decode sizes a wide tile's work may be split ``wide_split`` ways more than a narrow tile's:
+each shrink job reads ``rank_pad / wide_split`` rank rows of its K chunk, each expand job covers
 ``1 / wide_split`` of a narrow job's columns. With ``wide_split = rank_pad / block_r`` a wide
 job moves the same bytes as a narrow one, and the extra parallelism comes from more programs
-rather than from more warps per program (which would cost the narrow tiles occupancy).
+rather than from more warps per program (which would cost the narrow tiles occupancy). The
+kernel splits only while the wide tiles' jobs stay within :data:`WIDE_SPLIT_WAVES` waves of
+its programs (decided on the device from the step's tiles): with many wide tiles the launch has
+parallelism enough, and the extra jobs' fixed costs win (on an H100, gate_up at rank 64 with
+four tiles: 57 µs split four ways against 32 µs whole).
 """
 
 from __future__ import annotations
@@ -47,6 +51,8 @@ RANK_CHUNK = 16
 REDUCE_IN_EXPAND_BYTES = 2**20
 #: Most parts a wide tile's jobs are split into (sizes the arrival counters, see ``.worklist``).
 MAX_WIDE_SPLIT = 4
+#: Wide tiles are split while all their split jobs fit in this many waves of the launch's programs.
+WIDE_SPLIT_WAVES = 3
 
 
 class KernelConfigError(ValueError):
@@ -98,19 +104,22 @@ class TileConfig:
         """Whether expand jobs sum the partials themselves (the re-read stays small), instead of
         the last shrink job summing them once; for narrow tiles, or for ``wide`` ones, whose
         partials are ``rank_pad`` wide (on an H100, down and gate_up at rank 64 and M = 16:
-        1.0-1.3 µs faster reduced once than re-read)."""
+        1.0-1.3 µs faster reduced once than re-read). Wide tiles are counted split; a launch
+        whose wide tiles stay whole (many of them) keeps that choice (on an H100 reducing once
+        was as fast or faster there: o, down and gate_up at M = 64 with 8 adapters)."""
         rank_rows = self.rank_pad if wide else self.block_r
         reread = self.expand_jobs(widths, wide) * self.k_split(k) * self.block_m * rank_rows * 4
         return reread <= REDUCE_IN_EXPAND_BYTES
 
     @property
     def wide_k_steps(self) -> int:
-        """K steps of a wide-rank shrink job: at one K iteration (decode sizes) the chunk is
-        taken in ``wide_rows / block_r`` unrolled steps, so that a step holds no more of A than
-        a narrow one; prefill sizes keep their pipelined K loop (one step per iteration).
+        """K steps of a whole wide-rank shrink job: at one K iteration (decode sizes) the chunk
+        is taken in ``rank_pad / block_r`` unrolled steps, so that a step holds no more of A
+        than a narrow one; prefill sizes keep their pipelined K loop (one step per iteration).
+        A job of a split wide tile takes ``wide_k_steps / wide_split`` of them.
         (Narrower steps spill less but measured no faster on an H100: ``benchmarks/README.md``.)
         """
-        return max(1, self.wide_rows // self.block_r) if self.k_iters == 1 else 1
+        return self.rank_pad // self.block_r if self.k_iters == 1 else 1
 
     def check(self) -> None:
         """Raise :class:`KernelConfigError` for parameters the kernel cannot run with."""

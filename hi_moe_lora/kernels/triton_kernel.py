@@ -46,7 +46,13 @@ import torch
 import triton
 import triton.language as tl
 
-from .config import PREFILL_BUCKETS, KernelConfigError, TileConfig, choose_config
+from .config import (
+    PREFILL_BUCKETS,
+    WIDE_SPLIT_WAVES,
+    KernelConfigError,
+    TileConfig,
+    choose_config,
+)
 from .reference import stacked_view
 from .worklist import (
     HEADER_SIZE,
@@ -500,8 +506,9 @@ def _job(  # type: ignore[no-untyped-def]
     BLOCK_K: tl.constexpr,
     BLOCK_R: tl.constexpr,
     WIDE: tl.constexpr,
+    PARTS: tl.constexpr,
+    STEPS: tl.constexpr,
     WIDE_SPLIT: tl.constexpr,
-    WIDE_K_STEPS: tl.constexpr,
     RANK_PAD: tl.constexpr,
     N_GROUP: tl.constexpr,
     REDUCE_IN_EXPAND: tl.constexpr,
@@ -511,23 +518,22 @@ def _job(  # type: ignore[no-untyped-def]
     """Job ``within`` of token tile ``mt``: a shrink job, or an expand job.
 
     Narrow (``WIDE`` off): ``BLOCK_R`` rank rows, ``BLOCK_N``-column expand tiles. Wide: all
-    ``RANK_PAD`` rows, split ``WIDE_SPLIT`` ways: a shrink job takes ``RANK_PAD / WIDE_SPLIT``
-    of them over ``WIDE_K_STEPS`` steps per K iteration (``TileConfig.wide_k_steps``: unrolled
-    at decode sizes, one at prefill sizes), an expand job ``BLOCK_N / WIDE_SPLIT`` columns in
-    ``RANK_PAD / BLOCK_R`` rank chunks: steps no larger than the narrow ones (same registers).
+    ``RANK_PAD`` rows, split ``PARTS`` ways (1 or ``WIDE_SPLIT``): a shrink job takes
+    ``RANK_PAD / PARTS`` of them over ``STEPS`` steps per K iteration (see
+    ``TileConfig.wide_k_steps``: unrolled at decode sizes, one at prefill sizes), an expand job
+    ``BLOCK_N / PARTS`` columns in ``RANK_PAD / BLOCK_R`` rank chunks: steps no larger than the
+    narrow ones (same registers). Arrivals are counted ``WIDE_SPLIT`` counters to a pair.
     """
-    parts: tl.constexpr = WIDE_SPLIT if WIDE else 1
     if is_shrink:
-        steps: tl.constexpr = WIDE_K_STEPS if WIDE else 1
         _shrink_job(
             within, mt, slot, tok64, m_mask, rank, x_ptr, a0_ptr, a1_ptr, a2_ptr, part_ptr,
             inter_ptr, arrive_ptr, ready_ptr, k_dim, stride_xm, stride_xk, a_slot_stride,
-            a_row_stride, scale, NUM_SLICES, K_SPLIT, K_ITERS * steps, BLOCK_M, BLOCK_K // steps,
-            RANK_PAD // WIDE_SPLIT if WIDE else BLOCK_R, parts, WIDE_SPLIT, RANK_PAD,
-            REDUCE_IN_EXPAND, steps > 1, UPCAST_DOT,
+            a_row_stride, scale, NUM_SLICES, K_SPLIT, K_ITERS * STEPS, BLOCK_M, BLOCK_K // STEPS,
+            RANK_PAD // PARTS if WIDE else BLOCK_R, PARTS, WIDE_SPLIT, RANK_PAD,
+            REDUCE_IN_EXPAND, STEPS > 1, UPCAST_DOT,
         )  # fmt: skip
     else:
-        block_n: tl.constexpr = BLOCK_N // parts
+        block_n: tl.constexpr = BLOCK_N // PARTS
         span: tl.constexpr = block_n * N_GROUP
         t0 = (n0 + span - 1) // span
         t1 = (n1 + span - 1) // span
@@ -542,12 +548,12 @@ def _job(  # type: ignore[no-untyped-def]
             mt * NUM_SLICES + s, local, slot, tok64, m_mask, rank, n_s, y_col_offset + col_base,
             b_slice, y_ptr, part_ptr, inter_ptr, arrive_ptr, ready_ptr, stride_ym, stride_yn,
             b_row_stride, scale, K_SPLIT, BLOCK_M, block_n, BLOCK_R,
-            RANK_PAD // BLOCK_R if WIDE else 1, parts, WIDE_SPLIT, RANK_PAD, N_GROUP,
+            RANK_PAD // BLOCK_R if WIDE else 1, PARTS, WIDE_SPLIT, RANK_PAD, N_GROUP,
             REDUCE_IN_EXPAND, ADD_INPUTS, UPCAST_DOT,
         )  # fmt: skip
 
 
-def _zero_counters(ptr, count):  # type: ignore[no-untyped-def]
+def _zero_counters(ptr, count) -> None:  # type: ignore[no-untyped-def]
     """Set ``count`` int32 counters from ``ptr`` on to zero."""
     offs = tl.arange(0, 128)
     for c0 in range(0, count, 128):
@@ -597,6 +603,7 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
     y_col_offset,
     pair_cap,
     min_rank,
+    split_jobs,
     scale,
     NUM_SLICES: tl.constexpr,
     K_SPLIT: tl.constexpr,
@@ -624,9 +631,18 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
         n_wide = 0
     n_narrow = num_tiles - n_wide
     shrink_n, expand_n = _jobs_of_width(n0, n1, n2, NUM_SLICES, K_SPLIT, 1, BLOCK_N * N_GROUP)
-    shrink_w, expand_w = _jobs_of_width(
-        n0, n1, n2, NUM_SLICES, K_SPLIT, WIDE_SPLIT, BLOCK_N // WIDE_SPLIT * N_GROUP
-    )
+    # Wide tiles' jobs are split WIDE_SPLIT ways while all of them stay within split_jobs.
+    if WIDE_SPLIT > 1:
+        shrink_s, expand_s = _jobs_of_width(
+            n0, n1, n2, NUM_SLICES, K_SPLIT, WIDE_SPLIT, BLOCK_N // WIDE_SPLIT * N_GROUP
+        )
+        split = n_wide * (shrink_s + expand_s) <= split_jobs
+        shrink_w = tl.where(split, shrink_s, shrink_n)
+        expand_w = tl.where(split, expand_s, expand_n)
+    else:
+        split = n_wide < 0
+        shrink_w = shrink_n
+        expand_w = expand_n
     # Tickets in order: wide tiles' shrink jobs, narrow ones', wide tiles' expand jobs, narrow
     # ones'. Each region holds its tiles' jobs one tile after the other.
     end_shrink_w = n_wide * shrink_w
@@ -652,27 +668,29 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
         mt = tl.where(wide, tile, n_wide + tile)
         slot, tok64, m_mask, rank = _tile_record(tiles_ptr, mt, m_rows, min_rank, BLOCK_M)
         # A tile's adapter is taken at the narrow width (BLOCK_R rank rows) when its rank fits,
-        # else at the whole padded rank (see _job): a rank-16 adapter costs the same under any
-        # max_lora_rank, and a wider one runs without a branch per rank chunk.
-        if RANK_PAD > BLOCK_R:
-            if wide:
+        # else at the whole padded rank, its jobs split or whole (see _job): a rank-16 adapter
+        # costs the same under any max_lora_rank. (Wide tiles exist only when RANK_PAD exceeds
+        # BLOCK_R, and are split only when WIDE_SPLIT exceeds 1.)
+        if wide & split:
+            if WIDE_SPLIT > 1:
                 _job(
                     is_shrink, within, mt, n0, n1, n2, slot, tok64, m_mask, rank, x_ptr, y_ptr,
                     a0_ptr, a1_ptr, a2_ptr, b0_ptr, b1_ptr, b2_ptr, part_ptr, inter_ptr,
                     arrive_ptr, ready_ptr, k_dim, stride_xm, stride_xk, stride_ym, stride_yn,
                     a_slot_stride, a_row_stride, b_row_stride, y_col_offset, scale, NUM_SLICES,
                     K_SPLIT, K_ITERS, BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_R, True, WIDE_SPLIT,
-                    WIDE_K_STEPS, RANK_PAD, N_GROUP, WIDE_REDUCE_IN_EXPAND, ADD_INPUTS,
-                    UPCAST_DOT,
+                    WIDE_K_STEPS // WIDE_SPLIT, WIDE_SPLIT, RANK_PAD, N_GROUP,
+                    WIDE_REDUCE_IN_EXPAND, ADD_INPUTS, UPCAST_DOT,
                 )  # fmt: skip
-            else:
+        elif wide:
+            if RANK_PAD > BLOCK_R:
                 _job(
                     is_shrink, within, mt, n0, n1, n2, slot, tok64, m_mask, rank, x_ptr, y_ptr,
                     a0_ptr, a1_ptr, a2_ptr, b0_ptr, b1_ptr, b2_ptr, part_ptr, inter_ptr,
                     arrive_ptr, ready_ptr, k_dim, stride_xm, stride_xk, stride_ym, stride_yn,
                     a_slot_stride, a_row_stride, b_row_stride, y_col_offset, scale, NUM_SLICES,
-                    K_SPLIT, K_ITERS, BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_R, False, WIDE_SPLIT,
-                    WIDE_K_STEPS, RANK_PAD, N_GROUP, REDUCE_IN_EXPAND, ADD_INPUTS, UPCAST_DOT,
+                    K_SPLIT, K_ITERS, BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_R, True, 1, WIDE_K_STEPS,
+                    WIDE_SPLIT, RANK_PAD, N_GROUP, WIDE_REDUCE_IN_EXPAND, ADD_INPUTS, UPCAST_DOT,
                 )  # fmt: skip
         else:
             _job(
@@ -680,8 +698,8 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
                 a0_ptr, a1_ptr, a2_ptr, b0_ptr, b1_ptr, b2_ptr, part_ptr, inter_ptr,
                 arrive_ptr, ready_ptr, k_dim, stride_xm, stride_xk, stride_ym, stride_yn,
                 a_slot_stride, a_row_stride, b_row_stride, y_col_offset, scale, NUM_SLICES,
-                K_SPLIT, K_ITERS, BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_R, False, WIDE_SPLIT,
-                WIDE_K_STEPS, RANK_PAD, N_GROUP, REDUCE_IN_EXPAND, ADD_INPUTS, UPCAST_DOT,
+                K_SPLIT, K_ITERS, BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_R, False, 1, 1, WIDE_SPLIT,
+                RANK_PAD, N_GROUP, REDUCE_IN_EXPAND, ADD_INPUTS, UPCAST_DOT,
             )  # fmt: skip
         job = tl.atomic_add(ctr_ptr, 1)
     # Every program takes exactly one ticket past the last job, after all of its own jobs, so
@@ -740,7 +758,7 @@ def _with_globals(fn: Callable[..., Any], scope: dict[str, Any]) -> Callable[...
 @functools.cache
 def _compiled_kernel() -> Any:
     # Values that change between calls of one layer must not multiply compiled variants.
-    varying = ["m_rows", "pair_cap", "min_rank"]
+    varying = ["m_rows", "pair_cap", "min_rank", "split_jobs"]
     return triton.jit(do_not_specialize=varying)(_flavour(triton.jit))
 
 
@@ -853,13 +871,15 @@ def launch_fused_lora(
     min_rank: int = 0,
     reduce_in_expand: bool | None = None,
     wide_reduce_in_expand: bool | None = None,
+    wide_split_jobs: int | None = None,
 ) -> TileConfig:
     """Launch the kernel once for all slices; returns the tile configuration it used.
 
     ``counters`` is the zeroed int32 buffer of :class:`.worklist.WorkListBuffers` (left zeroed).
     Every adapter runs at least at ``min_rank`` (the full rank while ranks are stale).
     ``reduce_in_expand`` and ``wide_reduce_in_expand`` override the choice of reduction for
-    narrow and wide tiles (tests and tuning).
+    narrow and wide tiles, ``wide_split_jobs`` the most jobs for which wide tiles are split
+    (default: :data:`.config.WIDE_SPLIT_WAVES` waves of the launch's programs; tests and tuning).
     On a GPU, the first call for a layer shape also compiles the prefill-sized variants it has
     not met yet (see :func:`precompile_prefill_variants`).
     """
@@ -873,8 +893,8 @@ def launch_fused_lora(
         precompile_prefill_variants(y, x, a, b, tiles_by_block_m, counters, add_inputs)
     return _launch(
         y, x, a, b, tiles_by_block_m, counters, scale, offset_start, add_inputs, config,
-        max_programs, min_rank, (reduce_in_expand, wide_reduce_in_expand), x.shape[0],
-        compile_only=False,
+        max_programs, min_rank, (reduce_in_expand, wide_reduce_in_expand), wide_split_jobs,
+        x.shape[0], compile_only=False,
     )  # fmt: skip
 
 
@@ -911,7 +931,7 @@ def precompile_prefill_variants(
     for bucket in PREFILL_BUCKETS:
         _launch(
             y, x, a, b, tiles_by_block_m, counters, 1.0, 0, add_inputs, None, None, 0,
-            (None, None), bucket, compile_only=True,
+            (None, None), None, bucket, compile_only=True,
         )  # fmt: skip
     compiled = len(variants) - before if variants is not None else len(PREFILL_BUCKETS)
     if compiled:
@@ -964,14 +984,15 @@ def _launch(
     max_programs: int | None,
     min_rank: int,
     reductions: tuple[bool | None, bool | None],
+    split_jobs: int | None,
     m: int,
     *,
     compile_only: bool,
 ) -> TileConfig:
     """Launch (or, with ``compile_only``, only compile) the kernel configured for ``m`` rows.
 
-    ``reductions``: whether narrow and wide tiles reduce in the expand jobs (None: the
-    configuration's choice)."""
+    ``reductions``: whether narrow and wide tiles reduce in the expand jobs; ``split_jobs``:
+    the most jobs for which wide tiles are split (None: the defaults)."""
     widths = [t.shape[1] for t in b]
     on_gpu = x.is_cuda
     num_sms = _num_sms(x.device.index or 0) if on_gpu else 4
@@ -998,6 +1019,8 @@ def _launch(
     jobs_ub = tiles_ub * (jobs_per_tile + cfg.expand_jobs(widths, wide=wide))
     cap = max_programs if max_programs is not None else (num_sms * PROGRAMS_PER_SM)
     grid = (max(1, min(jobs_ub, cap)),)
+    if split_jobs is None:
+        split_jobs = WIDE_SPLIT_WAVES * grid[0]
     tile_elems = cfg.block_m * cfg.rank_pad
     reduce_narrow = reductions[0]
     if reduce_narrow is None:
@@ -1042,6 +1065,7 @@ def _launch(
         offset_start,
         pair_cap,
         int(min_rank),
+        int(split_jobs),
         float(scale),
         NUM_SLICES=len(a),
         K_SPLIT=k_split,
