@@ -631,18 +631,28 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
         n_wide = 0
     n_narrow = num_tiles - n_wide
     shrink_n, expand_n = _jobs_of_width(n0, n1, n2, NUM_SLICES, K_SPLIT, 1, BLOCK_N * N_GROUP)
-    # Wide tiles' jobs are split WIDE_SPLIT ways while all of them stay within split_jobs.
-    if WIDE_SPLIT > 1:
+    # Wide tiles' jobs are split into the most parts (WIDE_SPLIT, half of it, or whole) for
+    # which all of them stay within split_jobs.
+    shrink_w = shrink_n
+    expand_w = expand_n
+    parts = num_tiles * 0 + 1
+    if WIDE_SPLIT >= 4:
+        half: tl.constexpr = WIDE_SPLIT // 2
+        shrink_h, expand_h = _jobs_of_width(
+            n0, n1, n2, NUM_SLICES, K_SPLIT, half, BLOCK_N // half * N_GROUP
+        )
+        fits = n_wide * (shrink_h + expand_h) <= split_jobs
+        shrink_w = tl.where(fits, shrink_h, shrink_w)
+        expand_w = tl.where(fits, expand_h, expand_w)
+        parts = tl.where(fits, half, parts)
+    if WIDE_SPLIT >= 2:
         shrink_s, expand_s = _jobs_of_width(
             n0, n1, n2, NUM_SLICES, K_SPLIT, WIDE_SPLIT, BLOCK_N // WIDE_SPLIT * N_GROUP
         )
-        split = n_wide * (shrink_s + expand_s) <= split_jobs
-        shrink_w = tl.where(split, shrink_s, shrink_n)
-        expand_w = tl.where(split, expand_s, expand_n)
-    else:
-        split = n_wide < 0
-        shrink_w = shrink_n
-        expand_w = expand_n
+        fits = n_wide * (shrink_s + expand_s) <= split_jobs
+        shrink_w = tl.where(fits, shrink_s, shrink_w)
+        expand_w = tl.where(fits, expand_s, expand_w)
+        parts = tl.where(fits, WIDE_SPLIT, parts)
     # Tickets in order: wide tiles' shrink jobs, narrow ones', wide tiles' expand jobs, narrow
     # ones'. Each region holds its tiles' jobs one tile after the other.
     end_shrink_w = n_wide * shrink_w
@@ -668,10 +678,10 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
         mt = tl.where(wide, tile, n_wide + tile)
         slot, tok64, m_mask, rank = _tile_record(tiles_ptr, mt, m_rows, min_rank, BLOCK_M)
         # A tile's adapter is taken at the narrow width (BLOCK_R rank rows) when its rank fits,
-        # else at the whole padded rank, its jobs split or whole (see _job): a rank-16 adapter
+        # else at the whole padded rank, its jobs in `parts` parts (see _job): a rank-16 adapter
         # costs the same under any max_lora_rank. (Wide tiles exist only when RANK_PAD exceeds
-        # BLOCK_R, and are split only when WIDE_SPLIT exceeds 1.)
-        if wide & split:
+        # BLOCK_R; the constexpr guards keep the paths a variant cannot take out of its code.)
+        if wide & (parts > 1) & (parts == WIDE_SPLIT):
             if WIDE_SPLIT > 1:
                 _job(
                     is_shrink, within, mt, n0, n1, n2, slot, tok64, m_mask, rank, x_ptr, y_ptr,
@@ -680,6 +690,17 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
                     a_slot_stride, a_row_stride, b_row_stride, y_col_offset, scale, NUM_SLICES,
                     K_SPLIT, K_ITERS, BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_R, True, WIDE_SPLIT,
                     WIDE_K_STEPS // WIDE_SPLIT, WIDE_SPLIT, RANK_PAD, N_GROUP,
+                    WIDE_REDUCE_IN_EXPAND, ADD_INPUTS, UPCAST_DOT,
+                )  # fmt: skip
+        elif wide & (parts > 1):
+            if WIDE_SPLIT >= 4:
+                _job(
+                    is_shrink, within, mt, n0, n1, n2, slot, tok64, m_mask, rank, x_ptr, y_ptr,
+                    a0_ptr, a1_ptr, a2_ptr, b0_ptr, b1_ptr, b2_ptr, part_ptr, inter_ptr,
+                    arrive_ptr, ready_ptr, k_dim, stride_xm, stride_xk, stride_ym, stride_yn,
+                    a_slot_stride, a_row_stride, b_row_stride, y_col_offset, scale, NUM_SLICES,
+                    K_SPLIT, K_ITERS, BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_R, True, WIDE_SPLIT // 2,
+                    WIDE_K_STEPS // (WIDE_SPLIT // 2), WIDE_SPLIT, RANK_PAD, N_GROUP,
                     WIDE_REDUCE_IN_EXPAND, ADD_INPUTS, UPCAST_DOT,
                 )  # fmt: skip
         elif wide:

@@ -114,19 +114,25 @@ def test_write_only_mode_and_column_offset_leave_other_cells(device: str) -> Non
     assert diff <= tolerance(torch.float16, ref[has][:, 6:54])
 
 
-@pytest.mark.parametrize(("wide_split", "split_jobs"), [(1, None), (2, 10**6), (4, 10**6), (4, 0)])
+@pytest.mark.parametrize(
+    ("wide_split", "split_jobs"), [(1, None), (2, 10**6), (4, 10**6), (4, "half"), (4, 0)]
+)
 @pytest.mark.parametrize(
     ("reduce_narrow", "reduce_wide"), [(True, True), (False, False), (True, False), (False, True)]
 )
 def test_narrow_and_wide_rank_widths_in_one_batch(
-    reduce_narrow: bool, reduce_wide: bool, wide_split: int, split_jobs: int | None, device: str
+    reduce_narrow: bool,
+    reduce_wide: bool,
+    wide_split: int,
+    split_jobs: int | str | None,
+    device: str,
 ) -> None:
     """Ranks 8 and 16 fit the narrow 16-row width; 17, 40 (part-masked) and 64 take the whole
     padded rank of 64: the expand in four rank chunks, the shrink over 64 / wide_split rank rows
     per job in K steps of 16 rows' worth (input width 150: three K chunks of 64, the last one
     part-masked); the wide tiles' jobs split ``wide_split`` ways (rank parts past a rank of 17
-    or 40 read nothing), or whole where the split would exceed ``split_jobs``; each width with
-    its own reduction."""
+    or 40 read nothing), in half as many parts or whole where the split would exceed
+    ``split_jobs``; each width with its own reduction."""
     m = 40
     slots = _slots(m, "many", 5, seed=13)
     p = make_problem(
@@ -134,6 +140,10 @@ def test_narrow_and_wide_rank_widths_in_one_batch(
     )
     ref = lora_linear_reference(p.y, p.x, p.lora_a, p.lora_b, slots, 0.5)
     cfg = TileConfig(16, 64, 64, 16, 1, 1, 4, 1, 64, wide_split)
+    if split_jobs == "half":
+        # Per wide tile, two slices of three K chunks and 40 + 24 output columns: 24 + 5 jobs
+        # split four ways, 12 + 3 split two ways; room for the latter only.
+        split_jobs = int(p.work.tiles[16][1]) * 20
     _run(
         p,
         0.5,
