@@ -12,7 +12,11 @@ included. Its programs take jobs from a ticket counter, in this order:
 Both take a tile's adapter at one of two rank widths, chosen per tile from its real rank (read
 from the tile record): ``BLOCK_R`` rows when the rank fits (a rank-16 adapter costs the same
 under any ``max_lora_rank``), else the whole padded rank ``RANK_PAD``, in steps no larger than
-the narrow ones (see ``_job``). The rank-sized scratch tiles are ``RANK_PAD`` wide.
+the narrow ones (see ``_job``). The rank-sized scratch tiles are ``RANK_PAD`` wide. At decode
+sizes a wide tile's jobs may be split (``WIDE_SPLIT`` parts, or half as many): each shrink job
+takes a part of its rank rows, each expand job a part of a narrow job's columns; the kernel picks
+the most parts for which all wide jobs fit ``split_jobs``. The work list puts the wide tiles
+first, and the tickets go: wide tiles' shrink jobs, narrow ones', wide expand jobs, narrow ones'.
 When re-reading the partials in every expand job would cost too much (wide layers at high rank),
 the shrink job that arrives last sums them once into a rank-sized intermediate and raises the
 pair's ready flag instead (``REDUCE_IN_EXPAND`` off; chosen for each rank width, since a wide
