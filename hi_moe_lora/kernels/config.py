@@ -18,10 +18,10 @@ each shrink job reads ``rank_pad / wide_split`` rank rows of its K chunk, each e
 ``1 / wide_split`` of a narrow job's columns. With ``wide_split = rank_pad / block_r`` a wide
 job moves the same bytes as a narrow one, and the extra parallelism comes from more programs
 rather than from more warps per program (which would cost the narrow tiles occupancy). The
-kernel splits only while the wide tiles' jobs stay within :data:`WIDE_SPLIT_WAVES` waves of
-its programs (decided on the device from the step's tiles): with many wide tiles the launch has
-parallelism enough, and the extra jobs' fixed costs win (on an H100, gate_up at rank 64 with
-four tiles: 57 µs split four ways against 32 µs whole).
+kernel takes the most parts (``wide_split``, half of it, or whole) for which all wide jobs fit
+:data:`WIDE_SPLIT_WAVES` waves of its programs (decided on the device from the step's tiles):
+with many wide tiles the launch has parallelism enough, and the extra jobs' fixed costs win (on
+an H100, gate_up at rank 64 with four tiles: 57 µs split four ways against 32 µs whole).
 """
 
 from __future__ import annotations
@@ -51,7 +51,8 @@ RANK_CHUNK = 16
 REDUCE_IN_EXPAND_BYTES = 2**20
 #: Most parts a wide tile's jobs are split into (sizes the arrival counters, see ``.worklist``).
 MAX_WIDE_SPLIT = 4
-#: Wide tiles are split while all their split jobs fit in this many waves of the launch's programs.
+#: Wide tiles are split only into as many parts as keep all their jobs within this many waves of
+#: the launch's programs.
 WIDE_SPLIT_WAVES = 3
 
 
