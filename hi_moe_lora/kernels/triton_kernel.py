@@ -579,6 +579,32 @@ def _jobs_of_width(  # type: ignore[no-untyped-def]
     return NUM_SLICES * K_SPLIT * PARTS, expand
 
 
+def _split_if_fits(  # type: ignore[no-untyped-def]
+    n0,
+    n1,
+    n2,
+    n_wide,
+    split_jobs,
+    shrink_w,
+    expand_w,
+    parts,
+    NUM_SLICES: tl.constexpr,
+    K_SPLIT: tl.constexpr,
+    PARTS: tl.constexpr,
+    SPAN: tl.constexpr,
+):
+    """A wide tile's shrink jobs, expand jobs and parts when split ``PARTS`` ways (expand groups
+    of ``SPAN`` columns), if all ``n_wide`` tiles' jobs then fit ``split_jobs``; else the given
+    ones."""
+    shrink_p, expand_p = _jobs_of_width(n0, n1, n2, NUM_SLICES, K_SPLIT, PARTS, SPAN)
+    fits = n_wide * (shrink_p + expand_p) <= split_jobs
+    return (
+        tl.where(fits, shrink_p, shrink_w),
+        tl.where(fits, expand_p, expand_w),
+        tl.where(fits, PARTS, parts),
+    )
+
+
 def _fused_lora_kernel(  # type: ignore[no-untyped-def]
     x_ptr,
     y_ptr,
@@ -641,22 +667,15 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
     expand_w = expand_n
     parts = num_tiles * 0 + 1
     if WIDE_SPLIT >= 4:
-        half: tl.constexpr = WIDE_SPLIT // 2
-        shrink_h, expand_h = _jobs_of_width(
-            n0, n1, n2, NUM_SLICES, K_SPLIT, half, BLOCK_N // half * N_GROUP
-        )
-        fits = n_wide * (shrink_h + expand_h) <= split_jobs
-        shrink_w = tl.where(fits, shrink_h, shrink_w)
-        expand_w = tl.where(fits, expand_h, expand_w)
-        parts = tl.where(fits, half, parts)
+        shrink_w, expand_w, parts = _split_if_fits(
+            n0, n1, n2, n_wide, split_jobs, shrink_w, expand_w, parts, NUM_SLICES, K_SPLIT,
+            WIDE_SPLIT // 2, BLOCK_N // (WIDE_SPLIT // 2) * N_GROUP,
+        )  # fmt: skip
     if WIDE_SPLIT >= 2:
-        shrink_s, expand_s = _jobs_of_width(
-            n0, n1, n2, NUM_SLICES, K_SPLIT, WIDE_SPLIT, BLOCK_N // WIDE_SPLIT * N_GROUP
-        )
-        fits = n_wide * (shrink_s + expand_s) <= split_jobs
-        shrink_w = tl.where(fits, shrink_s, shrink_w)
-        expand_w = tl.where(fits, expand_s, expand_w)
-        parts = tl.where(fits, WIDE_SPLIT, parts)
+        shrink_w, expand_w, parts = _split_if_fits(
+            n0, n1, n2, n_wide, split_jobs, shrink_w, expand_w, parts, NUM_SLICES, K_SPLIT,
+            WIDE_SPLIT, BLOCK_N // WIDE_SPLIT * N_GROUP,
+        )  # fmt: skip
     # Tickets in order: wide tiles' shrink jobs, narrow ones', wide tiles' expand jobs, narrow
     # ones'. Each region holds its tiles' jobs one tile after the other.
     end_shrink_w = n_wide * shrink_w
@@ -752,6 +771,7 @@ _DEVICE_FUNCTIONS = (
     _job,
     _zero_counters,
     _jobs_of_width,
+    _split_if_fits,
 )
 
 
