@@ -291,9 +291,12 @@ def _shrink_job(  # type: ignore[no-untyped-def]
     # All threads' stores before the (single-thread) release of the arrival. A pair's arrivals
     # are counted per part when the parts are reduced here, else all on the first counter.
     tl.debug_barrier()
-    arrive_at = pair * WIDE_SPLIT + (0 if REDUCE_IN_EXPAND else part)
-    arrived = tl.atomic_add(arrive_ptr + arrive_at, 1, sem="acq_rel")
-    if not REDUCE_IN_EXPAND:  # noqa: SIM102  (constexpr guard; Triton has no `and`)
+    # When the expand jobs sum the partials, nothing here waits for the count: a release
+    # suffices, and the program goes on to its next ticket while the add travels.
+    if REDUCE_IN_EXPAND:
+        tl.atomic_add(arrive_ptr + pair * WIDE_SPLIT, 1, sem="release")
+    else:
+        arrived = tl.atomic_add(arrive_ptr + pair * WIDE_SPLIT + part, 1, sem="acq_rel")
         if arrived == K_SPLIT - 1:
             tl.debug_barrier()
             summed = _sum_partials(part_ptr, pair, r0, K_SPLIT, BLOCK_M, R, RANK_PAD)
@@ -685,8 +688,14 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
     n_pairs = num_tiles * NUM_SLICES
     ready_ptr = ctr_ptr + 2
     arrive_ptr = ctr_ptr + 2 + pair_cap
-    job = tl.atomic_add(ctr_ptr, 1)
-
+    # The grid is sized for the most jobs a step can have; programs beyond this step's job
+    # count take no ticket (their atomics on the one counter would delay the others' tickets).
+    # Tickets are relaxed: they order nothing but themselves (the partials are published by the
+    # arrivals; for the counters' reset, see below).
+    takers = tl.minimum(nprog, total)
+    job = total + nprog  # (past every ticket: no job, no reset)
+    if tl.program_id(0) < takers:
+        job = tl.atomic_add(ctr_ptr, 1, sem="relaxed")
     while job < total:
         is_shrink = job < n_shrink
         wide = tl.where(is_shrink, job < end_shrink_w, job < end_expand_w)
@@ -745,10 +754,12 @@ def _fused_lora_kernel(  # type: ignore[no-untyped-def]
                 K_SPLIT, K_ITERS, BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_R, False, 1, 1, WIDE_SPLIT,
                 RANK_PAD, N_GROUP, REDUCE_IN_EXPAND, ADD_INPUTS, UPCAST_DOT,
             )  # fmt: skip
-        job = tl.atomic_add(ctr_ptr, 1)
-    # Every program takes exactly one ticket past the last job, after all of its own jobs, so
-    # the holder of the very last ticket knows every job is done: it resets the counters.
-    if job == total + nprog - 1:
+        job = tl.atomic_add(ctr_ptr, 1, sem="relaxed")
+    # Every taker takes exactly one ticket past the last job, after all of its own jobs, so the
+    # holder of the very last ticket knows every job is done: it resets the counters. No
+    # counter is touched after that: every arrival and ready count was seen by an expand job's
+    # acquiring wait, which came before that program's later tickets.
+    if job == total + takers - 1:
         _zero_counters(ready_ptr, n_pairs)
         _zero_counters(arrive_ptr, n_pairs * WIDE_SPLIT)
         tl.atomic_xchg(ctr_ptr, 0)
