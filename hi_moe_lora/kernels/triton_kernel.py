@@ -318,13 +318,20 @@ def _b_tile(  # type: ignore[no-untyped-def]
     BLOCK_N: tl.constexpr,
     R: tl.constexpr,
 ):
-    """``B[slot]``'s tile: rank rows ``r0 .. r0 + R`` (zero from ``rank`` on), slice columns
-    ``col0 .. col0 + BLOCK_N``."""
+    """``B[slot]``'s tile: rank rows ``r0 .. r0 + R`` (all zero when ``r0`` is past ``rank``),
+    slice columns ``col0 .. col0 + BLOCK_N``.
+
+    Rows from ``rank`` on inside a chunk are read as stored (zero in vLLM's stacked weights; any
+    finite value would do): the intermediate is exactly zero there. A mask that varied with the
+    rank along B's contiguous axis would keep the loads from being vectorised; the bound on the
+    stacked rank (the row stride) does not when that is a multiple of 16, as Triton then knows.
+    """
     offs_n = col0 + tl.arange(0, BLOCK_N)
     rows = r0 + tl.arange(0, R)
+    chunk_live = (tl.full((R,), 0, tl.int32) + r0) < rank  # the whole chunk, or none of it
     return tl.load(
         b_base + offs_n[None, :] * b_row_stride + rows[:, None],
-        mask=(rows < rank)[:, None] & (offs_n < n_s)[None, :],
+        mask=(chunk_live & (rows < b_row_stride))[:, None] & (offs_n < n_s)[None, :],
         other=0.0,
     )
 
@@ -811,11 +818,14 @@ def _with_globals(fn: Callable[..., Any], scope: dict[str, Any]) -> Callable[...
     return copy
 
 
+#: Arguments whose values change between calls of one layer: not specialised, so that they do
+#: not multiply compiled variants.
+_VARYING_ARGS = ("m_rows", "pair_cap", "min_rank", "split_jobs")
+
+
 @functools.cache
 def _compiled_kernel() -> Any:
-    # Values that change between calls of one layer must not multiply compiled variants.
-    varying = ["m_rows", "pair_cap", "min_rank", "split_jobs"]
-    return triton.jit(do_not_specialize=varying)(_flavour(triton.jit))
+    return triton.jit(do_not_specialize=list(_VARYING_ARGS))(_flavour(triton.jit))
 
 
 @functools.cache
@@ -836,7 +846,12 @@ def compile_for_target(
     wide_reduce_in_expand: bool | None = None,
 ) -> Any:
     """Compile the kernel ahead of time for CUDA ``sm_<arch>`` (no GPU needed; tests, tuning).
-    Wide tiles take ``reduce_in_expand`` too unless ``wide_reduce_in_expand`` says otherwise."""
+    Wide tiles take ``reduce_in_expand`` too unless ``wide_reduce_in_expand`` says otherwise.
+
+    The variant is specialised as Triton specialises a serving launch: ``x`` and ``y`` have unit
+    column strides (constants), pointers are 16-byte aligned and the sizes and strides are
+    multiples of 16 (as in every Llama-shaped layer), which is what lets the loads be vectorised.
+    """
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
@@ -863,6 +878,7 @@ def compile_for_target(
     declared = {param.name for param in kernel.params if param.is_constexpr}
     if declared != set(constexprs):
         raise KernelCompileError(f"constexpr parameters {sorted(declared)} != {sorted(constexprs)}")
+    constexprs |= {"stride_xk": 1, "stride_yn": 1}
     pointers = {"tiles_ptr": "*i32", "ctr_ptr": "*i32", "part_ptr": "*fp32"}
     names: list[str] = kernel.arg_names
     signature = {
@@ -875,10 +891,16 @@ def compile_for_target(
         else "i32"
         for name in names
     }
+    aligned = [
+        name
+        for name in names
+        if name not in constexprs and name not in _VARYING_ARGS and name != "scale"
+    ]
     source = ASTSource(
         kernel,
         signature,
         constexprs={(names.index(name),): value for name, value in constexprs.items()},
+        attrs={(names.index(name),): [["tt.divisibility", 16]] for name in aligned},
     )
     options = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
     return triton.compile(source, target=GPUTarget("cuda", arch, 32), options=options)
