@@ -23,9 +23,11 @@ pair's ready flag instead (``REDUCE_IN_EXPAND`` off; chosen for each rank width,
 tile's partials are ``RANK_PAD / BLOCK_R`` times larger: ``WIDE_REDUCE_IN_EXPAND``).
 
 Tickets are taken in order, so every shrink job is held by a running program before any expand
-job is handed out: the wait cannot deadlock whatever the grid or the occupancy. The program that
-takes the very last ticket (all others have then finished) resets the counters to zero, so no
-memset is needed before the next launch. The intermediate never leaves L2-sized scratch (a few
+job is handed out: the wait cannot deadlock whatever the grid or the occupancy. Only as many
+programs as the step has jobs take tickets (the grid is sized for the most a step can have), and
+tickets are relaxed atomics: they order nothing but themselves. The taker that takes the very
+last ticket (all others have then finished) resets the counters to zero, so no memset is needed
+before the next launch. The intermediate never leaves L2-sized scratch (a few
 KiB per tile); there is no separate buffer-zeroing launch and no split-K atomics on data.
 
 The grid is sized from static values only (token count of the call, slot count, layer widths);
