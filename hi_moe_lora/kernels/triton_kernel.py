@@ -27,8 +27,8 @@ job is handed out: the wait cannot deadlock whatever the grid or the occupancy. 
 programs as the step has jobs take tickets (the grid is sized for the most a step can have), and
 tickets are relaxed atomics: they order nothing but themselves. The taker that takes the very
 last ticket (all others have then finished) resets the counters to zero, so no memset is needed
-before the next launch. The intermediate never leaves L2-sized scratch (a few
-KiB per tile); there is no separate buffer-zeroing launch and no split-K atomics on data.
+before the next launch. The intermediate never leaves L2-sized scratch (a few KiB per tile);
+there is no separate buffer-zeroing launch and no split-K atomics on data.
 
 The grid is sized from static values only (token count of the call, slot count, layer widths);
 the number of tiles present this step is read from the work list on the device, so a CUDA
@@ -323,8 +323,9 @@ def _b_tile(  # type: ignore[no-untyped-def]
     """``B[slot]``'s tile: rank rows ``r0 .. r0 + R`` (all zero when ``r0`` is past ``rank``),
     slice columns ``col0 .. col0 + BLOCK_N``.
 
-    Rows from ``rank`` on inside a chunk are read as stored (zero in vLLM's stacked weights; any
-    finite value would do): the intermediate is exactly zero there. A mask that varied with the
+    Rows from ``rank`` on inside a chunk are read as stored (zero: vLLM zeroes a slot before it
+    writes an adapter into it, ``reset_lora``; any finite value would do): the intermediate is
+    exactly zero there. A mask that varied with the
     rank along B's contiguous axis would keep the loads from being vectorised; the bound on the
     stacked rank (the row stride) does not when that is a multiple of 16, as Triton then knows.
     """
