@@ -72,6 +72,8 @@ logger = logging.getLogger(__name__)
 
 #: Programs per SM: enough to hide latency, few enough that idle programs cost one wave.
 PROGRAMS_PER_SM = 2
+#: Where the work list's tile records start, past its header (the kernel's view of it).
+_RECORDS_AT = tl.constexpr(HEADER_SIZE)
 
 
 class FusedLoRAShapeError(ValueError):
@@ -94,7 +96,7 @@ def _tile_record(  # type: ignore[no-untyped-def]
     Every record holds ``BLOCK_M`` token rows (unused ones are row 0), so the rows are loaded
     unmasked, side by side with the length, instead of after it.
     """
-    rec = tiles_ptr + 2 + mt * (3 + BLOCK_M)  # past the header (worklist.HEADER_SIZE)
+    rec = tiles_ptr + _RECORDS_AT + mt * (3 + BLOCK_M)
     offs_m = tl.arange(0, BLOCK_M)
     slot = tl.load(rec)
     rank = tl.load(rec + 1)

@@ -17,8 +17,8 @@ the one that matches its tile configuration.
 
 The buffers also hold the kernel's synchronisation counters (``counters``: a job ticket, a spare
 value, the ready counts of the (tile, slice) pairs, then their arrival counts, one per part of a
-wide tile's shrink). They start at zero and every launch leaves them at zero again (the last
-program resets them), so they are never written here.
+wide tile's shrink). They start at zero and every launch leaves them at zero again (the program
+that takes the launch's last ticket resets them), so they are never written here.
 """
 
 from __future__ import annotations
