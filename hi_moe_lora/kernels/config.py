@@ -34,10 +34,15 @@ BLOCK_M_SMALL = 16
 BLOCK_M_LARGE = 64
 BLOCK_M_CHOICES = (BLOCK_M_SMALL, BLOCK_M_LARGE)
 
-#: Calls with at most this many token rows use the small token tile (decode-sized batches).
-SMALL_M_LIMIT = 64
-#: Token-count buckets for prefill-sized calls (see ``choose_config``).
-PREFILL_BUCKETS = (256, 1024, 4096, 16384)
+#: Calls with at most this many token rows use the small token tile and the decode configs.
+#: H100 A/Bs against the prefill configs (``benchmarks/kernels/ab_kernels.py``; raw tables in
+#: ``benchmarks/kernels/results/h100_ab_2026-11-22_small_m_limit.txt``): at M = 96-256 the
+#: decode path is up to 24 % faster with one rank-16 adapter (gate_up at M = 256 excepted, 10 %
+#: slower) and up to 38 % with 8 adapters; at M = 320-512 it is 5-25 % slower.
+SMALL_M_LIMIT = 256
+#: Token-count buckets for prefill-sized calls (see ``choose_config``); every call above
+#: :data:`SMALL_M_LIMIT` falls in one.
+PREFILL_BUCKETS = (1024, 4096, 16384)
 #: Most K chunks one (token tile, slice) is split into.
 MAX_K_SPLIT = 32
 #: Token tiles (upper bound) from which a decode-sized call uses wider K chunks.

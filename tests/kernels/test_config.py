@@ -8,9 +8,13 @@ import pytest
 
 from hi_moe_lora.kernels.config import (
     BLOCK_M_CHOICES,
+    BLOCK_M_LARGE,
+    BLOCK_M_SMALL,
     DECODE_EXPAND_JOBS,
     MAX_WIDE_SPLIT,
+    PREFILL_BUCKETS,
     RANK_CHUNK,
+    SMALL_M_LIMIT,
     KernelConfigError,
     block_m_for,
     choose_config,
@@ -42,6 +46,10 @@ def test_decode_and_prefill_tiles() -> None:
     prefill = choose_config(1024, 4096, 28672, 64, 132)
     assert prefill.block_m == 64
     assert prefill.n_group > 1
+    # Batches mixing decodes with a prefill chunk (up to SMALL_M_LIMIT rows) take the decode tiles.
+    assert block_m_for(SMALL_M_LIMIT) == BLOCK_M_SMALL
+    assert block_m_for(SMALL_M_LIMIT + 1) == BLOCK_M_LARGE
+    assert PREFILL_BUCKETS[0] > SMALL_M_LIMIT  # no prefill bucket that no call reaches
     for m in (1, 64, 65, 4096):
         assert block_m_for(m) in BLOCK_M_CHOICES
         cfg = choose_config(m, 14336, 4096, 64, 132)

@@ -55,7 +55,8 @@ def _err(p: Problem, ref: torch.Tensor) -> float:
     return float((p.y.double().cpu() - ref).abs().max())
 
 
-@pytest.mark.parametrize("m", [1, 3, 16, 64, 257])
+# 256 is the largest call on the decode tiles (SMALL_M_LIMIT), 257 the smallest on the prefill ones.
+@pytest.mark.parametrize("m", [1, 3, 16, 64, 256, 257])
 @pytest.mark.parametrize("mix", ["none", "one", "many"])
 def test_matches_reference_over_batch_sizes(m: int, mix: str, device: str) -> None:
     ranks = [8, 16, 64, 16]
