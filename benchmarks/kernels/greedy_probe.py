@@ -1,8 +1,12 @@
 """Greedy outputs with logprobs from a running vLLM server, for ours-vs-vLLM comparisons.
 
 Sends a few fixed prompts one at a time (batch of one, temperature 0) to the base model and to
-several adapters, and writes tokens and logprobs to a JSON file. ``--compare A.json B.json``
-prints how far two such files agree (exact token match, max logprob difference).
+several adapters, and writes tokens and logprobs to a JSON file. It also scores a fixed
+sequence of token ids teacher-forced (``echo`` with logprobs: the log-probability of every given
+token after its prefix), so two servers can be compared at every position: a greedy comparison
+stops at the first divergence, after which the contexts differ. ``--compare A.json B.json``
+prints how far two such files agree (exact token match and max logprob difference before the
+first divergence; max and median difference over the teacher-forced positions).
 Usage: python greedy_probe.py --port 8000 --out probe.json --models base,a0,a1,a2
        python greedy_probe.py --compare native.json ours.json
 """
@@ -48,13 +52,45 @@ def _complete(port: int, model: str, prompt: str) -> dict[str, Any]:
     return {"tokens": lp["tokens"], "logprobs": lp["token_logprobs"]}
 
 
+#: Token ids scored teacher-forced: a fixed pseudo-random walk over ids 10-409 (inside the
+#: tests' tiny vocabulary of 512 as well as Llama's), long enough for the kernels' prefill path.
+FORCED_IDS = [10 + (i * 7919 + 13) % 400 for i in range(300)]
+
+
+def _forced_logprobs(port: int, model: str) -> list[float]:
+    """Log-probability of each of :data:`FORCED_IDS` after its prefix (from the second on)."""
+    body = json.dumps(
+        {
+            "model": model,
+            "prompt": FORCED_IDS,
+            "max_tokens": 1,
+            "temperature": 0,
+            "logprobs": 1,
+            "echo": True,
+        }
+    ).encode()
+    req = urllib.request.Request(
+        f"http://localhost:{port}/v1/completions",
+        data=body,
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=120) as resp:
+        values = json.loads(resp.read())["choices"][0]["logprobs"]["token_logprobs"]
+    # The first prompt token has no prefix (None); the last value is the generated token's.
+    return [float(v) for v in values[1 : len(FORCED_IDS)]]
+
+
 def probe(port: int, models: list[str]) -> dict[str, Any]:
-    return {m: [_complete(port, m, p) for p in PROMPTS] for m in models}
+    out: dict[str, Any] = {m: [_complete(port, m, p) for p in PROMPTS] for m in models}
+    out["forced"] = {m: _forced_logprobs(port, m) for m in models}
+    return out
 
 
 def compare(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     lines = []
     for model in a:
+        if model == "forced":
+            continue
         same = total = 0
         worst = 0.0
         for ra, rb in zip(a[model], b.get(model, []), strict=False):
@@ -67,6 +103,15 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
         lines.append(
             f"{model}: {same}/{total} greedy tokens identical before any divergence, "
             f"max |logprob diff| on identical prefix {worst:.4f}"
+        )
+    forced_a, forced_b = a.get("forced", {}), b.get("forced", {})
+    for model in forced_a:
+        if model not in forced_b:
+            continue
+        diffs = sorted(abs(x - y) for x, y in zip(forced_a[model], forced_b[model], strict=True))
+        lines.append(
+            f"{model} teacher-forced: {len(diffs)} positions, max |logprob diff| "
+            f"{diffs[-1]:.4f}, median {diffs[len(diffs) // 2]:.4f}"
         )
     return lines
 
@@ -85,7 +130,8 @@ def main() -> int:
     result = probe(args.port, args.models.split(","))
     if args.out:
         args.out.write_text(json.dumps(result))
-    print(json.dumps({m: [r["tokens"][:6] for r in rs] for m, rs in result.items()}))
+    greedy = {m: rs for m, rs in result.items() if m != "forced"}
+    print(json.dumps({m: [r["tokens"][:6] for r in rs] for m, rs in greedy.items()}))
     return 0
 
 
