@@ -49,7 +49,7 @@ def test_decode_and_prefill_tiles() -> None:
     # Batches mixing decodes with a prefill chunk (up to SMALL_M_LIMIT rows) take the decode tiles.
     assert block_m_for(SMALL_M_LIMIT) == BLOCK_M_SMALL
     assert block_m_for(SMALL_M_LIMIT + 1) == BLOCK_M_LARGE
-    assert PREFILL_BUCKETS[0] > SMALL_M_LIMIT  # no prefill bucket that no call reaches
+    assert PREFILL_BUCKETS[0] > SMALL_M_LIMIT  # every prefill bucket is reachable
     for m in (1, 64, 65, 4096):
         assert block_m_for(m) in BLOCK_M_CHOICES
         cfg = choose_config(m, 14336, 4096, 64, 132)
