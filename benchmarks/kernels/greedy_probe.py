@@ -27,28 +27,32 @@ PROMPTS = [
 ]
 
 
-def _complete(port: int, model: str, prompt: str) -> dict[str, Any]:
-    body = json.dumps(
-        {
-            "model": model,
-            "prompt": prompt,
-            "max_tokens": 24,
-            "temperature": 0,
-            "logprobs": 1,
-            "ignore_eos": True,
-            # Token ids, not text: a random model's tokens often decode to "" and would all
-            # compare equal.
-            "return_tokens_as_token_ids": True,
-        }
-    ).encode()
+def _logprobs(port: int, request: dict[str, Any]) -> dict[str, Any]:
+    """The ``logprobs`` object of the first choice of a greedy ``/v1/completions`` request."""
+    body = json.dumps({"temperature": 0, "logprobs": 1, **request}).encode()
     req = urllib.request.Request(
         f"http://localhost:{port}/v1/completions",
         data=body,
         headers={"Content-Type": "application/json"},
     )
     with urllib.request.urlopen(req, timeout=120) as resp:
-        choice = json.loads(resp.read())["choices"][0]
-    lp = choice["logprobs"]
+        result: dict[str, Any] = json.loads(resp.read())["choices"][0]["logprobs"]
+    return result
+
+
+def _complete(port: int, model: str, prompt: str) -> dict[str, Any]:
+    lp = _logprobs(
+        port,
+        {
+            "model": model,
+            "prompt": prompt,
+            "max_tokens": 24,
+            "ignore_eos": True,
+            # Token ids, not text: a random model's tokens often decode to "" and would all
+            # compare equal.
+            "return_tokens_as_token_ids": True,
+        },
+    )
     return {"tokens": lp["tokens"], "logprobs": lp["token_logprobs"]}
 
 
@@ -59,25 +63,9 @@ FORCED_IDS = [10 + (i * 7919 + 13) % 400 for i in range(300)]
 
 def _forced_logprobs(port: int, model: str) -> list[float]:
     """Log-probability of each of :data:`FORCED_IDS` after its prefix (from the second on)."""
-    body = json.dumps(
-        {
-            "model": model,
-            "prompt": FORCED_IDS,
-            "max_tokens": 1,
-            "temperature": 0,
-            "logprobs": 1,
-            "echo": True,
-        }
-    ).encode()
-    req = urllib.request.Request(
-        f"http://localhost:{port}/v1/completions",
-        data=body,
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(req, timeout=120) as resp:
-        values = json.loads(resp.read())["choices"][0]["logprobs"]["token_logprobs"]
+    lp = _logprobs(port, {"model": model, "prompt": FORCED_IDS, "max_tokens": 1, "echo": True})
     # The first prompt token has no prefix (None); the last value is the generated token's.
-    return [float(v) for v in values[1 : len(FORCED_IDS)]]
+    return [float(v) for v in lp["token_logprobs"][1 : len(FORCED_IDS)]]
 
 
 def probe(port: int, models: list[str]) -> dict[str, Any]:
