@@ -31,12 +31,6 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 
 
-def _parse_case(text: str) -> tuple[str, int, int, int, int]:
-    shape, m, ranks, adapters = text.split(":")
-    rank, _, max_rank = ranks.partition("/")
-    return shape, int(m), int(rank), int(max_rank or rank), int(adapters)
-
-
 def _worker(tree: Path, cases: list[str], replays: int, time_them: bool) -> None:
     """Run in a child process: import the tree's package first, so that ``bench_lora`` (which
     puts this checkout on ``sys.path``) binds to the tree's kernel."""
@@ -54,7 +48,7 @@ def _worker(tree: Path, cases: list[str], replays: int, time_them: bool) -> None
     from hi_moe_lora.kernels.worklist import WorkListBuffers
 
     for case in cases:
-        shape, m, rank, max_rank, adapters = _parse_case(case)
+        shape, m, rank, max_rank, adapters = bench_lora.parse_case(case)
         k, widths = bench_lora.SHAPES[shape]
         adapters = min(adapters, m)
         slots = bench_lora._slots_for(m, adapters)

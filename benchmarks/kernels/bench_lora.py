@@ -58,6 +58,13 @@ class Result:
     ref_max: float
 
 
+def parse_case(text: str) -> tuple[str, int, int, int, int]:
+    """``shape:M:rank[/max_rank]:adapters`` -> (shape, M, rank, max rank, adapters)."""
+    shape, m, ranks, adapters = text.split(":")
+    rank, _, max_rank = ranks.partition("/")
+    return shape, int(m), int(rank), int(max_rank or rank), int(adapters)
+
+
 def _slots_for(m: int, adapters: int) -> torch.Tensor:
     if adapters == 1:
         return torch.zeros(m, dtype=torch.int64)
@@ -357,17 +364,7 @@ def main() -> int:
     print(f"empty Triton kernel in a CUDA graph: {launch_floor(args.replays):.2f} us/launch")
     if args.sweep:
         for case in args.sweep_cases.split(","):
-            shape, m, ranks_text, adapters = case.split(":")
-            rank, _, max_rank = ranks_text.partition("/")
-            sweep(
-                shape,
-                int(m),
-                int(rank),
-                int(max_rank or rank),
-                int(adapters),
-                args.replays,
-                args.sweep_wide,
-            )
+            sweep(*parse_case(case), args.replays, args.sweep_wide)
         return 0
 
     ms = [1, 16, 64, 256] if args.quick else [1, 4, 16, 64, 256, 1024]
