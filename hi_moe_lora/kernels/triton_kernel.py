@@ -327,9 +327,9 @@ def _b_tile(  # type: ignore[no-untyped-def]
 
     Rows from ``rank`` on inside a chunk are read as stored (zero: vLLM zeroes a slot before it
     writes an adapter into it, ``reset_lora``; any finite value would do): the intermediate is
-    exactly zero there. A mask that varied with the
-    rank along B's contiguous axis would keep the loads from being vectorised; the bound on the
-    stacked rank (the row stride) does not when that is a multiple of 16, as Triton then knows.
+    exactly zero there. A mask that varied with the rank along B's contiguous axis would keep
+    the loads from being vectorised; the bound on the stacked rank (the row stride) does not
+    when that is a multiple of 16, as Triton then knows.
     """
     offs_n = col0 + tl.arange(0, BLOCK_N)
     rows = r0 + tl.arange(0, R)
