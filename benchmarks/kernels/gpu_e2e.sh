@@ -4,12 +4,16 @@
 #   LABEL=ours|native   our kernels, or vLLM's (the plugin's HI_MOE_LORA_KERNELS=vllm switch)
 #   R=16|64             --max-lora-rank (the adapters stay rank 16)
 #   CONCS="64 8"        `vllm bench serve` concurrencies, each: base / one adapter / 16 adapters
-#   PROBE=1             greedy probe twice first (run-to-run reference, ours-vs-native compare)
+#   PROBE=1             greedy + teacher-forced probe first: twice alone, once beside a 16-adapter
+#                       load (vLLM's run-to-run reference: the same request in other batches)
+#   PROFILE="one base"  torch-profile ~1.5 s of a 64-concurrent load each (one adapter, base model,
+#                       many: 16 adapters) and summarize the steps (step_profile.py); CONCS="" then
+#                       skips the throughput runs
 # One server start per call; a warm-up run first keeps kernel compilation out of the figures.
 # Results: $OUT/<label>-r<R>-c<C>-{base,one,many}.json and a summary on stdout.
 set -u
 LABEL=${LABEL:-ours}; OUT=${OUT:-/tmp/hml-out}; PORT=${PORT:-8000}; MODEL=/tmp/m8b; N=16
-R=${R:-16}; CONCS=${CONCS:-64 8}; PROBE=${PROBE:-0}
+R=${R:-16}; CONCS=${CONCS-64 8}; PROBE=${PROBE:-0}; PROFILE=${PROFILE:-}; PROF=/tmp/hml-prof
 mkdir -p "$OUT"
 export PYTHONPATH=/tmp/site VLLM_USE_FLASHINFER_SAMPLER=0 HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
 [ -f /tmp/site/plugins/punica.py ] || python3 -m pip install -q --no-deps --no-build-isolation \
@@ -19,11 +23,13 @@ KERNELS=ours; [ "$LABEL" = native ] && KERNELS=vllm
 TAG="$LABEL-r$R"
 ALL=$(for i in $(seq 0 $((N-1))); do echo -n "a$i "; done)
 MODS=$(for i in $(seq 0 $((N-1))); do echo -n "a$i=$MODEL-adapters/a$i "; done)
+PROFILER_ARGS=()
+[ -n "$PROFILE" ] && PROFILER_ARGS=(--profiler-config "{\"profiler\": \"torch\", \"torch_profiler_dir\": \"$PROF\", \"torch_profiler_with_stack\": false, \"torch_profiler_dump_cuda_time_total\": false, \"ignore_frontend\": true}")
 began=$(date +%s)
 env VLLM_PLUGINS=hi_moe_lora_kernels HI_MOE_LORA_KERNELS=$KERNELS python3 -m vllm.entrypoints.cli.main \
   serve $MODEL --served-model-name base --enable-lora --max-loras $N --max-cpu-loras $((2*N)) \
   --max-lora-rank $R --lora-modules $MODS --port $PORT --max-model-len 2048 \
-  --gpu-memory-utilization 0.85 ${EXTRA_ARGS:-} > "$OUT/$TAG-serve.log" 2>&1 &
+  --gpu-memory-utilization 0.85 "${PROFILER_ARGS[@]}" ${EXTRA_ARGS:-} > "$OUT/$TAG-serve.log" 2>&1 &
 SP=$!
 for i in $(seq 1 200); do
   sleep 3; curl -s "localhost:$PORT/v1/models" >/dev/null && break
@@ -31,20 +37,38 @@ for i in $(seq 1 200); do
 done
 echo "$TAG: server up after $(( $(date +%s) - began )) s"
 grep -m3 -i "hi-moe-lora\|Using .*Punica" "$OUT/$TAG-serve.log"
-if [ "$PROBE" = 1 ]; then
-  python3 benchmarks/kernels/greedy_probe.py --port $PORT --out "$OUT/$TAG-probe1.json" > /dev/null
-  python3 benchmarks/kernels/greedy_probe.py --port $PORT --out "$OUT/$TAG-probe2.json" > /dev/null
-  python3 benchmarks/kernels/greedy_probe.py --compare "$OUT/$TAG-probe1.json" "$OUT/$TAG-probe2.json"
-fi
-bench() {  # bench CONCURRENCY PROMPTS RESULT_NAME [--lora-modules ...]
+bench() {  # bench CONCURRENCY PROMPTS RESULT_NAME [--lora-modules ...] (into $RESULTS or $OUT)
   local c=$1 np=$2 name=$3; shift 3
   python3 -m vllm.entrypoints.cli.main bench serve --backend openai --base-url http://localhost:$PORT \
     --endpoint /v1/completions --model base --tokenizer $MODEL --dataset-name random \
     --random-input-len 256 --random-output-len 128 --num-prompts $np --max-concurrency $c \
-    --ignore-eos --save-result --result-dir "$OUT" --result-filename "$name" "$@" > /dev/null 2>&1
+    --ignore-eos --save-result --result-dir "${RESULTS:-$OUT}" --result-filename "$name" "$@" > /dev/null 2>&1
 }
+stop_load() { pkill -f "cli.main bench serve"; wait $LOAD 2>/dev/null; }  # the background bench
 bench 64 96 "$TAG-warmup.json" --lora-modules $ALL
 bench 64 64 "$TAG-warmup1.json" --lora-modules a0   # one-adapter batches meet other sizes
+if [ "$PROBE" = 1 ]; then
+  probe() { python3 benchmarks/kernels/greedy_probe.py --port $PORT --out "$OUT/$TAG-$1.json" > /dev/null; }
+  probe probe1; probe probe2
+  RESULTS=/tmp bench 64 512 "$TAG-probe-load.json" --lora-modules $ALL & LOAD=$!
+  sleep 8; probe probe-load; stop_load
+  for other in probe2 probe-load; do
+    echo "$TAG probe1 vs $other:"
+    python3 benchmarks/kernels/greedy_probe.py --compare "$OUT/$TAG-probe1.json" "$OUT/$TAG-$other.json"
+  done
+fi
+for LOAD_NAME in $PROFILE; do
+  case $LOAD_NAME in one) MODS_ARG="--lora-modules a0";; many) MODS_ARG="--lora-modules $ALL";; *) MODS_ARG="";; esac
+  rm -rf $PROF; RESULTS=/tmp bench 64 1024 "$TAG-prof-load.json" $MODS_ARG & LOAD=$!
+  sleep 10; curl -s -X POST localhost:$PORT/start_profile; sleep 1.5
+  curl -s -X POST localhost:$PORT/stop_profile; stop_load
+  TRACE=$(ls -S $PROF/*.pt.trace.json* 2>/dev/null | head -1)
+  if [ -z "$TRACE" ]; then echo "$TAG $LOAD_NAME: no trace in $PROF"; ls -la $PROF; continue; fi
+  echo "$TAG $LOAD_NAME: trace $(du -h "$TRACE" | cut -f1)"
+  python3 benchmarks/kernels/step_profile.py "$TRACE" --label "$TAG-$LOAD_NAME" --json "$OUT/$TAG-steps.json"
+  [ "$LOAD_NAME" = one ] && [ $(stat -c %s "$TRACE") -lt 15000000 ] && cp "$TRACE" "$OUT/$TAG-one.trace.json.gz"
+  sleep 3
+done
 for C in $CONCS; do
   NP=256; [ "$C" -le 16 ] && NP=$((16 * C))
   bench $C $NP "$TAG-c$C-base.json"
@@ -52,7 +76,7 @@ for C in $CONCS; do
   bench $C $NP "$TAG-c$C-many.json" --lora-modules $ALL
 done
 kill $SP; wait $SP 2>/dev/null
-python3 - "$OUT" "$TAG" $CONCS <<'PY'
+[ -n "$CONCS" ] && python3 - "$OUT" "$TAG" $CONCS <<'PY'
 import json, sys
 res, tag, concs = sys.argv[1], sys.argv[2], sys.argv[3:]
 for c in concs:

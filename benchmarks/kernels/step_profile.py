@@ -1,0 +1,168 @@
+"""Where a served step's GPU time goes: a summary of a vLLM worker's torch-profiler trace.
+
+vLLM (``--profiler-config '{"profiler": "torch", ...}'``, then ``POST /start_profile`` and
+``/stop_profile``) annotates every engine step on the worker's CPU thread as
+``execute_context_C(c)_generation_G(g)``. Each GPU activity (kernel, memcpy, memset) is tied
+by its correlation id to the CUDA runtime call that launched it (a whole CUDA graph replay shares
+the id of its ``cudaGraphLaunch``), and that call to the last step annotation that began before
+it. So every kernel is charged to the step that launched it, the sampler's (launched after the
+forward, outside the annotation) included.
+
+Per step: GPU busy time by category (our fused LoRA kernel, vLLM's LoRA kernels, GEMMs,
+attention, copies, the rest), the span from its first kernel's start to its last one's end, and
+the period to the next step's first kernel (the served step time, TPOT's unit). Steps are
+grouped as decode-only (no context tokens) and mixed (a prefill chunk inside); the table gives
+medians per group; ``--json`` adds them, with the heaviest "other" kernels, to a file keyed by
+label (several traces, one file).
+Usage: python step_profile.py TRACE.pt.trace.json.gz [--label L] [--json SUMMARY.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import gzip
+import itertools
+import json
+import re
+import statistics
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+STEP_PATTERN = re.compile(r"^execute_context_(\d+)\((\d+)\)_generation_(\d+)\((\d+)\)$")
+GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
+
+#: (category, substrings of the kernel name), first match wins; copies go by trace category.
+KERNEL_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("lora_ours", ("_fused_lora_kernel",)),
+    ("lora_vllm", ("_lora_shrink", "_lora_expand", "sgmv", "bgmv", "lora")),
+    ("attention", ("flash", "fmha", "attn", "attention")),
+    ("gemm", ("gemm", "nvjet", "cutlass", "xmma", "sm90_", "cublas", "matmul")),
+)
+CATEGORIES = ("lora_ours", "lora_vllm", "gemm", "attention", "copy", "other")
+
+
+def kernel_category(name: str, trace_category: str) -> str:
+    if trace_category != "kernel":
+        return "copy"
+    lowered = name.lower()
+    for category, needles in KERNEL_CATEGORIES:
+        if any(n.lower() in lowered for n in needles):
+            return category
+    return "other"
+
+
+@dataclass
+class Step:
+    context_tokens: int
+    generation_tokens: int
+    cpu_start: float
+    busy: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    kernels: int = 0
+    gpu_start: float = float("inf")
+    gpu_end: float = 0.0
+    other_names: Counter[str] = field(default_factory=Counter)
+
+
+def load_steps(trace_path: Path) -> list[Step]:
+    """The trace's steps in order, each with the GPU activity it launched."""
+    opener = gzip.open if trace_path.suffix == ".gz" else open
+    with opener(trace_path, "rt") as handle:
+        events: list[dict[str, Any]] = json.load(handle)["traceEvents"]
+    steps: list[Step] = []
+    for ev in events:
+        match = STEP_PATTERN.match(str(ev.get("name", "")))
+        if match and ev.get("ph") == "X":
+            steps.append(Step(int(match.group(2)), int(match.group(4)), cpu_start=float(ev["ts"])))
+    steps.sort(key=lambda s: s.cpu_start)
+    starts = [s.cpu_start for s in steps]
+    launch_ts = {
+        ev["args"]["correlation"]: float(ev["ts"])
+        for ev in events
+        if ev.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in ev.get("args", {})
+    }
+    for ev in events:
+        if ev.get("cat") not in GPU_CATEGORIES or ev.get("ph") != "X":
+            continue
+        ts = launch_ts.get(ev.get("args", {}).get("correlation"))
+        index = bisect.bisect_right(starts, ts) - 1 if ts is not None else -1
+        if index < 0:
+            continue
+        step = steps[index]
+        category = kernel_category(str(ev["name"]), str(ev["cat"]))
+        duration = float(ev.get("dur", 0.0))
+        step.busy[category] += duration
+        step.kernels += 1
+        step.gpu_start = min(step.gpu_start, float(ev["ts"]))
+        step.gpu_end = max(step.gpu_end, float(ev["ts"]) + duration)
+        if category == "other":
+            step.other_names[str(ev["name"])[:80]] += round(duration)
+    return [s for s in steps if s.kernels]
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else 0.0
+
+
+def summarize(steps: list[Step]) -> dict[str, Any]:
+    """Medians (µs) per group of steps; the first and last steps are dropped (cut by the
+    profiler's start and stop)."""
+    periods = {id(a): b.gpu_start - a.gpu_start for a, b in itertools.pairwise(steps)}
+    inner = steps[1:-1]
+    groups = {
+        "decode": [s for s in inner if s.context_tokens == 0],
+        "mixed": [s for s in inner if s.context_tokens > 0],
+    }
+    summary: dict[str, Any] = {}
+    for name, group in groups.items():
+        if not group:
+            continue
+        others: Counter[str] = Counter()
+        for s in group:
+            others.update(s.other_names)
+        summary[name] = {
+            "steps": len(group),
+            "tokens": _median([s.context_tokens + s.generation_tokens for s in group]),
+            "period": _median([periods[id(s)] for s in group if id(s) in periods]),
+            "span": _median([s.gpu_end - s.gpu_start for s in group]),
+            "busy": _median([sum(s.busy.values()) for s in group]),
+            "kernels": _median([float(s.kernels) for s in group]),
+            **{c: _median([s.busy.get(c, 0.0) for s in group]) for c in CATEGORIES},
+            "top_other": [(n, round(t / len(group), 1)) for n, t in others.most_common(8)],
+        }
+    return summary
+
+
+def table(label: str, summary: dict[str, Any]) -> list[str]:
+    head = ["label", "group", "steps", "tokens", "period", "span", "busy", *CATEGORIES]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for group, row in summary.items():
+        cells = [label, group, str(row["steps"]), f"{row['tokens']:.0f}"]
+        cells += [f"{row[k]:.0f}" for k in ("period", "span", "busy", *CATEGORIES)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("trace", type=Path)
+    parser.add_argument("--label", default="")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    summary = summarize(load_steps(args.trace))
+    print("\n".join(table(args.label or args.trace.name, summary)))
+    for group, row in summary.items():
+        print(f"{group}: heaviest other kernels (µs per step):")
+        for name, micros in row["top_other"]:
+            print(f"  {micros:8.1f}  {name}")
+    if args.json:  # one file per server: each trace adds (or replaces) its label's entry
+        known = json.loads(args.json.read_text()) if args.json.exists() else {}
+        known[args.label or args.trace.name] = summary
+        args.json.write_text(json.dumps(known, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
