@@ -44,6 +44,12 @@ bench() {  # bench CONCURRENCY PROMPTS RESULT_NAME [--lora-modules ...] (into $R
     --random-input-len 256 --random-output-len 128 --num-prompts $np --max-concurrency $c \
     --ignore-eos --save-result --result-dir "${RESULTS:-$OUT}" --result-filename "$name" "$@" > /dev/null 2>&1
 }
+wait_running() {  # until the background bench keeps at least $1 requests running (60 s at most)
+  for i in $(seq 1 120); do
+    n=$(curl -s localhost:$PORT/metrics | awk '/^vllm:num_requests_running/ {print int($2)}' | head -1)
+    [ "${n:-0}" -ge "$1" ] && { sleep 3; return; }; sleep 0.5
+  done; echo "load never reached $1 running requests"
+}
 stop_load() { pkill -f "cli.main bench serve"; wait $LOAD 2>/dev/null; }  # the background bench
 bench 64 96 "$TAG-warmup.json" --lora-modules $ALL
 bench 64 64 "$TAG-warmup1.json" --lora-modules a0   # one-adapter batches meet other sizes
@@ -51,7 +57,7 @@ if [ "$PROBE" = 1 ]; then
   probe() { python3 benchmarks/kernels/greedy_probe.py --port $PORT --out "$OUT/$TAG-$1.json" > /dev/null; }
   probe probe1; probe probe2
   RESULTS=/tmp bench 64 512 "$TAG-probe-load.json" --lora-modules $ALL & LOAD=$!
-  sleep 8; probe probe-load; stop_load
+  wait_running 48; probe probe-load; stop_load
   for other in probe2 probe-load; do
     echo "$TAG probe1 vs $other:"
     python3 benchmarks/kernels/greedy_probe.py --compare "$OUT/$TAG-probe1.json" "$OUT/$TAG-$other.json"
@@ -60,7 +66,7 @@ fi
 for LOAD_NAME in $PROFILE; do
   case $LOAD_NAME in one) MODS_ARG="--lora-modules a0";; many) MODS_ARG="--lora-modules $ALL";; *) MODS_ARG="";; esac
   rm -rf $PROF; RESULTS=/tmp bench 64 1024 "$TAG-prof-load.json" $MODS_ARG & LOAD=$!
-  sleep 10; curl -s -X POST localhost:$PORT/start_profile; sleep 1.5
+  wait_running 60; curl -s -X POST localhost:$PORT/start_profile; sleep 1.5
   curl -s -X POST localhost:$PORT/stop_profile; stop_load
   TRACE=$(ls -S $PROF/*.pt.trace.json* 2>/dev/null | head -1)
   if [ -z "$TRACE" ]; then echo "$TAG $LOAD_NAME: no trace in $PROF"; ls -la $PROF; continue; fi
