@@ -5,9 +5,11 @@ Entry point ``hi_moe_lora_kernels = "plugins.punica:register"`` (group
 ``current_platform.get_punica_wrapper()`` when a worker loads the model; ``register`` points that
 at :class:`plugins.punica_wrapper.HiMoePunicaWrapperGPU`.
 
-Setting: ``HI_MOE_LORA_KERNELS=ours`` (default) or ``vllm`` (leave vLLM's kernels, to compare).
-With ours installed, the LoRA config's hash also names our wrapper (:func:`cache_key_tag`), so
-vLLM's compile cache never hands a graph compiled around one set of kernels to the other.
+Setting: ``HI_MOE_LORA_KERNELS=ours`` (default), ``vllm`` (leave vLLM's kernels, to compare) or
+``reference`` (the dense LoRA path in float64, ``ReferencePunicaWrapperGPU``: slow, for
+correctness probes). With a wrapper of ours installed, the LoRA config's hash also
+names it (:func:`cache_key_tag`), so vLLM's compile cache never hands a graph compiled around one
+set of kernels to another.
 CPU and other platforms keep vLLM's wrapper. Registration is idempotent, imports only
 ``vllm.platforms`` (already loaded by vLLM when plugins load), and never breaks vLLM's start:
 any problem is logged and vLLM's wrapper stays. The heavy import of our wrapper (torch, triton)
@@ -25,13 +27,17 @@ from pathlib import Path
 from typing import Any
 
 from plugins.logs import route_to_vllm_log
+from plugins.settings import KERNEL_CHOICES
 
 logger = logging.getLogger(__name__)
 
 ENV_VAR = "HI_MOE_LORA_KERNELS"
-CHOICES = ("ours", "vllm")
+CHOICES = KERNEL_CHOICES
 WRAPPER_MODULE = "plugins.punica_wrapper"
 WRAPPER_QUALNAME = f"{WRAPPER_MODULE}.HiMoePunicaWrapperGPU"
+REFERENCE_QUALNAME = f"{WRAPPER_MODULE}.ReferencePunicaWrapperGPU"
+#: The wrapper each choice installs (``vllm``: none).
+WRAPPERS = {"ours": WRAPPER_QUALNAME, "reference": REFERENCE_QUALNAME}
 _MARK = "_hi_moe_lora_original_punica"
 _HASH_MARK = "_hi_moe_lora_original_compute_hash"
 _LOCK = threading.Lock()
@@ -43,20 +49,21 @@ def kernels_choice() -> str:
     return value
 
 
-def _make_resolver(original: str) -> Any:
+def _make_resolver(original: str, qualname: str) -> Any:
     def get_punica_wrapper(cls: type) -> str:
         try:
             importlib.import_module(WRAPPER_MODULE)
         except Exception:
             logger.exception("hi-moe-lora kernels unavailable; using vLLM's %s", original)
             return original
-        return WRAPPER_QUALNAME
+        return qualname
 
     return classmethod(get_punica_wrapper)
 
 
-def install(platform: Any) -> bool:
-    """Point ``platform``'s Punica wrapper at ours if it is a CUDA platform; True if installed."""
+def install(platform: Any, qualname: str = WRAPPER_QUALNAME) -> bool:
+    """Point ``platform``'s Punica wrapper at ``qualname`` (ours by default) if it is a CUDA
+    platform; True if installed."""
     if not platform.is_cuda():
         logger.debug("hi-moe-lora kernels: not a CUDA platform, vLLM's wrapper stays")
         return False
@@ -67,13 +74,13 @@ def install(platform: Any) -> bool:
         original = str(platform_cls.get_punica_wrapper())
         # Keep the class's own attribute (None when inherited) to restore it exactly.
         own = platform_cls.__dict__.get("get_punica_wrapper")
-        platform_cls.get_punica_wrapper = _make_resolver(original)
+        platform_cls.get_punica_wrapper = _make_resolver(original, qualname)
         setattr(platform_cls, _MARK, (original, own))
-    logger.info("hi-moe-lora kernels installed (%s replaces %s)", WRAPPER_QUALNAME, original)
+    logger.info("hi-moe-lora kernels installed (%s replaces %s)", qualname, original)
     return True
 
 
-def cache_key_tag() -> str:
+def cache_key_tag(qualname: str = WRAPPER_QUALNAME) -> str:
     """What our kernels add to the LoRA config's hash: the wrapper's name and source digest.
 
     vLLM keys its torch.compile cache (the AOT artifacts included) by config hashes and vLLM
@@ -82,10 +89,10 @@ def cache_key_tag() -> str:
     or an older wrapper) would be loaded for ours, or the other way round, with no error.
     """
     source = Path(__file__).with_name("punica_wrapper.py").read_bytes()
-    return f"{WRAPPER_QUALNAME}:{hashlib.sha256(source).hexdigest()[:16]}"
+    return f"{qualname}:{hashlib.sha256(source).hexdigest()[:16]}"
 
 
-def tag_compile_cache_key() -> bool:
+def tag_compile_cache_key(qualname: str = WRAPPER_QUALNAME) -> bool:
     """Mix :func:`cache_key_tag` into ``LoRAConfig.compute_hash`` (idempotent); True if done."""
     from vllm.config.lora import LoRAConfig
 
@@ -93,7 +100,7 @@ def tag_compile_cache_key() -> bool:
         if _HASH_MARK in LoRAConfig.__dict__:
             return True
         original = LoRAConfig.__dict__["compute_hash"]
-        tag = cache_key_tag()
+        tag = cache_key_tag(qualname)
 
         def compute_hash(self: Any) -> str:
             untagged = original(self)
@@ -145,14 +152,14 @@ def register() -> None:
     try:
         from vllm.platforms import current_platform
 
-        installed = install(current_platform)
+        installed = install(current_platform, WRAPPERS[choice])
     except Exception:
         logger.exception("hi-moe-lora kernels not installed; vLLM's wrapper stays")
         return
     if not installed:
         return
     try:
-        tag_compile_cache_key()
+        tag_compile_cache_key(WRAPPERS[choice])
     except Exception:
         logger.exception(
             "hi-moe-lora could not tag vLLM's compile cache key: a graph cached with vLLM's "

@@ -13,6 +13,9 @@ Kept from vLLM on purpose:
 
 Per step (``update_metadata``, eager, before the forward) the wrapper rebuilds the work list in
 its persistent buffers and refreshes the real ranks of the slots whose adapter changed.
+
+:class:`ReferencePunicaWrapperGPU` (``HI_MOE_LORA_KERNELS=reference``) is the in-vLLM reference
+for correctness probes: the same dense path in float64 (:mod:`hi_moe_lora.kernels.exact`), slow.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any
 import torch
 from vllm.lora.punica_wrapper.punica_gpu import PunicaWrapperGPU
 
+import hi_moe_lora.kernels.exact  # registers torch.ops.hi_moe_lora.lora_linear_float64
 import hi_moe_lora.kernels.ops  # noqa: F401  (registers torch.ops.hi_moe_lora.lora_linear)
 from hi_moe_lora.kernels.config import BLOCK_M_LARGE, BLOCK_M_SMALL
 from hi_moe_lora.kernels.ranks import SlotRanks
@@ -31,6 +35,7 @@ from hi_moe_lora.kernels.worklist import MAX_SLICES, WorkListBuffers, token_slot
 logger = logging.getLogger(__name__)
 
 QUALNAME = "plugins.punica_wrapper.HiMoePunicaWrapperGPU"
+REFERENCE_QUALNAME = "plugins.punica_wrapper.ReferencePunicaWrapperGPU"
 
 
 class HiMoePunicaWrapperGPU(PunicaWrapperGPU):  # type: ignore[misc]
@@ -105,4 +110,57 @@ class HiMoePunicaWrapperGPU(PunicaWrapperGPU):  # type: ignore[misc]
             float(scale),
             0,
             add_inputs,
+        )
+
+
+class ReferencePunicaWrapperGPU(PunicaWrapperGPU):  # type: ignore[misc]
+    """vLLM's GPU Punica wrapper whose dense LoRA linear is computed in float64 (probes only)."""
+
+    def __init__(
+        self,
+        max_num_batched_tokens: int,
+        max_batches: int,
+        device: torch.device | str,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(max_num_batched_tokens, max_batches, device, **kwargs)
+        logger.warning(
+            "hi-moe-lora float64 reference LoRA active: for correctness probes, not for serving"
+        )
+
+    def add_lora_linear(
+        self,
+        y: torch.Tensor,
+        x: torch.Tensor,
+        lora_a_stacked: tuple[torch.Tensor, ...],
+        lora_b_stacked: tuple[torch.Tensor, ...],
+        scale: float,
+        output_slices: tuple[int, ...],
+        *,
+        buffer: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        if buffer is not None:
+            super().add_lora_linear(
+                y,
+                x,
+                lora_a_stacked,
+                lora_b_stacked,
+                scale,
+                output_slices,
+                buffer=buffer,
+                **kwargs,
+            )
+            return
+        meta = self.token_mapping_meta
+        torch.ops.hi_moe_lora.lora_linear_float64(
+            y.view(-1, y.shape[-1]),
+            x.view(-1, x.shape[-1]),
+            list(lora_a_stacked),
+            list(lora_b_stacked),
+            meta.token_lora_mapping,
+            meta.no_lora_flag_cpu,
+            float(scale),
+            0,
+            bool(kwargs.pop("add_inputs", True)),
         )

@@ -8,7 +8,8 @@ Variables (all optional):
 - ``HI_MOE_LORA_REGISTRY_URL``: base URL of the control plane (``http://registry:8080``). Unset:
   the resolver stays off.
 - ``HI_MOE_LORA_RESOLVER_TIMEOUT_S``: timeout of one registry lookup, seconds (default 10).
-- ``HI_MOE_LORA_KERNELS``: ``ours`` (default) or ``vllm``: which Punica kernels serve LoRA.
+- ``HI_MOE_LORA_KERNELS``: ``ours`` (default), ``vllm`` or ``reference`` (float64, correctness
+  probes only): which Punica kernels serve LoRA.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ ENV_REGISTRY_URL = "HI_MOE_LORA_REGISTRY_URL"
 ENV_RESOLVER_TIMEOUT_S = "HI_MOE_LORA_RESOLVER_TIMEOUT_S"
 ENV_KERNELS = "HI_MOE_LORA_KERNELS"
 
-KernelsChoice = Literal["ours", "vllm"]
-KERNEL_CHOICES: tuple[KernelsChoice, ...] = ("ours", "vllm")
+KernelsChoice = Literal["ours", "vllm", "reference"]
+KERNEL_CHOICES: tuple[KernelsChoice, ...] = ("ours", "vllm", "reference")
 DEFAULT_RESOLVER_TIMEOUT_S = 10.0
 
 
@@ -88,5 +89,5 @@ def _timeout(raw: str) -> float:
 def _kernels(raw: str) -> KernelsChoice:
     value = raw.strip().lower() or "ours"
     if value not in KERNEL_CHOICES:
-        raise PluginSettingsError(ENV_KERNELS, raw, " or ".join(KERNEL_CHOICES))
+        raise PluginSettingsError(ENV_KERNELS, raw, ", ".join(KERNEL_CHOICES))
     return value

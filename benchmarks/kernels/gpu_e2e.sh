@@ -1,7 +1,7 @@
 #!/bin/bash
 # End to end on the GPU host (after setup-kit.sh): vLLM 0.26 serving a random Llama-3-8B-shaped
 # model with 16 random rank-16 adapters on all seven projections.
-#   LABEL=ours|native   our kernels, or vLLM's (the plugin's HI_MOE_LORA_KERNELS=vllm switch)
+#   LABEL=ours|native|reference   our kernels, vLLM's (HI_MOE_LORA_KERNELS=vllm) or float64 LoRA (=reference)
 #   R=16|64             --max-lora-rank (the adapters stay rank 16)
 #   CONCS="64 8"        `vllm bench serve` concurrencies, each: base / one adapter / 16 adapters
 #   PROBE=1             greedy + teacher-forced probe first: twice alone, once beside a 16-adapter
@@ -19,7 +19,7 @@ export PYTHONPATH=/tmp/site VLLM_USE_FLASHINFER_SAMPLER=0 HF_HUB_OFFLINE=1 PYTHO
 [ -f /tmp/site/plugins/punica.py ] || python3 -m pip install -q --no-deps --no-build-isolation \
   --no-index --target /tmp/site . 2>&1 | tail -2
 [ -d $MODEL-adapters ] || python3 .kit/run/make-random-llama.py $MODEL $N 16 > /dev/null 2>&1
-KERNELS=ours; [ "$LABEL" = native ] && KERNELS=vllm
+KERNELS=ours; [ "$LABEL" = native ] && KERNELS=vllm; [ "$LABEL" = reference ] && KERNELS=reference
 TAG="$LABEL-r$R"
 ALL=$(for i in $(seq 0 $((N-1))); do echo -n "a$i "; done)
 MODS=$(for i in $(seq 0 $((N-1))); do echo -n "a$i=$MODEL-adapters/a$i "; done)

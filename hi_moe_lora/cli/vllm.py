@@ -35,7 +35,7 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--dtype", default=None)
     parser.add_argument(
         "--kernels",
-        choices=("ours", "vllm"),
+        choices=("ours", "vllm", "reference"),
         default=None,
         help="multi-LoRA kernels on CUDA (default: $HI_MOE_LORA_KERNELS or ours)",
     )

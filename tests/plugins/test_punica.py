@@ -74,11 +74,17 @@ def test_choice_from_env(value: str, expected: str, monkeypatch: pytest.MonkeyPa
 
 
 @pytest.mark.parametrize(
-    ("value", "installed"), [("vllm", False), ("bogus", False), ("ours", True)]
+    ("value", "wrapper"),
+    [
+        ("vllm", None),
+        ("bogus", None),
+        ("ours", punica.WRAPPER_QUALNAME),
+        ("reference", punica.REFERENCE_QUALNAME),
+    ],
 )
 def test_register_respects_switch(
     value: str,
-    installed: bool,
+    wrapper: str | None,
     monkeypatch: pytest.MonkeyPatch,
     cuda_platform: _CudaPlatform,
 ) -> None:
@@ -88,9 +94,21 @@ def test_register_respects_switch(
     monkeypatch.setattr(vllm.platforms, "_current_platform", cuda_platform, raising=False)
     vllms_hash = _lora_config_hash()
     punica.register()
-    assert (cuda_platform.get_punica_wrapper() == punica.WRAPPER_QUALNAME) is installed
+    installed = cuda_platform.get_punica_wrapper()
+    assert installed == wrapper if wrapper else installed.startswith("vllm.")
     # The compile cache key changes with the kernels, and only then.
-    assert (_lora_config_hash() != vllms_hash) is installed
+    assert (_lora_config_hash() != vllms_hash) is (wrapper is not None)
+
+
+def test_each_wrapper_has_its_own_compile_cache_key(cuda_platform: _CudaPlatform) -> None:
+    """A graph compiled around the float64 reference must never be served as ours."""
+    keys = set()
+    for qualname in (punica.WRAPPER_QUALNAME, punica.REFERENCE_QUALNAME):
+        punica.tag_compile_cache_key(qualname)
+        keys.add(_lora_config_hash())
+        punica.untag_compile_cache_key()
+    assert len(keys) == 2
+    assert _lora_config_hash() not in keys
 
 
 def test_compile_cache_key_names_our_wrapper(cuda_platform: _CudaPlatform) -> None:

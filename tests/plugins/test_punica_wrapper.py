@@ -96,6 +96,25 @@ def test_add_lora_linear_matches_reference_and_learns_ranks(m: int, device: str)
         assert (out2.double() - out3.double()).abs().max().item() <= tol
 
 
+@pytest.mark.parametrize("m", [1, 37])
+def test_reference_wrapper_is_exact_lora_rounded_once(m: int, device: str) -> None:
+    """HI_MOE_LORA_KERNELS=reference: vLLM's metadata, the dense path in float64."""
+    from plugins.punica_wrapper import ReferencePunicaWrapperGPU
+
+    wrapper = _wrapper(ReferencePunicaWrapperGPU, device)
+    a, b = _weights(device)
+    mapping, slots = _mapping(m, seed=m + 10)
+    gen = torch.Generator().manual_seed(m + 11)
+    x = torch.randn(m, K, generator=gen).to(torch.float16).to(device)
+    y = torch.randn(m, sum(WIDTHS), generator=gen).to(torch.float16).to(device)
+    ref = lora_linear_reference(y, x, a, b, slots, 0.5)
+    wrapper.update_metadata(mapping, IDS, 5, 128)
+    out = y.clone()
+    wrapper.add_lora_linear(out, x, a, b, 0.5, WIDTHS)
+    one_rounding = torch.finfo(torch.float16).eps * ref.abs()
+    assert ((out.double().cpu() - ref).abs() <= one_rounding).all()
+
+
 def test_slot_change_refreshes_rank(device: str) -> None:
     from plugins.punica_wrapper import HiMoePunicaWrapperGPU
 

@@ -36,6 +36,11 @@ def test_reads_every_variable() -> None:
     assert settings.kernels == "vllm"
 
 
+@pytest.mark.parametrize("choice", ["ours", "vllm", "reference"])
+def test_every_kernels_choice_is_accepted(choice: str) -> None:
+    assert PluginSettings.from_env({ENV_KERNELS: f" {choice.upper()} "}).kernels == choice
+
+
 def test_empty_values_count_as_unset() -> None:
     settings = PluginSettings.from_env(
         {ENV_REGISTRY_URL: " ", ENV_RESOLVER_TIMEOUT_S: "", ENV_KERNELS: ""}
