@@ -9,6 +9,8 @@ Kept from vLLM on purpose:
 - ``add_shrink`` / ``add_expand``: called only by the fully sharded (TP) layers, which
   all-reduce the rank-sized intermediate between the two halves, so they cannot fuse;
 - ``add_lora_logits``: one call per step on the sampled rows only, against a vocab-wide B;
+  skipped when no loaded adapter has LM-head weights (:mod:`hi_moe_lora.kernels.logits_gate`),
+  since vLLM would otherwise run it on all-zero weights every step;
 - ``add_lora_embedding``: an expand-only gather, no shrink to fuse.
 
 Per step (``update_metadata``, eager, before the forward) the wrapper rebuilds the work list in
@@ -29,6 +31,7 @@ from vllm.lora.punica_wrapper.punica_gpu import PunicaWrapperGPU
 import hi_moe_lora.kernels.exact  # registers torch.ops.hi_moe_lora.lora_linear_float64
 import hi_moe_lora.kernels.ops  # noqa: F401  (registers torch.ops.hi_moe_lora.lora_linear)
 from hi_moe_lora.kernels.config import BLOCK_M_LARGE, BLOCK_M_SMALL
+from hi_moe_lora.kernels.logits_gate import LogitsLoRAGate
 from hi_moe_lora.kernels.ranks import SlotRanks
 from hi_moe_lora.kernels.worklist import MAX_SLICES, WorkListBuffers, token_slots_from_mapping
 
@@ -53,6 +56,8 @@ class HiMoePunicaWrapperGPU(PunicaWrapperGPU):  # type: ignore[misc]
         num_slots = int(lora_config.max_loras)
         self._hm_work = WorkListBuffers(max_num_batched_tokens, num_slots, device)
         self._hm_ranks = SlotRanks(num_slots, int(lora_config.max_lora_rank), device)
+        self._hm_logits_gate = LogitsLoRAGate()
+        self._hm_slot_ids: list[int | None] = [None] * num_slots
         logger.info(
             "hi-moe-lora fused LoRA kernels active (%d slots, max rank %d)",
             num_slots,
@@ -68,9 +73,27 @@ class HiMoePunicaWrapperGPU(PunicaWrapperGPU):  # type: ignore[misc]
         **kwargs: Any,
     ) -> None:
         super().update_metadata(mapping, lora_index_to_id, max_loras, vocab_size, **kwargs)
+        self._hm_slot_ids = list(lora_index_to_id)
         ranks = self._hm_ranks.refresh(lora_index_to_id)
         slots = token_slots_from_mapping(mapping.index_mapping, lora_index_to_id)
         self._hm_work.update(slots, ranks)
+
+    def add_lora_logits(
+        self,
+        y: torch.Tensor,
+        x: torch.Tensor,
+        lora_a_stacked: torch.Tensor,
+        lora_b_stacked: torch.Tensor,
+        scale: float,
+        *,
+        buffer: Any = None,
+        **kwargs: Any,
+    ) -> Any:
+        if not self._hm_logits_gate.needed(lora_a_stacked, self._hm_slot_ids):
+            return y
+        return super().add_lora_logits(
+            y, x, lora_a_stacked, lora_b_stacked, scale, buffer=buffer, **kwargs
+        )
 
     def add_lora_linear(
         self,

@@ -115,6 +115,33 @@ def test_reference_wrapper_is_exact_lora_rounded_once(m: int, device: str) -> No
     assert ((out.double().cpu() - ref).abs() <= one_rounding).all()
 
 
+def test_logits_lora_runs_only_when_an_adapter_has_lm_head_weights(device: str) -> None:
+    from plugins.punica_wrapper import HiMoePunicaWrapperGPU
+
+    wrapper = _wrapper(HiMoePunicaWrapperGPU, device)
+    vocab, m = 40, 3
+    mapping, _ = _mapping(m, seed=5)
+    wrapper.update_metadata(mapping, IDS, 5, vocab)
+    x = torch.randn(m, K).to(torch.float16).to(device)
+    logits = torch.randn(m, vocab, device=device)
+    a = torch.zeros(4, 1, MAX_RANK, K, dtype=torch.float16, device=device)
+    b = torch.zeros(4, 1, vocab, MAX_RANK, dtype=torch.float16, device=device)
+    out = logits.clone()
+    wrapper.add_lora_logits(out, x, a, b, 1.0)  # no kernel: nothing to add (CPU too)
+    assert torch.equal(out, logits)
+    if device != "cuda":
+        pytest.skip("vLLM's logits kernels run on CUDA only")
+    a[1, 0, :4] = torch.randn(4, K).to(torch.float16).to(device) / K**0.5
+    b[1, 0, :, :4] = torch.randn(vocab, 4).to(torch.float16).to(device)
+    native = _wrapper(punica_gpu.PunicaWrapperGPU, device)
+    native.update_metadata(mapping, IDS, 5, vocab)
+    want = logits.clone()
+    native.add_lora_logits(want, x, a, b, 1.0)
+    assert not torch.equal(want, logits)
+    wrapper.add_lora_logits(out, x, a, b, 1.0)  # slot 1 now has LM-head weights: vLLM's path
+    assert torch.equal(out, want)
+
+
 def test_slot_change_refreshes_rank(device: str) -> None:
     from plugins.punica_wrapper import HiMoePunicaWrapperGPU
 
