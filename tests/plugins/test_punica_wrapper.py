@@ -138,7 +138,11 @@ def test_logits_lora_runs_only_when_an_adapter_has_lm_head_weights(device: str) 
     want = logits.clone()
     native.add_lora_logits(want, x, a, b, 1.0)
     assert not torch.equal(want, logits)
-    wrapper.add_lora_logits(out, x, a, b, 1.0)  # slot 1 now has LM-head weights: vLLM's path
+    # Adapters with LM-head weights (a fresh wrapper: in vLLM an adapter id names fixed weights,
+    # so the gate looks at a slot again only when another adapter lands in it): vLLM's path.
+    wrapper = _wrapper(HiMoePunicaWrapperGPU, device)
+    wrapper.update_metadata(mapping, IDS, 5, vocab)
+    wrapper.add_lora_logits(out, x, a, b, 1.0)
     assert torch.equal(out, want)
 
 
