@@ -37,12 +37,16 @@ for i in $(seq 1 200); do
 done
 echo "$TAG: server up after $(( $(date +%s) - began )) s"
 grep -m3 -i "hi-moe-lora\|Using .*Punica" "$OUT/$TAG-serve.log"
+# Every run draws its own prompts (--seed from its result name): vLLM's prefix cache keeps earlier
+# runs' prompts, so a run repeating a warm-up's prompts with the same adapter would skip their
+# prefill (the random dataset's first prompts are the same for any --num-prompts under one seed).
 bench() {  # bench CONCURRENCY PROMPTS RESULT_NAME [--lora-modules ...] (into $RESULTS or $OUT)
-  local c=$1 np=$2 name=$3; shift 3
+  local c=$1 np=$2 name=$3 seed; shift 3; seed=$(echo -n "$name" | cksum | cut -d' ' -f1)
   python3 -m vllm.entrypoints.cli.main bench serve --backend openai --base-url http://localhost:$PORT \
     --endpoint /v1/completions --model base --tokenizer $MODEL --dataset-name random \
     --random-input-len 256 --random-output-len 128 --num-prompts $np --max-concurrency $c \
-    --ignore-eos --save-result --result-dir "${RESULTS:-$OUT}" --result-filename "$name" "$@" > /dev/null 2>&1
+    --ignore-eos --seed $seed --save-result --result-dir "${RESULTS:-$OUT}" --result-filename "$name" "$@" \
+    > /dev/null 2>&1
 }
 wait_running() {  # until the background bench keeps at least $1 requests running (60 s at most)
   for i in $(seq 1 120); do
@@ -65,7 +69,7 @@ if [ "$PROBE" = 1 ]; then
 fi
 for LOAD_NAME in $PROFILE; do
   case $LOAD_NAME in one) MODS_ARG="--lora-modules a0";; many) MODS_ARG="--lora-modules $ALL";; *) MODS_ARG="";; esac
-  rm -rf $PROF; RESULTS=/tmp bench 64 1024 "$TAG-prof-load.json" $MODS_ARG & LOAD=$!
+  rm -rf $PROF; RESULTS=/tmp bench 64 1024 "$TAG-prof-$LOAD_NAME-load.json" $MODS_ARG & LOAD=$!
   wait_running 60; curl -s -X POST localhost:$PORT/start_profile; sleep 1.5
   curl -s -X POST localhost:$PORT/stop_profile; stop_load
   TRACE=$(ls -S $PROF/*.pt.trace.json* 2>/dev/null | head -1)
