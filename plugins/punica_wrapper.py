@@ -38,7 +38,6 @@ from hi_moe_lora.kernels.worklist import MAX_SLICES, WorkListBuffers, token_slot
 logger = logging.getLogger(__name__)
 
 QUALNAME = "plugins.punica_wrapper.HiMoePunicaWrapperGPU"
-REFERENCE_QUALNAME = "plugins.punica_wrapper.ReferencePunicaWrapperGPU"
 
 
 class HiMoePunicaWrapperGPU(PunicaWrapperGPU):  # type: ignore[misc]
