@@ -37,8 +37,6 @@ from hi_moe_lora.kernels.worklist import MAX_SLICES, WorkListBuffers, token_slot
 
 logger = logging.getLogger(__name__)
 
-QUALNAME = "plugins.punica_wrapper.HiMoePunicaWrapperGPU"
-
 
 class HiMoePunicaWrapperGPU(PunicaWrapperGPU):  # type: ignore[misc]
     """vLLM's GPU Punica wrapper whose dense LoRA linear runs on the fused kernel."""
