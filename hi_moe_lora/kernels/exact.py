@@ -46,17 +46,19 @@ def lora_linear_float64(
     known = min(m, token_slots.shape[0])
     slots[:known] = token_slots[:known].to(torch.int64)
     has_adapter = (slots >= 0)[:, None]
+    # Row t keeps only its own slot's shrink columns (the same mask for every slice).
+    num_slots = stacked_view(lora_a[0]).shape[0] if lora_a else 0
+    own = (slots[:, None] == torch.arange(num_slots, device=x.device)[None, :]).to(torch.float64)
     xd = x.to(torch.float64)
     col = offset_start
     for a_stack, b_stack in zip(lora_a, lora_b, strict=True):
         a = stacked_view(a_stack)  # [slots, rank, k]
         b = stacked_view(b_stack)  # [slots, n, rank]
-        num_slots, rank, n = a.shape[0], a.shape[1], b.shape[1]
-        # Every slot's shrink in one product, then each row keeps only its own slot's columns,
-        # so one expand product serves all slots (no per-slot pass over the output).
+        rank, n = a.shape[1], b.shape[1]
+        # Every slot's shrink in one product, masked to the row's slot, so one expand product
+        # serves all slots (no per-slot pass over the output).
         inter = xd @ a.reshape(num_slots * rank, -1).to(torch.float64).T
-        own = slots[:, None] == torch.arange(num_slots, device=x.device)[None, :]
-        inter *= own.to(torch.float64).repeat_interleave(rank, dim=1)
+        inter *= own.repeat_interleave(rank, dim=1)
         b_all = b.permute(0, 2, 1).reshape(num_slots * rank, n).to(torch.float64)
         target = y[:, col : col + n]
         exact = (inter * scale) @ b_all
