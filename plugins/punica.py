@@ -21,18 +21,15 @@ from __future__ import annotations
 import hashlib
 import importlib
 import logging
-import os
 import threading
 from pathlib import Path
 from typing import Any
 
 from plugins.logs import route_to_vllm_log
-from plugins.settings import KERNEL_CHOICES
+from plugins.settings import ENV_KERNELS, PluginSettings, PluginSettingsError
 
 logger = logging.getLogger(__name__)
 
-ENV_VAR = "HI_MOE_LORA_KERNELS"
-CHOICES = KERNEL_CHOICES
 WRAPPER_MODULE = "plugins.punica_wrapper"
 WRAPPER_QUALNAME = f"{WRAPPER_MODULE}.HiMoePunicaWrapperGPU"
 REFERENCE_QUALNAME = f"{WRAPPER_MODULE}.ReferencePunicaWrapperGPU"
@@ -41,12 +38,6 @@ WRAPPERS = {"ours": WRAPPER_QUALNAME, "reference": REFERENCE_QUALNAME}
 _MARK = "_hi_moe_lora_original_punica"
 _HASH_MARK = "_hi_moe_lora_original_compute_hash"
 _LOCK = threading.Lock()
-
-
-def kernels_choice() -> str:
-    """The configured kernels (``ours`` unless ``HI_MOE_LORA_KERNELS`` says otherwise)."""
-    value = os.environ.get(ENV_VAR, "ours").strip().lower() or "ours"
-    return value
 
 
 def _make_resolver(original: str, qualname: str) -> Any:
@@ -142,12 +133,13 @@ def uninstall(platform: Any) -> None:
 def register() -> None:
     """vLLM ``general_plugins`` entry point."""
     route_to_vllm_log()
-    choice = kernels_choice()
-    if choice not in CHOICES:
-        logger.warning("%s=%r is not one of %s; keeping vLLM's kernels", ENV_VAR, choice, CHOICES)
+    try:
+        choice = PluginSettings.from_env().kernels
+    except PluginSettingsError as exc:
+        logger.warning("%s; keeping vLLM's kernels", exc)
         return
     if choice == "vllm":
-        logger.info("%s=vllm: keeping vLLM's Punica kernels", ENV_VAR)
+        logger.info("%s=vllm: keeping vLLM's Punica kernels", ENV_KERNELS)
         return
     try:
         from vllm.platforms import current_platform

@@ -17,7 +17,8 @@ Per step (``update_metadata``, eager, before the forward) the wrapper rebuilds t
 its persistent buffers and refreshes the real ranks of the slots whose adapter changed.
 
 :class:`ReferencePunicaWrapperGPU` (``HI_MOE_LORA_KERNELS=reference``) is the in-vLLM reference
-for correctness probes: the same dense path in float64 (:mod:`hi_moe_lora.kernels.exact`), slow.
+for correctness probes: the same dense path in float64
+(:mod:`hi_moe_lora.kernels.reference_op`), slow.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ from typing import Any
 import torch
 from vllm.lora.punica_wrapper.punica_gpu import PunicaWrapperGPU
 
-import hi_moe_lora.kernels.exact  # registers torch.ops.hi_moe_lora.lora_linear_float64
 import hi_moe_lora.kernels.ops  # noqa: F401  (registers torch.ops.hi_moe_lora.lora_linear)
+import hi_moe_lora.kernels.reference_op  # noqa: F401  (registers ...lora_linear_float64)
 from hi_moe_lora.kernels.config import BLOCK_M_LARGE, BLOCK_M_SMALL
 from hi_moe_lora.kernels.logits_gate import LogitsLoRAGate
 from hi_moe_lora.kernels.ranks import SlotRanks

@@ -1,7 +1,9 @@
 """Settings of the vLLM plugins, read from the environment of the vLLM process.
 
 The plugins run inside vLLM (API server, engine core, every worker), so this module uses only the
-standard library: no pydantic-settings, which belongs to the control plane.
+standard library: no pydantic-settings, which belongs to the control plane. It is the one place
+that names the plugin's variables: the plugins read them through :meth:`PluginSettings.from_env`,
+and launchers write them through :meth:`PluginSettings.to_env` (vLLM's ``envs.py`` is the model).
 
 Variables (all optional):
 
@@ -62,6 +64,13 @@ class PluginSettings:
             resolver_timeout_s=_timeout(env.get(ENV_RESOLVER_TIMEOUT_S, "")),
             kernels=_kernels(env.get(ENV_KERNELS, "")),
         )
+
+    def to_env(self) -> dict[str, str]:
+        """These settings as the environment of a vLLM process (what :meth:`from_env` reads)."""
+        env = {ENV_RESOLVER_TIMEOUT_S: repr(self.resolver_timeout_s), ENV_KERNELS: self.kernels}
+        if self.registry_url is not None:
+            env[ENV_REGISTRY_URL] = self.registry_url
+        return env
 
 
 def _registry_url(raw: str) -> str | None:

@@ -1,11 +1,19 @@
-"""Settings of the control plane (one ``BaseSettings``, environment prefix ``HI_MOE_LORA_``)."""
+"""Settings of the control plane (one ``BaseSettings``, environment prefix ``HI_MOE_LORA_``).
+
+The one declaration of the control plane's variables: the service reads them through
+:class:`ControlPlaneSettings`, and launchers (the embedded stack) write them with
+:meth:`ControlPlaneSettings.to_env`.
+"""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+ENV_PREFIX = "HI_MOE_LORA_"
 
 
 class ControlPlaneSettings(BaseSettings):
@@ -15,7 +23,7 @@ class ControlPlaneSettings(BaseSettings):
     ``HI_MOE_LORA_VLLM_URLS='["http://10.0.0.1:8000","http://10.0.0.2:8000"]'``.
     """
 
-    model_config = SettingsConfigDict(env_prefix="HI_MOE_LORA_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
 
     database_url: str = "sqlite:///./.hi-moe-lora/registry.db"
     artifact_dir: Path = Path("./.hi-moe-lora/artifacts")
@@ -28,3 +36,17 @@ class ControlPlaneSettings(BaseSettings):
     request_timeout_s: float = Field(default=600.0, gt=0)
     # Bearer token vLLM expects (vLLM's --api-key), if any.
     api_key: SecretStr | None = None
+
+    def to_env(self) -> dict[str, str]:
+        """Every setting that has a value, as the environment variable that sets it."""
+        env: dict[str, str] = {}
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if isinstance(value, SecretStr):
+                value = value.get_secret_value()
+            elif isinstance(value, list):
+                value = json.dumps(value)
+            env[ENV_PREFIX + name.upper()] = str(value)
+        return env

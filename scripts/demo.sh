@@ -3,4 +3,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-exec .venv/bin/python -m hi_moe_lora.cli demo "$@"
+exec .venv/bin/python -m hi_moe_lora.app.cli demo "$@"

@@ -10,5 +10,7 @@ ruff check hi_moe_lora plugins registry migrations tests benchmarks
 ruff format --check hi_moe_lora plugins registry migrations tests benchmarks
 echo "==> mypy (strict)"
 mypy
+echo "==> import layers (import-linter, contracts in pyproject.toml)"
+lint-imports
 echo "==> pytest"
 exec python -m pytest "$@"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from hi_moe_lora.embedded import EmbeddedStack
+from hi_moe_lora.app.embedded import EmbeddedStack
 from hi_moe_lora.tinymodel import TinyFleet, build_fleet
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

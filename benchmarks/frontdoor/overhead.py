@@ -19,8 +19,8 @@ from pathlib import Path
 
 import httpx
 
-from hi_moe_lora.embedded import EmbeddedStack
-from hi_moe_lora.processes import ManagedProcess, free_port
+from hi_moe_lora.app.embedded import EmbeddedStack
+from hi_moe_lora.app.processes import ManagedProcess, free_port
 from hi_moe_lora.tinymodel import TinyAdapterSpec, build_fleet
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -44,7 +44,7 @@ def _worker(tree: Path, cases: list[str], replays: int, time_them: bool) -> None
     import bench_lora  # type: ignore[import-not-found]
     import torch
 
-    from hi_moe_lora.kernels.reference import lora_linear_reference
+    from hi_moe_lora.kernels.reference_loops import lora_linear_reference
     from hi_moe_lora.kernels.worklist import WorkListBuffers
 
     for case in cases:

@@ -28,7 +28,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from hi_moe_lora.kernels.reference import lora_linear_reference  # noqa: E402
+from hi_moe_lora.kernels.reference_loops import lora_linear_reference  # noqa: E402
 from hi_moe_lora.kernels.triton_kernel import launch_fused_lora  # noqa: E402
 from hi_moe_lora.kernels.worklist import WorkListBuffers  # noqa: E402
 

@@ -6,7 +6,10 @@ Modules (each with one job; none imports torch or triton at package import):
 - :mod:`.worklist`     the per-step work list (adapter slot, token tile) built on the host;
 - :mod:`.triton_kernel` the fused shrink+expand Triton kernel and its launcher;
 - :mod:`.fallback`     the PyTorch path (CPU hosts, no Triton);
-- :mod:`.reference`    the float64 reference used by the tests and the benchmarks;
+- :mod:`.reference_loops` the float64 reference with host loops (tests and benchmarks);
+- :mod:`.reference_op` the float64 reference as a graph-safe custom op, served by
+  ``HI_MOE_LORA_KERNELS=reference`` for correctness probes;
+- :mod:`.logits_gate`  skips vLLM's logits LoRA while no loaded adapter has LM-head weights;
 - :mod:`.ranks`        real per-slot adapter ranks, detected from the stacked weights;
 - :mod:`.ops`          the ``hi_moe_lora::lora_linear`` torch custom op.
 """

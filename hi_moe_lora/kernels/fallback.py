@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import torch
 
-from .reference import stacked_view
+from .reference_loops import stacked_view
 from .worklist import HEADER_SIZE, record_size
 
 

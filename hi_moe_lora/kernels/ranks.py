@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 import torch
 
-from .reference import stacked_view
+from .reference_loops import stacked_view
 
 logger = logging.getLogger(__name__)
 

@@ -59,7 +59,7 @@ from .config import (
     TileConfig,
     choose_config,
 )
-from .reference import stacked_view
+from .reference_loops import stacked_view
 from .worklist import (
     HEADER_SIZE,
     MAX_SLICES,

@@ -2,17 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
-import logging
+from fastapi import APIRouter
 
-from fastapi import APIRouter, Request
-from sqlalchemy.exc import SQLAlchemyError
-
-from registry.db.migrate import current_revision_of, head_revision
-from registry.errors import SchemaNotAtHeadError, ServiceUnavailableError
-from registry.services.adapters import AdapterService
-
-logger = logging.getLogger(__name__)
+from registry.dependencies import DatabaseDep
+from registry.operations.readiness import require_schema_at_head
 
 router = APIRouter(tags=["health"])
 
@@ -23,16 +16,6 @@ async def healthz() -> dict[str, str]:
 
 
 @router.get("/readyz")
-async def readyz(request: Request) -> dict[str, str]:
-    service: AdapterService = request.app.state.adapters
-    try:
-        revision = await asyncio.to_thread(current_revision_of, service.database.engine)
-    except SQLAlchemyError as exc:
-        logger.warning("readiness: database unreachable: %s", exc)
-        raise ServiceUnavailableError(
-            f"database unreachable: {type(exc).__name__}", code="database_unreachable"
-        ) from exc
-    head = head_revision()
-    if revision != head:
-        raise SchemaNotAtHeadError()
+async def readyz(database: DatabaseDep) -> dict[str, str]:
+    head = await require_schema_at_head(database)
     return {"status": "ready", "revision": head}

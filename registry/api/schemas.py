@@ -68,21 +68,6 @@ class AdapterListOut(BaseModel):
     adapters: list[AdapterOut]
 
 
-class ResolvedAdapterOut(BaseModel):
-    model_config = ConfigDict(from_attributes=True)
-
-    name: str
-    version: str
-    served_name: str
-    lora_int_id: int
-    local_path: str
-    sha256: str
-    rank: int
-    alpha: float
-    variant: str
-    base_model: str
-
-
 class Problem(BaseModel):
     """RFC 9457 problem details (``application/problem+json``)."""
 

@@ -12,7 +12,6 @@ import json
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 
@@ -49,7 +48,7 @@ class ModelNotFound(OpenAIError):
         self.model = model
 
 
-class UpstreamUnavailable(OpenAIError):
+class ServiceUnavailable(OpenAIError):
     """No vLLM replica could be reached, or it did not answer in time."""
 
     status = 503
@@ -65,13 +64,6 @@ def error_payload(
 
 def error_response(error: OpenAIError, headers: Mapping[str, str] | None = None) -> Response:
     return JSONResponse(error.payload(), status_code=error.status, headers=headers)
-
-
-async def openai_error_handler(request: Request, exc: Exception) -> Response:
-    """Starlette exception handler for :class:`OpenAIError`."""
-    if not isinstance(exc, OpenAIError):  # pragma: no cover - registered for OpenAIError only
-        raise exc
-    return error_response(exc)
 
 
 def normalise_upstream_error(status: int, body: bytes) -> dict[str, Any]:

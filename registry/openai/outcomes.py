@@ -15,7 +15,7 @@ import contextlib
 import logging
 from dataclasses import dataclass
 
-from registry.openai.routing import Target
+from registry.openai.targets import Target
 from registry.services.adapters import AdapterService
 
 logger = logging.getLogger(__name__)

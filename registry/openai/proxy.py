@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import aclosing
 from typing import Any
 
@@ -20,17 +20,18 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
+from registry.fleet.upstreams import UpstreamPool, UpstreamResponse, UpstreamUnavailable
+from registry.openai.catalog import models_list
 from registry.openai.errors import (
     InvalidRequest,
     OpenAIError,
-    UpstreamUnavailable,
+    ServiceUnavailable,
     error_payload,
     error_response,
     normalise_upstream_error,
 )
 from registry.openai.outcomes import Outcome, OutcomeRecorder
-from registry.openai.routing import ModelRouter, Target
-from registry.openai.upstream import UpstreamPool, UpstreamResponse
+from registry.openai.targets import ModelRouter, Target
 from registry.services.adapters import AdapterService
 
 logger = logging.getLogger(__name__)
@@ -86,6 +87,12 @@ class FrontDoor:
         self.router = router
         self.upstream = upstream
         self.outcomes = outcomes
+
+    async def models(self) -> dict[str, Any]:
+        """``GET /v1/models``: the base model(s), every adapter and every ``name@version``."""
+        adapters = await self.adapters.list_adapters()
+        bases = sorted(self.router.base_names) or sorted(await self.router.refresh_base_names())
+        return models_list(bases, adapters)
 
     async def handle(self, request: Request, endpoint: Endpoint) -> Response:
         started = time.perf_counter()
@@ -188,12 +195,18 @@ def _returned_headers(headers: Mapping[str, str]) -> dict[str, str]:
     return {name: headers[name] for name in RETURNED_HEADERS if name in headers}
 
 
-async def guarded(handler: Callable[[], Any]) -> Response:
-    """Run ``handler``; any error becomes an OpenAI-style answer, never a stack trace."""
+async def guarded(handler: Callable[[], Awaitable[Response]]) -> Response:
+    """Run ``handler``; any error becomes an OpenAI-style answer, never a stack trace.
+
+    The front door's one error handler: its endpoints answer OpenAI's error shape, not the admin
+    API's ``application/problem+json``.
+    """
     try:
-        response: Response = await handler()
+        response = await handler()
     except OpenAIError as exc:
         return error_response(exc)
+    except UpstreamUnavailable as exc:
+        return error_response(ServiceUnavailable(exc.message))
     except Exception:
         logger.exception("front door failed")
         return JSONResponse(

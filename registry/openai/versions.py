@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from hi_moe_lora.served_names import parse_served_name
 from registry.errors import NotFoundError
 from registry.services import traffic
 from registry.services.adapters import AdapterService
@@ -72,16 +73,18 @@ class VersionTable:
 
         Raises the registry's :class:`NotFoundError` when there is no such adapter or version.
         """
-        name, sep, version = model.partition("@")
-        entry = await self._entry(name)
-        if sep:
-            served = entry.versions.get(version)
+        parsed = parse_served_name(model)
+        if parsed is None:
+            raise NotFoundError(f"no adapter named {model!r}", code="adapter_not_found")
+        entry = await self._entry(parsed.name)
+        if parsed.version is not None:
+            served = entry.versions.get(parsed.version)
             if served is None:
                 raise NotFoundError(f"{model} is not registered", code="version_not_found")
             return served
         picked = traffic.pick(entry.shares, self._rng.random())
         if picked is None:
-            raise NotFoundError(f"{name} has no active version", code="no_active_version")
+            raise NotFoundError(f"{parsed.name} has no active version", code="no_active_version")
         return entry.versions[picked]
 
     async def _entry(self, name: str) -> _Entry:
@@ -93,3 +96,18 @@ class VersionTable:
         entry = _entry(info, now)
         self._entries[name] = entry
         return entry
+
+
+class ActiveVersionChanged:
+    """The adapter service's ``on_active_changed`` listener: route the adapter afresh, then make
+    every vLLM replica forget its bare name (``invalidate``)."""
+
+    def __init__(
+        self, versions: VersionTable, invalidate: Callable[[str], Awaitable[None]]
+    ) -> None:
+        self._versions = versions
+        self._invalidate = invalidate
+
+    async def __call__(self, name: str) -> None:
+        self._versions.forget(name)
+        await self._invalidate(name)

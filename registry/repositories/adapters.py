@@ -9,7 +9,7 @@ from sqlalchemy import case, delete, select, update
 from sqlalchemy.orm import Session, selectinload
 
 from registry.db.models import Adapter, AdapterVersion
-from registry.services.statistics import fold_ema
+from registry.statistics import fold_ema
 
 
 class AdapterRepository:
@@ -56,16 +56,6 @@ class AdapterRepository:
             AdapterVersion.adapter_id == adapter_id, AdapterVersion.is_active.is_(True)
         )
         return self.session.execute(statement).scalar_one_or_none()
-
-    def versions_by_name(self, name: str) -> Sequence[AdapterVersion]:
-        """All versions of adapter ``name`` in one query (the request hot path)."""
-        statement = (
-            select(AdapterVersion)
-            .join(Adapter, Adapter.id == AdapterVersion.adapter_id)
-            .where(Adapter.name == name)
-            .order_by(AdapterVersion.id)
-        )
-        return self.session.execute(statement).scalars().all()
 
     def served_version(self, name: str, version: str | None) -> AdapterVersion | None:
         """``name@version``, or the active version of ``name`` when ``version`` is None."""

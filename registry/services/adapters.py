@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -32,6 +31,7 @@ from hi_moe_lora.adapters import (
     check_policy,
     inspect_adapter,
 )
+from hi_moe_lora.control_api import ResolvedAdapter
 from registry.db.models import Adapter, AdapterVersion
 from registry.db.session import Database, UnitOfWork
 from registry.errors import (
@@ -45,11 +45,10 @@ from registry.repositories.adapters import AdapterRepository
 from registry.repositories.lora_ids import allocate_lora_int_id
 from registry.services import traffic
 from registry.services.artifacts import ArtifactStore, source_directory
-from registry.services.naming import check_name, check_version, split_served_name
+from registry.services.naming import check_name, check_version, served_name_or_not_found
 from registry.services.records import (
     AdapterInfo,
     AdapterVersionInfo,
-    ResolvedAdapter,
     adapter_info,
     resolved,
     traffic_shares,
@@ -91,17 +90,12 @@ class AdapterService:
         *,
         base_model: str | None,
         max_lora_rank: int,
-        on_active_changed: ActiveChangedListener | None = None,
-        rng: random.Random | None = None,
     ) -> None:
         self.database = database
         self.store = store
         self.base_model = base_model
         self.max_lora_rank = max_lora_rank
         self._listeners: list[ActiveChangedListener] = []
-        if on_active_changed is not None:
-            self._listeners.append(on_active_changed)
-        self._rng = rng or random.Random()
 
     def add_active_changed_listener(self, listener: ActiveChangedListener) -> None:
         """Called with the adapter name after a promote/rollback has committed."""
@@ -326,26 +320,6 @@ class AdapterService:
 
         return await asyncio.to_thread(self.database.run, work, write=False)
 
-    async def choose_version_for_request(self, name: str) -> ResolvedAdapter:
-        """The version to serve a request for ``name`` by the A/B split (see module doc)."""
-        if "@" in name:
-            return await self.resolve(name)
-
-        def work(uow: UnitOfWork) -> ResolvedAdapter:
-            repo = AdapterRepository(uow.session)
-            rows = {row.version: row for row in repo.versions_by_name(name)}
-            if not rows:
-                self._adapter(repo, name)  # raises adapter_not_found
-            shares = traffic.shares(
-                [traffic.Arm(r.version, r.traffic_weight, r.is_active) for r in rows.values()]
-            )
-            version = traffic.pick(shares, self._rng.random())
-            if version is None:
-                raise NotFoundError(f"{name} has no active version", code="no_active_version")
-            return resolved(name, rows[version])
-
-        return await asyncio.to_thread(self.database.run, work, write=False)
-
     async def set_traffic(self, name: str, weights: Mapping[str, float]) -> AdapterInfo:
         """Replace the A/B split of ``name`` (see :mod:`registry.services.traffic`)."""
         return await asyncio.to_thread(
@@ -369,17 +343,11 @@ class AdapterService:
         assert refreshed is not None
         return adapter_info(refreshed)
 
-    async def record_outcome(self, served_name: str, latency_ms: float, ok: bool) -> None:
-        """Fold one request's latency and outcome into the version's running statistics."""
-        await self.record_outcomes([(served_name, latency_ms, ok)], strict=True)
-
-    async def record_outcomes(
-        self, outcomes: Sequence[tuple[str, float, bool]], *, strict: bool = False
-    ) -> None:
+    async def record_outcomes(self, outcomes: Sequence[tuple[str, float, bool]]) -> None:
         """Fold many requests' (served_name, latency_ms, ok) in one transaction.
 
-        One UPDATE per version (see :mod:`registry.services.statistics`); outcomes of versions
-        deleted since their request are skipped unless ``strict``.
+        One UPDATE per version (see :mod:`registry.statistics`); outcomes of versions
+        deleted since their request are skipped.
         """
         at = datetime.now(timezone.utc)
         by_version: dict[str, list[tuple[float, bool]]] = {}
@@ -392,8 +360,6 @@ class AdapterService:
                 try:
                     _, row = self._served_row(repo, served_name)
                 except NotFoundError:
-                    if strict:
-                        raise
                     continue
                 repo.record_outcomes(
                     row.id,
@@ -427,16 +393,14 @@ class AdapterService:
         return row
 
     def _served_row(self, repo: AdapterRepository, served_name: str) -> tuple[str, AdapterVersion]:
-        name, version = split_served_name(served_name)
-        row = repo.served_version(name, version)
+        parsed = served_name_or_not_found(served_name)
+        row = repo.served_version(parsed.name, parsed.version)
         if row is not None:
-            return name, row
-        adapter = self._adapter(repo, name)  # the miss path: say precisely what is missing
-        if version is not None:
-            raise NotFoundError(
-                f"{adapter.name}@{version} is not registered", code="version_not_found"
-            )
-        raise NotFoundError(f"{name} has no active version", code="no_active_version")
+            return parsed.name, row
+        self._adapter(repo, parsed.name)  # the miss path: say precisely what is missing
+        if parsed.version is not None:
+            raise NotFoundError(f"{parsed} is not registered", code="version_not_found")
+        raise NotFoundError(f"{parsed.name} has no active version", code="no_active_version")
 
     def _info(
         self, repo: AdapterRepository, adapter: Adapter, row: AdapterVersion

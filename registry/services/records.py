@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
+from hi_moe_lora.control_api import ResolvedAdapter
+from hi_moe_lora.served_names import format_served_name
 from registry.db.models import Adapter, AdapterVersion
 from registry.services import traffic
 
@@ -55,26 +57,6 @@ class AdapterInfo:
     versions: tuple[AdapterVersionInfo, ...]
 
 
-@dataclass(frozen=True)
-class ResolvedAdapter:
-    """What vLLM needs to load one adapter version (the resolver plugin's contract)."""
-
-    name: str
-    version: str
-    served_name: str
-    lora_int_id: int
-    local_path: str
-    sha256: str
-    rank: int
-    alpha: float
-    variant: str
-    base_model: str
-
-
-def served_name_of(name: str, version: str) -> str:
-    return f"{name}@{version}"
-
-
 def traffic_shares(versions: list[AdapterVersion]) -> dict[int, float]:
     """Requests share per version id (see :mod:`registry.services.traffic`)."""
     by_version = traffic.shares(
@@ -91,7 +73,7 @@ def version_info(
     return AdapterVersionInfo(
         name=adapter_name,
         version=row.version,
-        served_name=served_name_of(adapter_name, row.version),
+        served_name=format_served_name(adapter_name, row.version),
         lora_int_id=row.lora_int_id,
         source_uri=row.source_uri,
         local_path=row.local_path,
@@ -137,7 +119,7 @@ def resolved(adapter_name: str, row: AdapterVersion) -> ResolvedAdapter:
     return ResolvedAdapter(
         name=adapter_name,
         version=row.version,
-        served_name=served_name_of(adapter_name, row.version),
+        served_name=format_served_name(adapter_name, row.version),
         lora_int_id=row.lora_int_id,
         local_path=row.local_path,
         sha256=row.sha256,

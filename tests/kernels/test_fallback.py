@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from hi_moe_lora.kernels.fallback import lora_linear_torch
-from hi_moe_lora.kernels.reference import lora_linear_reference
+from hi_moe_lora.kernels.reference_loops import lora_linear_reference
 
 from .lora_cases import make_problem, tolerance
 

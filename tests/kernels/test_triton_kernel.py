@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from hi_moe_lora.kernels.config import TileConfig
-from hi_moe_lora.kernels.reference import lora_linear_reference
+from hi_moe_lora.kernels.reference_loops import lora_linear_reference
 from hi_moe_lora.kernels.triton_kernel import (
     FusedLoRAShapeError,
     _layer_key,

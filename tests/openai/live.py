@@ -10,10 +10,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import uvicorn
 
-from hi_moe_lora.processes import StartStop, free_port
+from hi_moe_lora.app.processes import StartStop, free_port
+from hi_moe_lora.control_api import ControlPlaneClient
 from registry.app import create_app
 from registry.db.migrate import upgrade_to_head
 from registry.settings import ControlPlaneSettings
@@ -74,15 +74,8 @@ def register(
     control_plane_url: str, name: str, version: str, source: Path, *, promote: bool = False
 ) -> dict[str, Any]:
     """Register ``source`` as ``name@version`` through the admin API (and optionally promote)."""
-    with httpx.Client(base_url=control_plane_url, timeout=60) as client:
-        response = client.post(
-            f"/admin/v1/adapters/{name}/versions",
-            json={"version": version, "source": str(source)},
-        )
-        response.raise_for_status()
-        info: dict[str, Any] = response.json()
-        if promote and not info["is_active"]:
-            response = client.post(f"/admin/v1/adapters/{name}/versions/{version}/promote")
-            response.raise_for_status()
-            info = response.json()
+    client = ControlPlaneClient(control_plane_url, timeout_s=60)
+    info = client.register(name, version, str(source))
+    if promote and not info["is_active"]:
+        info = client.promote(name, version)
     return info

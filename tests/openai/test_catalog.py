@@ -9,7 +9,7 @@ from typing import Any
 import openai
 import pytest
 
-from hi_moe_lora.processes import free_port
+from hi_moe_lora.app.processes import free_port
 from tests.conftest import VllmServer
 from tests.openai.live import ServedApp, control_plane_settings, register, serve_control_plane
 from tests.support.adapter_files import DEFAULT_BASE_MODEL, write_adapter

@@ -7,7 +7,7 @@ import pytest
 from registry.openai.errors import (
     InvalidRequest,
     ModelNotFound,
-    UpstreamUnavailable,
+    ServiceUnavailable,
     error_payload,
     normalise_upstream_error,
 )
@@ -26,8 +26,8 @@ def test_error_classes_carry_status_type_and_code() -> None:
     }
     assert InvalidRequest("bad", param="prompt").payload()["error"]["param"] == "prompt"
     assert InvalidRequest("bad").status == 400
-    assert UpstreamUnavailable("down").status == 503
-    assert UpstreamUnavailable("down").payload()["error"]["type"] == "server_error"
+    assert ServiceUnavailable("down").status == 503
+    assert ServiceUnavailable("down").payload()["error"]["type"] == "server_error"
 
 
 @pytest.mark.parametrize(

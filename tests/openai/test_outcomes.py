@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from hi_moe_lora.served_names import parse_served_name
 from registry.app import create_app
 from registry.openai.outcomes import MAX_PENDING, Outcome, OutcomeRecorder
-from registry.openai.routing import Target
+from registry.openai.targets import Target
 from registry.services.adapters import AdapterService
 from tests.openai.live import control_plane_settings
 from tests.support.adapter_files import DEFAULT_BASE_MODEL, write_adapter
@@ -17,14 +18,15 @@ from tests.support.adapter_files import DEFAULT_BASE_MODEL, write_adapter
 @pytest.fixture
 async def service(tmp_path: Path) -> AdapterService:
     settings = control_plane_settings(tmp_path, DEFAULT_BASE_MODEL, ["http://127.0.0.1:9"])
-    adapters: AdapterService = create_app(settings).state.adapters
+    adapters = create_app(settings).components.adapters
     await adapters.register("stats", "1.0.0", str(write_adapter(tmp_path / "src")))
     return adapters
 
 
 def _outcome(served: str, status: int, latency_ms: float = 10.0) -> Outcome:
-    name, _, version = served.partition("@")
-    target = Target(served, served, name, version or None)
+    parsed = parse_served_name(served)
+    assert parsed is not None
+    target = Target(served, served, parsed.name, parsed.version)
     return Outcome(target, "/v1/completions", status, latency_ms, stream=False)
 
 

@@ -23,8 +23,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from hi_moe_lora.processes import free_port
-from registry.openai.errors import InvalidRequest, UpstreamUnavailable
+from hi_moe_lora.app.processes import free_port
+from registry.fleet.upstreams import UpstreamUnavailable
+from registry.openai.errors import InvalidRequest
 from registry.openai.proxy import CHAT_COMPLETIONS, COMPLETIONS, parse_body
 from tests.conftest import VllmServer
 from tests.openai.live import ServedApp, control_plane_settings, register, serve_control_plane
@@ -314,7 +315,7 @@ def test_stream_broken_off_upstream_ends_with_an_error_event(
 
 
 async def test_upstream_unavailable_names_the_cause() -> None:
-    from registry.openai.upstream import UpstreamPool
+    from registry.fleet.upstreams import UpstreamPool
 
     pool = UpstreamPool([f"http://127.0.0.1:{free_port()}"], request_timeout_s=2)
     with pytest.raises(UpstreamUnavailable) as caught:

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from registry.app import create_app
 from registry.errors import NotFoundError
-from registry.openai.state import state_of
-from registry.openai.versions import ServedVersion, VersionTable
+from registry.openai.versions import ActiveVersionChanged, ServedVersion, VersionTable
 from registry.services.adapters import AdapterService
 from tests.openai.live import control_plane_settings
 from tests.support.adapter_files import DEFAULT_BASE_MODEL, write_adapter
@@ -29,13 +28,13 @@ class Clock:
 async def service(tmp_path: Path) -> AsyncIterator[AdapterService]:
     settings = control_plane_settings(tmp_path, DEFAULT_BASE_MODEL, ["http://127.0.0.1:9"])
     app = create_app(settings)
-    adapters: AdapterService = app.state.adapters
+    adapters = app.components.adapters
     for index, version in enumerate(("1.0.0", "2.0.0", "3.0.0")):
         source = write_adapter(tmp_path / f"s{index}", seed=index)
         await adapters.register("spec", version, str(source))
     yield adapters
     # no lifespan runs here: close the front door's HTTP client that promotions opened
-    await state_of(app).upstream.aclose()
+    await app.components.upstreams.aclose()
 
 
 def _v(version: str) -> ServedVersion:
@@ -81,16 +80,15 @@ async def test_snapshot_lives_ttl_seconds(service: AdapterService) -> None:
 
 async def test_promotion_applies_to_the_very_next_request(service: AdapterService) -> None:
     table = VersionTable(service, ttl_s=3600.0)
-    service.add_active_changed_listener(_forget(table))
+    invalidated: list[str] = []
+
+    async def invalidate(name: str) -> None:
+        invalidated.append(name)
+
+    service.add_active_changed_listener(ActiveVersionChanged(table, invalidate))
     assert await table.choose("spec") == _v("1.0.0")
     await service.promote("spec", "3.0.0")
     assert await table.choose("spec") == _v("3.0.0")
     await service.rollback("spec")
     assert await table.choose("spec") == _v("1.0.0")
-
-
-def _forget(table: VersionTable) -> Callable[[str], Awaitable[None]]:
-    async def listener(name: str) -> None:
-        table.forget(name)
-
-    return listener
+    assert invalidated == ["spec", "spec"]  # the bare name, after each change

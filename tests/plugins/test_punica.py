@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from plugins import punica
+from plugins.settings import ENV_KERNELS
 
 
 class _CudaPlatform:
@@ -67,12 +68,6 @@ def test_register_leaves_cpu_platform_alone() -> None:
     assert not current_platform.is_cuda()
 
 
-@pytest.mark.parametrize(("value", "expected"), [("", "ours"), ("VLLM", "vllm"), ("ours", "ours")])
-def test_choice_from_env(value: str, expected: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(punica.ENV_VAR, value)
-    assert punica.kernels_choice() == expected
-
-
 @pytest.mark.parametrize(
     ("value", "wrapper"),
     [
@@ -90,7 +85,7 @@ def test_register_respects_switch(
 ) -> None:
     import vllm.platforms
 
-    monkeypatch.setenv(punica.ENV_VAR, value)
+    monkeypatch.setenv(ENV_KERNELS, value)
     monkeypatch.setattr(vllm.platforms, "_current_platform", cuda_platform, raising=False)
     vllms_hash = _lora_config_hash()
     punica.register()

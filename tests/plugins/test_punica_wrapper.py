@@ -18,7 +18,7 @@ from vllm.config import LoRAConfig  # noqa: E402
 from vllm.lora.layers import LoRAMapping  # noqa: E402
 from vllm.lora.ops.triton_ops.lora_kernel_metadata import LoRAKernelMeta  # noqa: E402
 
-from hi_moe_lora.kernels.reference import lora_linear_reference  # noqa: E402
+from hi_moe_lora.kernels.reference_loops import lora_linear_reference  # noqa: E402
 
 K = 48
 WIDTHS = (32, 16, 16)

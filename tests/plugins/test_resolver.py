@@ -22,12 +22,11 @@ from vllm.lora.resolver import LoRAResolverRegistry
 
 import plugins.resolver as resolver_module
 from hi_moe_lora.adapters.checksum import adapter_sha256
+from hi_moe_lora.app.processes import free_port
 from hi_moe_lora.cache import ChecksumCache
-from hi_moe_lora.processes import free_port
 from plugins.resolver import (
     RESOLVER_NAME,
     HiMoeLoraResolver,
-    RegistryClient,
     make_lora_request,
     register,
 )
@@ -253,14 +252,6 @@ def test_unreachable_registry_is_declined(caplog: pytest.LogCaptureFixture) -> N
     caplog.set_level(logging.INFO, logger="plugins.resolver")
     assert _resolve(_resolver(f"http://127.0.0.1:{free_port()}"), "anything") is None
     assert any(r.levelno == logging.WARNING and "lookup" in r.getMessage() for r in caplog.records)
-
-
-def test_resolve_url_quotes_the_name() -> None:
-    client = RegistryClient("http://registry:8080/", 1.0)
-    assert client.resolve_url("a@1.0.0") == "http://registry:8080/admin/v1/resolve/a@1.0.0"
-    assert client.resolve_url("a/../b c") == (
-        "http://registry:8080/admin/v1/resolve/a%2F..%2Fb%20c"
-    )
 
 
 def test_make_lora_request_uses_this_vllms_path_field(tmp_path: Path) -> None:

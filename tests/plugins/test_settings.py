@@ -80,3 +80,17 @@ def test_is_frozen() -> None:
     settings = PluginSettings.from_env({})
     with pytest.raises(AttributeError):
         settings.kernels = "vllm"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        PluginSettings(),
+        PluginSettings(registry_url="https://registry:8443", resolver_timeout_s=0.25),
+        PluginSettings(registry_url="http://r", kernels="reference"),
+    ],
+)
+def test_to_env_renders_what_from_env_reads(settings: PluginSettings) -> None:
+    env = settings.to_env()
+    assert set(env) <= {ENV_REGISTRY_URL, ENV_RESOLVER_TIMEOUT_S, ENV_KERNELS}
+    assert PluginSettings.from_env(env) == settings

@@ -2,8 +2,9 @@ from __future__ import annotations
 
 import pytest
 
+from hi_moe_lora.served_names import ServedName
 from registry.errors import InvalidRequestError, NotFoundError
-from registry.services.naming import check_name, check_version, split_served_name
+from registry.services.naming import check_name, check_version, served_name_or_not_found
 
 
 @pytest.mark.parametrize("name", ["python-lora", "a", "0x", "web.lora_v2", "a" * 64])
@@ -29,8 +30,8 @@ def test_bad_versions(version: str) -> None:
 
 
 def test_served_names() -> None:
-    assert split_served_name("python-lora") == ("python-lora", None)
-    assert split_served_name("python-lora@1.2.0") == ("python-lora", "1.2.0")
+    assert served_name_or_not_found("python-lora") == ServedName("python-lora")
+    assert served_name_or_not_found("python-lora@1.2.0") == ServedName("python-lora", "1.2.0")
     for bad in ("python-lora@", "python-lora@latest", "@1.0.0", "Bad@1.0.0"):
-        with pytest.raises(NotFoundError):
-            split_served_name(bad)
+        with pytest.raises(NotFoundError, match="no adapter named"):
+            served_name_or_not_found(bad)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -38,3 +39,30 @@ def test_rejects_nonsense(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HI_MOE_LORA_MAX_LORA_RANK", "0")
     with pytest.raises(ValueError, match="max_lora_rank"):
         ControlPlaneSettings()
+
+
+def test_to_env_renders_what_the_settings_read(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    rendered = ControlPlaneSettings(
+        database_url="postgresql+psycopg://cp@db/registry",
+        artifact_dir=tmp_path / "artifacts",
+        base_model="/models/tiny",
+        max_lora_rank=16,
+        vllm_urls=["http://a:8000", "http://b:8000"],
+        port=9090,
+        api_key="secret",  # type: ignore[arg-type]
+    )
+    env = rendered.to_env()
+    assert env["HI_MOE_LORA_VLLM_URLS"] == '["http://a:8000", "http://b:8000"]'
+    assert env["HI_MOE_LORA_API_KEY"] == "secret"
+    for name in list(os.environ):
+        if name.startswith("HI_MOE_LORA_"):
+            monkeypatch.delenv(name)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert ControlPlaneSettings() == rendered
+
+
+def test_unset_optional_settings_are_not_rendered() -> None:
+    assert "HI_MOE_LORA_BASE_MODEL" not in ControlPlaneSettings(base_model=None).to_env()

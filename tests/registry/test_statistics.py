@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from registry.services.statistics import EMA_ALPHA, fold_ema
+from registry.statistics import EMA_ALPHA, fold_ema
 
 
 def _sequential(previous: float | None, values: list[float], alpha: float) -> float:

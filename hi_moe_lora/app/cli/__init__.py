@@ -1,0 +1,47 @@
+"""The ``hi-moe-lora`` command line.
+
+Each sub-command lives in its own module exposing ``add_parser(subparsers)``; heavy imports
+(FastAPI, SQLAlchemy, torch) happen inside the command handlers so that ``--help`` stays fast
+and the vLLM host needs none of the control plane's dependencies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+# module name -> its sub-commands are registered by that module's add_parser()
+_COMMAND_MODULES = ("serve", "db", "admin", "vllm", "tiny", "demo")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hi-moe-lora",
+        description="Serve a fleet of LoRA specialists on vLLM.",
+    )
+    parser.add_argument("--log-level", default="INFO", help="logging level (default: INFO)")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in _COMMAND_MODULES:
+        importlib.import_module(f"hi_moe_lora.app.cli.{name}").add_parser(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    # Alembic announces each of its plugins at INFO on every start; keep the CLI's output useful.
+    logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
+    handler = args.handler
+    result: int = handler(args)
+    return result
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,221 @@
+"""``hi-moe-lora adapters ...``: the registry's admin API from the command line.
+
+Every call goes through :class:`hi_moe_lora.control_api.ControlPlaneClient`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from hi_moe_lora.app.cli.environment import ENV_URL, control_plane_url
+from hi_moe_lora.control_api import ControlPlaneClient, ControlPlaneError
+from hi_moe_lora.served_names import format_served_name
+
+
+def _common() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--url",
+        default=None,
+        help=f"control plane URL (default: ${ENV_URL} or http://127.0.0.1:8080)",
+    )
+    common.add_argument("--json", action="store_true", help="print raw JSON")
+    common.add_argument("--timeout", type=float, default=120.0, help="seconds (default: 120)")
+    return common
+
+
+def add_parser(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "adapters", help="manage registered adapters through the admin API"
+    )
+    commands = parser.add_subparsers(dest="adapters_command", required=True, metavar="ACTION")
+    common = _common()
+
+    register = commands.add_parser("register", parents=[common], help="register a version")
+    register.add_argument("name")
+    register.add_argument("version")
+    register.add_argument("source", help="adapter directory (path or file:// URI)")
+    register.add_argument("--domain", action="append", default=[], dest="domains")
+    register.add_argument("--description", default=None)
+    register.set_defaults(handler=run_register)
+
+    commands.add_parser("list", parents=[common], help="list adapters").set_defaults(
+        handler=run_list
+    )
+    show = commands.add_parser("show", parents=[common], help="an adapter and its versions")
+    show.add_argument("name")
+    show.set_defaults(handler=run_show)
+    promote = commands.add_parser("promote", parents=[common], help="make a version active")
+    promote.add_argument("name")
+    promote.add_argument("version")
+    promote.set_defaults(handler=run_promote)
+    rollback = commands.add_parser("rollback", parents=[common], help="re-activate the previous")
+    rollback.add_argument("name")
+    rollback.set_defaults(handler=run_rollback)
+    delete = commands.add_parser("delete", parents=[common], help="delete an inactive version")
+    delete.add_argument("name")
+    delete.add_argument("version")
+    delete.set_defaults(handler=run_delete)
+    traffic = commands.add_parser(
+        "traffic", parents=[common], help="set the A/B split: VERSION=WEIGHT ..."
+    )
+    traffic.add_argument("name")
+    traffic.add_argument("weights", nargs="*", metavar="VERSION=WEIGHT")
+    traffic.set_defaults(handler=run_traffic)
+    resolve = commands.add_parser("resolve", parents=[common], help="what vLLM would load")
+    resolve.add_argument("served_name")
+    resolve.set_defaults(handler=run_resolve)
+
+
+class CommandError(Exception):
+    pass
+
+
+def _client(args: argparse.Namespace) -> ControlPlaneClient:
+    return ControlPlaneClient(args.url or control_plane_url(), timeout_s=args.timeout)
+
+
+def _guarded(args: argparse.Namespace, action: Callable[[ControlPlaneClient], None]) -> int:
+    try:
+        action(_client(args))
+    except (CommandError, ControlPlaneError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, sort_keys=True))
+
+
+def _table(rows: list[list[str]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    )
+
+
+def _version_rows(versions: list[dict[str, Any]]) -> list[list[str]]:
+    rows = [["VERSION", "ID", "ACTIVE", "SHARE", "RANK", "VARIANT", "REQUESTS", "PREVIOUS"]]
+    for v in versions:
+        rows.append(
+            [
+                v["version"],
+                str(v["lora_int_id"]),
+                "*" if v["is_active"] else "",
+                f"{v['traffic_share']:.2f}",
+                str(v["rank"]),
+                v["variant"],
+                str(v["request_count"]),
+                v["previous_version"] or "",
+            ]
+        )
+    return rows
+
+
+def _source(source: str) -> str:
+    """A relative local path means this directory here: send it absolute."""
+    path = Path(source).expanduser()
+    if "://" not in source and path.exists():
+        return str(path.resolve())
+    return source
+
+
+def run_register(args: argparse.Namespace) -> int:
+    def action(client: ControlPlaneClient) -> None:
+        info = client.register(
+            args.name,
+            args.version,
+            _source(args.source),
+            domains=args.domains,
+            description=args.description,
+        )
+        _print_json(info)
+
+    return _guarded(args, action)
+
+
+def run_list(args: argparse.Namespace) -> int:
+    def action(client: ControlPlaneClient) -> None:
+        adapters = client.list_adapters()
+        if args.json:
+            _print_json(adapters)
+            return
+        rows = [["NAME", "ACTIVE", "VERSIONS", "DOMAINS"]]
+        for adapter in adapters:
+            rows.append(
+                [
+                    adapter["name"],
+                    adapter["active_version"] or "-",
+                    str(len(adapter["versions"])),
+                    ",".join(adapter["domains"]),
+                ]
+            )
+        print(_table(rows))
+
+    return _guarded(args, action)
+
+
+def run_show(args: argparse.Namespace) -> int:
+    def action(client: ControlPlaneClient) -> None:
+        adapter = client.get_adapter(args.name)
+        if args.json:
+            _print_json(adapter)
+            return
+        print(f"{adapter['name']}: {adapter['description'] or ''}".rstrip(": "))
+        print(_table(_version_rows(adapter["versions"])))
+
+    return _guarded(args, action)
+
+
+def run_promote(args: argparse.Namespace) -> int:
+    return _guarded(args, lambda client: _print_json(client.promote(args.name, args.version)))
+
+
+def run_rollback(args: argparse.Namespace) -> int:
+    return _guarded(args, lambda client: _print_json(client.rollback(args.name)))
+
+
+def run_delete(args: argparse.Namespace) -> int:
+    def action(client: ControlPlaneClient) -> None:
+        client.delete(args.name, args.version)
+        print(f"deleted {format_served_name(args.name, args.version)}")
+
+    return _guarded(args, action)
+
+
+def _parse_weights(items: list[str]) -> dict[str, float]:
+    weights: dict[str, float] = {}
+    for item in items:
+        version, sep, value = item.partition("=")
+        try:
+            weights[version] = float(value)
+        except ValueError:
+            sep = ""
+        if not sep or not version:
+            raise CommandError(f"expected VERSION=WEIGHT, got {item!r}")
+    return weights
+
+
+def run_traffic(args: argparse.Namespace) -> int:
+    def action(client: ControlPlaneClient) -> None:
+        adapter = client.set_traffic(args.name, _parse_weights(args.weights))
+        if args.json:
+            _print_json(adapter)
+        else:
+            print(_table(_version_rows(adapter["versions"])))
+
+    return _guarded(args, action)
+
+
+def run_resolve(args: argparse.Namespace) -> int:
+    return _guarded(
+        args, lambda client: _print_json(dataclasses.asdict(client.resolve(args.served_name)))
+    )

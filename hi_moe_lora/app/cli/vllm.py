@@ -1,0 +1,92 @@
+"""``hi-moe-lora vllm``: start vLLM's OpenAI server with our plugins configured."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from typing import Any
+
+from hi_moe_lora.app.vllm_launch import ALL_PLUGINS, VllmLaunch
+from plugins.settings import ENV_KERNELS, ENV_REGISTRY_URL, KERNEL_CHOICES, PluginSettingsError
+
+
+def add_parser(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "vllm",
+        help="start vLLM (CPU or GPU build) with the hi-moe-lora plugins",
+        description=(
+            "Start vLLM's OpenAI-compatible server with LoRA enabled, runtime adapter loading "
+            "allowed and our plugins on VLLM_PLUGINS. Arguments after '--' go to vLLM as they are."
+        ),
+    )
+    parser.add_argument("--model", required=True, help="base model path or id")
+    parser.add_argument(
+        "--registry-url",
+        default=None,
+        help=f"control plane URL the resolver asks (default: ${ENV_REGISTRY_URL})",
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--max-lora-rank", type=int, default=64)
+    parser.add_argument("--max-loras", type=int, default=4)
+    parser.add_argument("--max-cpu-loras", type=int, default=None)
+    parser.add_argument("--max-model-len", type=int, default=None)
+    parser.add_argument("--dtype", default=None)
+    parser.add_argument(
+        "--kernels",
+        choices=KERNEL_CHOICES,
+        default=None,
+        help=f"multi-LoRA kernels on CUDA (default: ${ENV_KERNELS} or ours)",
+    )
+    parser.add_argument(
+        "--plugins",
+        default=",".join(ALL_PLUGINS),
+        help="comma-separated VLLM_PLUGINS allow-list (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--print-only",
+        action="store_true",
+        help="print the environment and command instead of starting vLLM",
+    )
+    parser.add_argument("vllm_args", nargs=argparse.REMAINDER, help="-- then extra vLLM flags")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    extra = list(args.vllm_args)
+    if extra and extra[0] == "--":
+        extra = extra[1:]
+    launch = VllmLaunch(
+        model=args.model,
+        registry_url=args.registry_url,
+        host=args.host,
+        port=args.port,
+        max_lora_rank=args.max_lora_rank,
+        max_loras=args.max_loras,
+        max_cpu_loras=args.max_cpu_loras,
+        max_model_len=args.max_model_len,
+        dtype=args.dtype,
+        kernels=args.kernels,
+        plugins=tuple(name for name in args.plugins.split(",") if name),
+        extra_args=tuple(extra),
+    )
+    argv = launch.command()
+    try:
+        variables = launch.variables()
+    except PluginSettingsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if ENV_REGISTRY_URL not in variables:
+        print(
+            f"warning: no --registry-url / {ENV_REGISTRY_URL}: the resolver plugin will "
+            "stay inactive",
+            file=sys.stderr,
+        )
+    if args.print_only:
+        for key, value in variables.items():
+            print(f"{key}={shlex.quote(value)}")
+        print(shlex.join(argv))
+        return 0
+    os.execvpe(argv[0], argv, {**os.environ, **variables})

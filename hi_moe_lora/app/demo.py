@@ -1,0 +1,121 @@
+"""The end-to-end demo on the embedded default (vLLM CPU + tiny local model + SQLite).
+
+It builds the tiny model and adapters, starts the control plane and vLLM with our plugins,
+registers two versions of ``python-lora`` and one ``math-lora`` through the admin API, sends
+requests with the stock ``openai`` client naming each, promotes, rolls back, and prints which
+version answered each time. Everything is shut down at the end, also on Ctrl-C or failure.
+
+Needs the ``demo`` extra (control plane + openai + tiny-model builders) and vLLM.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hi_moe_lora.app.embedded import EmbeddedStack
+from hi_moe_lora.control_api import ControlPlaneClient
+from hi_moe_lora.tinymodel import build_fleet
+
+logger = logging.getLogger(__name__)
+
+SERVED_HEADER = "x-himoe-served-model"
+PROMPT = "def fibonacci(n):"
+
+
+@dataclass(frozen=True)
+class DemoAnswer:
+    """One request of the demo and who answered it."""
+
+    requested: str
+    served_by: str
+    text: str
+
+
+def _ask(openai_client: Any, model: str, stream: bool = False) -> DemoAnswer:
+    if stream:
+        chunks = openai_client.chat.completions.create(
+            model=model,
+            messages=[{"role": "user", "content": PROMPT}],
+            max_tokens=8,
+            temperature=0.0,
+            stream=True,
+        )
+        parts: list[str] = []
+        served = ""
+        for chunk in chunks:
+            served = chunk.model
+            if chunk.choices and chunk.choices[0].delta.content:
+                parts.append(chunk.choices[0].delta.content)
+        return DemoAnswer(model, served, "".join(parts))
+    raw = openai_client.completions.with_raw_response.create(
+        model=model, prompt=PROMPT, max_tokens=8, temperature=0.0
+    )
+    completion = raw.parse()
+    served = raw.headers.get(SERVED_HEADER, completion.model)
+    return DemoAnswer(model, served, completion.choices[0].text)
+
+
+def _show(step: str, answer: DemoAnswer) -> None:
+    print(
+        f"  {step:<34} model={answer.requested!r:<22} served by {answer.served_by:<20}"
+        f" text={answer.text!r}"
+    )
+
+
+def run_demo(workdir: Path) -> list[DemoAnswer]:
+    """Run the whole demo under ``workdir``; returns the answers in order."""
+    import openai
+
+    fleet = build_fleet(workdir / "fleet")
+    stack_dir = workdir / "stack"
+    shutil.rmtree(stack_dir, ignore_errors=True)
+    answers: list[DemoAnswer] = []
+    print("Starting the control plane and vLLM (CPU); vLLM takes about a minute...", flush=True)
+    with EmbeddedStack(workdir=stack_dir, model_dir=fleet.model_dir) as stack:
+        print(f"  control plane: {stack.control_plane_url}   vLLM: {stack.vllm_url}")
+        print(f"  logs: {stack.log_dir}")
+        admin = ControlPlaneClient(stack.control_plane_url, timeout_s=60.0)
+        client = openai.OpenAI(
+            base_url=f"{stack.control_plane_url}/v1", api_key="demo", max_retries=0
+        )
+        with client:
+            print("\nRegistering adapters:")
+            for name, version, domains in (
+                ("python-lora", "1.0.0", ["python", "testing"]),
+                ("python-lora", "1.1.0", ["python", "testing"]),
+                ("math-lora", "1.0.0", ["math", "proofs"]),
+            ):
+                source = fleet.adapters[f"{name}-{version}"]
+                info = admin.register(name, version, str(source), domains=domains)
+                state = "active" if info.get("is_active") else "inactive"
+                print(f"  {name}@{version}: lora_int_id={info.get('lora_int_id')} ({state})")
+
+            print("\nRequests through the control plane (openai client):")
+            for step, model, stream in (
+                ("base model", str(fleet.model_dir), False),
+                ("specialist (active version)", "python-lora", False),
+                ("pinned version", "python-lora@1.1.0", False),
+                ("other specialist, streaming", "math-lora", True),
+            ):
+                answer = _ask(client, model, stream=stream)
+                answers.append(answer)
+                _show(step, answer)
+
+            print("\nPromote python-lora 1.1.0:")
+            admin.promote("python-lora", "1.1.0")
+            answer = _ask(client, "python-lora")
+            answers.append(answer)
+            _show("specialist after promote", answer)
+
+            print("\nRoll back python-lora:")
+            admin.rollback("python-lora")
+            answer = _ask(client, "python-lora")
+            answers.append(answer)
+            _show("specialist after rollback", answer)
+        print("\nShutting down...", flush=True)
+    print("Done: both servers stopped.")
+    return answers

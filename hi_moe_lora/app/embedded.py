@@ -1,0 +1,150 @@
+"""The embedded default: vLLM (CPU build) + our plugins + the control plane on SQLite.
+
+:class:`EmbeddedStack` starts both servers on free loopback ports under one work directory and
+stops them again. The demo and the integration tests use it, so both exercise exactly what a
+user runs: ``hi-moe-lora db upgrade``, ``hi-moe-lora serve`` and vLLM's OpenAI server started by
+:class:`hi_moe_lora.app.vllm_launch.VllmLaunch` with the resolver plugin pointing at the registry.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hi_moe_lora.app.processes import (
+    ManagedProcess,
+    ProcessStartError,
+    StartStop,
+    free_port,
+)
+from hi_moe_lora.app.vllm_launch import VllmLaunch
+from registry.settings import ControlPlaneSettings
+
+logger = logging.getLogger(__name__)
+
+#: vLLM on 2 CPU cores takes 40-90 s to start; leave room for a loaded CI machine.
+VLLM_START_TIMEOUT_S = 600.0
+CONTROL_PLANE_START_TIMEOUT_S = 60.0
+
+
+@dataclass
+class EmbeddedStack(StartStop):
+    """Control plane + vLLM serving ``model_dir``; SQLite, artifacts and logs under ``workdir``."""
+
+    workdir: Path
+    model_dir: Path
+    max_lora_rank: int = 64
+    max_loras: int = 4
+    max_model_len: int = 512
+    host: str = "127.0.0.1"
+    control_plane_port: int = field(default_factory=free_port)
+    vllm_port: int = field(default_factory=free_port)
+    _processes: list[ManagedProcess] = field(default_factory=list, init=False, repr=False)
+
+    @property
+    def control_plane_url(self) -> str:
+        return f"http://{self.host}:{self.control_plane_port}"
+
+    @property
+    def vllm_url(self) -> str:
+        return f"http://{self.host}:{self.vllm_port}"
+
+    @property
+    def database_url(self) -> str:
+        return f"sqlite:///{self.workdir / 'registry.db'}"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.workdir / "logs"
+
+    def control_plane_settings(self) -> ControlPlaneSettings:
+        return ControlPlaneSettings(
+            database_url=self.database_url,
+            artifact_dir=self.workdir / "artifacts",
+            base_model=str(self.model_dir),
+            max_lora_rank=self.max_lora_rank,
+            vllm_urls=[self.vllm_url],
+            host=self.host,
+            port=self.control_plane_port,
+        )
+
+    def control_plane_env(self) -> dict[str, str]:
+        """This process's environment plus the control plane's settings (as variables)."""
+        return {**os.environ, **self.control_plane_settings().to_env()}
+
+    def vllm_launch(self) -> VllmLaunch:
+        return VllmLaunch(
+            model=str(self.model_dir),
+            registry_url=self.control_plane_url,
+            host=self.host,
+            port=self.vllm_port,
+            max_lora_rank=self.max_lora_rank,
+            max_loras=self.max_loras,
+            max_model_len=self.max_model_len,
+            dtype="float32",
+        )
+
+    def migrate(self) -> None:
+        """``hi-moe-lora db upgrade`` against the stack's database."""
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        result = subprocess.run(
+            [sys.executable, "-m", "hi_moe_lora.app.cli", "db", "upgrade"],
+            env=self.control_plane_env(),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if result.returncode != 0:
+            raise ProcessStartError(f"db upgrade failed:\n{result.stdout}\n{result.stderr}")
+
+    def start_control_plane(self) -> ManagedProcess:
+        process = ManagedProcess(
+            "control plane",
+            [sys.executable, "-m", "hi_moe_lora.app.cli", "serve"],
+            self.log_dir / "control-plane.log",
+            env=self.control_plane_env(),
+        ).start()
+        self._processes.append(process)
+        process.wait_http_ok(f"{self.control_plane_url}/readyz", CONTROL_PLANE_START_TIMEOUT_S)
+        return process
+
+    def restart_control_plane(self) -> ManagedProcess:
+        """Stop the control plane and start a new process on the same database and port."""
+        for process in [p for p in self._processes if p.name == "control plane"]:
+            process.stop()
+            self._processes.remove(process)
+        return self.start_control_plane()
+
+    def start_vllm(self) -> ManagedProcess:
+        launch = self.vllm_launch()
+        process = ManagedProcess(
+            "vLLM",
+            launch.command(),
+            self.log_dir / "vllm.log",
+            env=launch.environment(),
+        ).start()
+        self._processes.append(process)
+        process.wait_http_ok(f"{self.vllm_url}/health", VLLM_START_TIMEOUT_S, interval_s=2.0)
+        return process
+
+    def start(self) -> EmbeddedStack:
+        """Migrate, start the control plane, then vLLM; stop everything again on failure."""
+        try:
+            self.migrate()
+            self.start_control_plane()
+            logger.info("control plane ready at %s", self.control_plane_url)
+            self.start_vllm()
+            logger.info("vLLM ready at %s", self.vllm_url)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Stop vLLM first (it may call the registry while stopping), then the control plane."""
+        while self._processes:
+            self._processes.pop().stop()

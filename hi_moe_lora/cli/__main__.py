@@ -1,5 +1,0 @@
-import sys
-
-from hi_moe_lora.cli import main
-
-sys.exit(main())

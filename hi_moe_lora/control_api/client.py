@@ -1,0 +1,177 @@
+"""A blocking client of the control plane's admin API (``urllib``; run it off an event loop).
+
+Every caller of the admin API goes through :class:`ControlPlaneClient`: the resolver plugin (on
+each vLLM host, inside every vLLM process, so the standard library only), the CLI and the demo.
+It owns the paths (:mod:`.paths`), the error shape (RFC 9457 problems become
+:class:`ControlPlaneError` with the problem's ``code``) and the answers code reads
+(:class:`.answers.ResolvedAdapter`); other answers come back as the JSON objects the admin API
+documents.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from hi_moe_lora.control_api import paths
+from hi_moe_lora.control_api.answers import ResolvedAdapter
+
+#: Answers larger than this are refused (the largest real one, a listing, is far smaller).
+MAX_ANSWER_BYTES = 64 << 20
+JsonObject = dict[str, Any]
+
+
+class ControlPlaneError(Exception):
+    """The control plane answered an error, or something that is not the documented answer."""
+
+    def __init__(
+        self,
+        detail: str,
+        *,
+        status: int | None = None,
+        code: str | None = None,
+        title: str | None = None,
+    ) -> None:
+        self.detail = detail
+        self.status = status
+        self.code = code
+        self.title = title
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        if self.code is not None:
+            return f"{self.title or 'Error'} ({self.code}): {self.detail}"
+        if self.status is not None:
+            return f"HTTP {self.status}: {self.detail}"
+        return self.detail
+
+
+class NotFound(ControlPlaneError):
+    """HTTP 404: no such adapter or version (``code`` says which)."""
+
+
+class ControlPlaneUnreachable(ControlPlaneError):
+    """No answer at all: refused, timed out, or the connection broke."""
+
+
+class ControlPlaneClient:
+    """The admin API at ``base_url`` (e.g. ``http://control-plane:8080``)."""
+
+    def __init__(self, base_url: str, *, timeout_s: float, token: str | None = None) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._timeout_s = timeout_s
+        self._token = token
+
+    def url(self, template: str, **params: str) -> str:
+        return self.base_url + paths.admin_path(template, **params)
+
+    # ------------------------------------------------------------------ calls
+
+    def resolve(self, served_name: str) -> ResolvedAdapter:
+        """What vLLM should load for ``name`` (active version) or ``name@version``."""
+        return ResolvedAdapter.from_json(self._call("GET", paths.RESOLVE, served_name=served_name))
+
+    def register(
+        self,
+        name: str,
+        version: str,
+        source: str,
+        *,
+        domains: Sequence[str] = (),
+        description: str | None = None,
+    ) -> JsonObject:
+        body = {
+            "version": version,
+            "source": source,
+            "domains": list(domains),
+            "description": description,
+        }
+        return self._object(self._call("POST", paths.VERSIONS, body, name=name))
+
+    def list_adapters(self) -> list[JsonObject]:
+        adapters = self._object(self._call("GET", paths.ADAPTERS)).get("adapters")
+        if not isinstance(adapters, list):
+            raise ControlPlaneError("adapter listing lacks 'adapters'")
+        return adapters
+
+    def get_adapter(self, name: str) -> JsonObject:
+        return self._object(self._call("GET", paths.ADAPTER, name=name))
+
+    def promote(self, name: str, version: str) -> JsonObject:
+        return self._object(self._call("POST", paths.PROMOTE, name=name, version=version))
+
+    def rollback(self, name: str) -> JsonObject:
+        return self._object(self._call("POST", paths.ROLLBACK, name=name))
+
+    def delete(self, name: str, version: str) -> None:
+        self._call("DELETE", paths.VERSION, name=name, version=version)
+
+    def set_traffic(self, name: str, weights: Mapping[str, float]) -> JsonObject:
+        body = {"weights": dict(weights)}
+        return self._object(self._call("PUT", paths.TRAFFIC, body, name=name))
+
+    # ------------------------------------------------------------------ transport
+
+    @staticmethod
+    def _object(answer: Any) -> JsonObject:
+        if not isinstance(answer, dict):
+            raise ControlPlaneError("answer is not a JSON object")
+        return answer
+
+    def _call(self, method: str, template: str, body: Any = None, **params: str) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.url(template, **params), data=data, method=method)
+        request.add_header("Accept", "application/json")
+        if data is not None:
+            request.add_header("Content-Type", "application/json")
+        if self._token:
+            request.add_header("Authorization", f"Bearer {self._token}")
+        try:
+            with urllib.request.urlopen(request, timeout=self._timeout_s) as response:
+                raw = response.read(MAX_ANSWER_BYTES + 1)
+        except urllib.error.HTTPError as exc:
+            raise _problem(exc) from None
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            # URLError wraps refused connections; TimeoutError/OSError the socket-level ones.
+            reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+            raise ControlPlaneUnreachable(
+                f"cannot reach the control plane at {self.base_url}: "
+                f"{type(reason).__name__}: {reason}"
+            ) from None
+        if len(raw) > MAX_ANSWER_BYTES:
+            raise ControlPlaneError("answer too large")
+        if not raw:
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError:
+            raise ControlPlaneError("answer is not JSON") from None
+
+
+def _problem(exc: urllib.error.HTTPError) -> ControlPlaneError:
+    """An HTTP error answer as :class:`ControlPlaneError` (RFC 9457 problem if it is one)."""
+    try:
+        text = exc.read(4096).decode("utf-8", "replace")
+    except OSError:
+        text = ""
+    finally:
+        exc.close()
+    error = NotFound if exc.code == 404 else ControlPlaneError
+    try:
+        payload = json.loads(text)
+    except ValueError:
+        payload = None
+    if not isinstance(payload, Mapping):
+        return error(text.strip()[:500] or str(exc.reason), status=exc.code)
+    detail = str(payload.get("detail") or payload.get("title") or text.strip()[:500])
+    code = payload.get("code")
+    title = payload.get("title")
+    return error(
+        detail,
+        status=exc.code,
+        code=str(code) if code else None,
+        title=str(title) if title else None,
+    )

@@ -1,0 +1,66 @@
+"""The control plane's components in one typed container, and their life cycle.
+
+:func:`registry.app.create_app` builds every component (in dependency order) and hands them to
+:class:`Components`; :meth:`Components.running` is the app's lifespan: it starts them in that
+order and stops them in reverse, also when start-up fails half way. Routers reach components only
+through :mod:`registry.dependencies`; no component finds another on the app.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+
+from fastapi import FastAPI
+
+from registry.db.session import Database
+from registry.fleet.upstreams import UpstreamPool
+from registry.openai.outcomes import OutcomeRecorder
+from registry.openai.proxy import FrontDoor
+from registry.operations.readiness import require_schema_at_head
+from registry.services.adapters import AdapterService
+from registry.settings import ControlPlaneSettings
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Components:
+    """Everything the control plane runs, in dependency order."""
+
+    settings: ControlPlaneSettings
+    database: Database
+    adapters: AdapterService
+    upstreams: UpstreamPool
+    outcomes: OutcomeRecorder
+    front_door: FrontDoor
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """Start in dependency order; stop in reverse (each stop runs even if a later one fails).
+
+        Start: the database must be at the Alembic head (else :class:`SchemaNotAtHeadError`).
+        Stop: write the outcomes still buffered, close the upstream client, dispose the engine.
+        """
+        async with AsyncExitStack() as stack:
+            stack.callback(self.database.dispose)
+            head = await require_schema_at_head(self.database)
+            stack.push_async_callback(self.upstreams.aclose)
+            stack.push_async_callback(self.outcomes.drain)
+            logger.info("control plane ready (schema %s)", head)
+            yield
+            logger.info("control plane stopping")
+
+
+class ControlPlaneApp(FastAPI):
+    """The ASGI app, holding its :class:`Components` (read by :mod:`registry.dependencies`)."""
+
+    def __init__(self, components: Components) -> None:
+        super().__init__(
+            title="hi-moe-lora control plane",
+            version="0.1.0",
+            lifespan=lambda _app: components.running(),
+        )
+        self.components = components

@@ -1,0 +1,42 @@
+"""FastAPI dependencies: how routers reach the components (and nothing else does).
+
+Each alias below is a parameter annotation for a route, e.g. ``adapters: AdaptersDep``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from registry.components import Components, ControlPlaneApp
+from registry.db.session import Database
+from registry.openai.proxy import FrontDoor
+from registry.services.adapters import AdapterService
+
+
+def get_components(request: Request) -> Components:
+    app = request.app
+    if not isinstance(app, ControlPlaneApp):
+        raise TypeError("these routes are served by registry.app.create_app's app only")
+    return app.components
+
+
+ComponentsDep = Annotated[Components, Depends(get_components)]
+
+
+def get_database(components: ComponentsDep) -> Database:
+    return components.database
+
+
+def get_adapter_service(components: ComponentsDep) -> AdapterService:
+    return components.adapters
+
+
+def get_front_door(components: ComponentsDep) -> FrontDoor:
+    return components.front_door
+
+
+DatabaseDep = Annotated[Database, Depends(get_database)]
+AdaptersDep = Annotated[AdapterService, Depends(get_adapter_service)]
+FrontDoorDep = Annotated[FrontDoor, Depends(get_front_door)]

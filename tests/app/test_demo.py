@@ -1,0 +1,38 @@
+"""The README's demo command, run for real (its own control plane + vLLM)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from hi_moe_lora.app.demo import run_demo
+from hi_moe_lora.tinymodel import TinyFleet
+
+pytestmark = pytest.mark.vllm
+
+
+def test_demo_shows_promote_and_rollback_switching_versions(
+    tiny_fleet: TinyFleet, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shutil.copytree(tiny_fleet.model_dir.parent, tmp_path / "fleet")  # skip rebuilding the model
+    answers = run_demo(tmp_path)
+    served = [answer.served_by for answer in answers]
+    assert served[1:] == [
+        "python-lora@1.0.0",
+        "python-lora@1.1.0",
+        "math-lora@1.0.0",
+        "python-lora@1.1.0",  # after promote
+        "python-lora@1.0.0",  # after rollback
+    ]
+    base_text = answers[0].text
+    assert answers[1].text != base_text
+    assert answers[1].text != answers[2].text
+    assert answers[2].text == answers[4].text  # same version, same greedy output
+    assert answers[1].text == answers[5].text
+    out = capsys.readouterr().out
+    assert "Done: both servers stopped." in out
+    logs = tmp_path / "stack" / "logs"
+    assert (logs / "vllm.log").is_file()
+    assert (logs / "control-plane.log").is_file()

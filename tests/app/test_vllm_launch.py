@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+import pytest
+
+from hi_moe_lora.app.vllm_launch import ALL_PLUGINS, VllmLaunch
+from plugins.settings import PluginSettings, PluginSettingsError
+
+
+def test_command_runs_the_openai_server_module_with_lora_enabled() -> None:
+    launch = VllmLaunch(model="/models/tiny", port=9001, max_lora_rank=16, max_loras=2)
+    argv = launch.command(python="/usr/bin/python3")
+    assert argv[:3] == ["/usr/bin/python3", "-m", "vllm.entrypoints.openai.api_server"]
+    assert argv[argv.index("--model") + 1] == "/models/tiny"
+    assert argv[argv.index("--port") + 1] == "9001"
+    assert argv[argv.index("--max-lora-rank") + 1] == "16"
+    assert argv[argv.index("--max-loras") + 1] == "2"
+    assert "--enable-lora" in argv
+    assert "--dtype" not in argv
+
+
+def test_optional_flags_and_extra_args_are_passed_in_order() -> None:
+    launch = VllmLaunch(
+        model="m", max_model_len=512, dtype="float32", extra_args=("--enforce-eager",)
+    )
+    argv = launch.command(python="py")
+    assert argv[argv.index("--max-model-len") + 1] == "512"
+    assert argv[argv.index("--dtype") + 1] == "float32"
+    assert argv[-1] == "--enforce-eager"
+
+
+def test_environment_enables_runtime_updates_and_allow_lists_our_plugins() -> None:
+    env = VllmLaunch(model="m", registry_url="http://registry:8080", kernels="vllm").environment(
+        {"PATH": "/bin", "VLLM_CPU_KVCACHE_SPACE": "4"}
+    )
+    assert env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] == "true"
+    assert env["VLLM_PLUGINS"] == ",".join(ALL_PLUGINS)
+    assert env["HI_MOE_LORA_REGISTRY_URL"] == "http://registry:8080"
+    assert env["HI_MOE_LORA_KERNELS"] == "vllm"
+    assert env["VLLM_CPU_KVCACHE_SPACE"] == "4"  # the caller's value wins
+    assert env["PATH"] == "/bin"
+
+
+def test_environment_without_registry_leaves_the_resolver_unconfigured() -> None:
+    env = VllmLaunch(model="m", plugins=("hi_moe_lora_kernels",)).environment({})
+    assert "HI_MOE_LORA_REGISTRY_URL" not in env
+    assert env["VLLM_PLUGINS"] == "hi_moe_lora_kernels"
+    assert env["VLLM_CPU_KVCACHE_SPACE"] == "1"
+
+
+def test_plugin_variables_come_from_the_plugins_settings() -> None:
+    variables = VllmLaunch(model="m", registry_url="http://cp:8080").variables(
+        {"HI_MOE_LORA_KERNELS": "reference", "HI_MOE_LORA_RESOLVER_TIMEOUT_S": "3"}
+    )
+    # the caller's plugin settings are kept (and normalised), this launch's added
+    assert PluginSettings.from_env(variables) == PluginSettings(
+        registry_url="http://cp:8080", resolver_timeout_s=3.0, kernels="reference"
+    )
+
+
+def test_a_malformed_plugin_variable_is_refused_before_vllm_starts() -> None:
+    with pytest.raises(PluginSettingsError, match="HI_MOE_LORA_KERNELS"):
+        VllmLaunch(model="m").variables({"HI_MOE_LORA_KERNELS": "fastest"})
