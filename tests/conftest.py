@@ -1,21 +1,27 @@
 """Session-wide fixtures: the tiny local model and the embedded stack (real vLLM CPU server).
 
 vLLM is started once per test session (it takes 40-90 s on 2 cores) together with a control
-plane on SQLite; tests that need it take the ``vllm_server`` fixture and are marked ``vllm``.
-Tests that share the stack must use adapter names of their own (the registry is shared).
+plane on SQLite; tests that need it take the ``vllm_server`` fixture (or a client of it:
+``gateway``, ``direct``, ``admin``) and are marked ``vllm``. Tests that share the stack must use
+adapter names of their own (``fresh_name``): the registry is shared.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+import httpx
+import openai
 import pytest
 
 from hi_moe_lora.app.embedded import EmbeddedStack
 from hi_moe_lora.tinymodel import TinyFleet, build_fleet
+from tests.openai.live import register
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 #: Built once and reused across sessions (git-ignored); delete it to rebuild.
@@ -65,3 +71,53 @@ def vllm_server(
         )
     finally:
         stack.stop()
+
+
+_counter = itertools.count()
+
+
+@pytest.fixture
+def fresh_name(request: pytest.FixtureRequest) -> Callable[[str], str]:
+    """Adapter names no other test of the session uses (the stack's registry is shared)."""
+
+    def make(prefix: str) -> str:
+        return f"{prefix}-{next(_counter)}"
+
+    return make
+
+
+@pytest.fixture
+def gateway(vllm_server: VllmServer) -> Iterator[openai.OpenAI]:
+    """The stock ``openai`` client pointed at the control plane's front door."""
+    client = openai.OpenAI(
+        base_url=f"{vllm_server.control_plane_url}/v1", api_key="unused", max_retries=0, timeout=120
+    )
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def direct(vllm_server: VllmServer) -> Iterator[openai.OpenAI]:
+    """The stock ``openai`` client pointed at vLLM itself (bypassing the control plane)."""
+    client = openai.OpenAI(
+        base_url=f"{vllm_server.url}/v1", api_key="unused", max_retries=0, timeout=120
+    )
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def admin(vllm_server: VllmServer) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=f"{vllm_server.control_plane_url}/admin/v1", timeout=60) as client:
+        yield client
+
+
+@pytest.fixture
+def register_demo(vllm_server: VllmServer) -> Callable[..., dict[str, Any]]:
+    """Register the stack's demo adapter ``kind`` (``python-lora``, …) version ``index``."""
+
+    def do(name: str, version: str, kind: str = "python-lora", index: int = 0) -> dict[str, Any]:
+        source: Path = vllm_server.adapters[kind][index]
+        return register(vllm_server.control_plane_url, name, version, source)
+
+    return do
