@@ -1,0 +1,302 @@
+"""Validate the dispatcher evaluation set ``tasks.jsonl`` and print its counts.
+
+Standard library only. Checks the schema, unique ids, labels (one of the eight seed specialists
+or null), tag consistency, the ``no-signal`` rules, the minimum sizes, and that the ``split``
+field is exactly the seeded, stratified 30 % hold-out that ``expected_split`` computes (so no
+task was moved between ``tune`` and ``heldout`` by hand).
+
+Run: ``.venv/bin/python benchmarks/dispatch/data/check_tasks.py [PATH] [--assign-split]``
+
+``--assign-split`` rewrites the ``split`` field of every task in PATH from ``expected_split``;
+use it after adding or relabelling tasks, never to move a single task.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+DEFAULT_PATH = Path(__file__).resolve().parent / "tasks.jsonl"
+
+# The seed specialists (seed 001, "Specialist Fleet"): name -> registered domains.
+FLEET: dict[str, tuple[str, ...]] = {
+    "python-lora": ("python", "debugging", "testing"),
+    "cuda-lora": ("cuda", "gpu optimization"),
+    "math-lora": ("math", "algorithms", "proofs"),
+    "systems-lora": ("c", "c++", "low-level"),
+    "web-lora": ("javascript", "typescript", "html/css"),
+    "data-lora": ("sql", "pandas", "data pipelines"),
+    "devops-lora": ("docker", "k8s", "ci/cd", "shell"),
+    "docs-lora": ("documentation", "markdown"),
+}
+NULL_KEY = "null"  # how a null label is shown and grouped
+
+SPLIT_SEED = "hi-moe-lora/dispatch-tasks/v1"
+HELDOUT_FRACTION = 0.30
+MAX_LABEL_DEVIATION = 0.05  # per label, in fraction of that label's tasks
+MIN_TASKS = 300
+MIN_NO_SIGNAL = 60
+MIN_OVERLAP = 40
+
+REQUIRED_FIELDS = ("id", "objective", "context_refs", "label", "split", "tags")
+OPTIONAL_FIELDS = ("why",)
+TAGS = frozenset(
+    {
+        "keyword",
+        "file-ref",
+        "file-in-text",
+        "no-signal",
+        "overlap",
+        "decoy",
+        "stack-trace",
+        "code",
+        "unrelated",
+    }
+)
+ID_RE = re.compile(r"^t\d{4}$")
+
+# A no-signal objective names no technology: none of these words may appear in it ...
+NO_SIGNAL_DENY_GROUPS = (
+    "python pytest pip django flask numpy debug debugging test tests testing",
+    "cuda gpu nvidia kernel tensor",
+    "math theorem proof prove algorithm complexity",
+    "c++",  # and the language C, see below
+    "javascript typescript html css react node",
+    "sql postgres mysql pandas pipeline",
+    "docker kubernetes k8s helm ci/cd shell bash",
+    "markdown documentation docs readme docstring",
+    "api json yaml",
+)
+NO_SIGNAL_DENY = tuple(word for group in NO_SIGNAL_DENY_GROUPS for word in group.split())
+NO_SIGNAL_DENY_RE = re.compile(
+    r"(?<![\w+/])(" + "|".join(re.escape(w) for w in NO_SIGNAL_DENY) + r")(?![\w+])"
+    r"|(?<![\w'])c(?![\w+#'])",  # the language C as a word of its own
+    re.IGNORECASE,
+)
+# ... and nothing that looks like a file name, a path or an extension.
+# (Product names such as Node.js and method calls such as r.json() are not file names.)
+FILE_TOKEN_RE = re.compile(
+    r"(?<![\w.-])(?!(?:Node|Next|Vue|Nuxt|Express)\.js\b)"
+    r"(?:[\w.-]*/)*[\w-]*\.(?:py|pyx|ipynb|cu|cuh|c|cc|cpp|h|hpp|js|jsx|ts|tsx|css|html|sql|"
+    r"md|rst|tex|yml|yaml|json|toml|tf|sh|txt|cfg|ini|xlsx|pdf)\b(?!\()"
+    r"|\b(?:Dockerfile|Makefile|CMakeLists\.txt|Jenkinsfile|README)\b"
+    r"|(?<![\w.])\.(?:bashrc|dockerignore|gitignore|env)\b"
+)
+
+
+def label_key(label: str | None) -> str:
+    """The grouping key of a label (``null`` for the base-model fallback)."""
+    return NULL_KEY if label is None else label
+
+
+def _order_key(task_id: str) -> str:
+    return hashlib.sha256(f"{SPLIT_SEED}:{task_id}".encode()).hexdigest()
+
+
+def expected_split(tasks: list[dict[str, Any]]) -> dict[str, str]:
+    """The split of every task id: a seeded shuffle per label, the first ~30 % held out.
+
+    Each label's tasks are ordered by SHA-256 of ``SPLIT_SEED:id`` (a fixed seeded shuffle
+    that does not depend on file order); the first ``quota`` of each order are ``heldout``.
+    Quotas are 30 % of each label's count, rounded by largest remainder so that the total is
+    ``round(0.3 * N)`` exactly (ties go to the label whose name sorts first).
+    """
+    groups: dict[str, list[str]] = {}
+    for task in tasks:
+        groups.setdefault(label_key(task["label"]), []).append(task["id"])
+    total = round(HELDOUT_FRACTION * len(tasks))
+    exact = {key: HELDOUT_FRACTION * len(ids) for key, ids in groups.items()}
+    quota = {key: int(value) for key, value in exact.items()}
+    by_remainder = sorted(exact, key=lambda key: (-(exact[key] - quota[key]), key))
+    for key in by_remainder[: total - sum(quota.values())]:
+        quota[key] += 1
+    split: dict[str, str] = {}
+    for key, ids in groups.items():
+        for rank, task_id in enumerate(sorted(ids, key=_order_key)):
+            split[task_id] = "heldout" if rank < quota[key] else "tune"
+    return split
+
+
+def load(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """Parse the JSONL file; returns the objects and the parse errors."""
+    tasks: list[dict[str, Any]] = []
+    errors: list[str] = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            errors.append(f"line {number}: empty line")
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as exc:
+            errors.append(f"line {number}: invalid JSON ({exc})")
+            continue
+        if not isinstance(value, dict):
+            errors.append(f"line {number}: not a JSON object")
+            continue
+        tasks.append(value)
+    return tasks, errors
+
+
+def check_task(task: dict[str, Any]) -> list[str]:
+    """Schema and tag rules of one task."""
+    where = f"task {task.get('id', '?')}"
+    errors: list[str] = []
+    missing = [name for name in REQUIRED_FIELDS if name not in task]
+    extra = sorted(set(task) - set(REQUIRED_FIELDS) - set(OPTIONAL_FIELDS))
+    if missing or extra:
+        return [f"{where}: missing fields {missing}, unknown fields {extra}"]
+    if not isinstance(task["id"], str) or not ID_RE.match(task["id"]):
+        errors.append(f"{where}: id must look like t0001")
+    objective = task["objective"]
+    if not isinstance(objective, str) or not objective.strip():
+        errors.append(f"{where}: objective must be a non-empty string")
+        objective = ""
+    refs = task["context_refs"]
+    if not isinstance(refs, list) or not all(isinstance(r, str) and r for r in refs):
+        errors.append(f"{where}: context_refs must be a list of non-empty strings")
+        refs = []
+    label = task["label"]
+    if label is not None and label not in FLEET:
+        errors.append(f"{where}: label {label!r} is neither a fleet specialist nor null")
+    if task["split"] not in ("tune", "heldout"):
+        errors.append(f"{where}: split must be 'tune' or 'heldout'")
+    tags = task["tags"]
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        return [*errors, f"{where}: tags must be a list of strings"]
+    tag_set = set(tags)
+    if unknown := tag_set - TAGS:
+        errors.append(f"{where}: unknown tags {sorted(unknown)}")
+    if len(tag_set) != len(tags):
+        errors.append(f"{where}: duplicate tags")
+    if ("file-ref" in tag_set) != bool(refs):
+        errors.append(f"{where}: tag file-ref must be present exactly when context_refs is set")
+    if ("unrelated" in tag_set) != (label is None):
+        errors.append(f"{where}: tag unrelated must be present exactly when label is null")
+    if "file-in-text" in tag_set and not FILE_TOKEN_RE.search(objective):
+        errors.append(f"{where}: tagged file-in-text but no file name found in the objective")
+    needs_why = bool(tag_set & {"overlap", "decoy"})
+    why = task.get("why")
+    if needs_why and not (isinstance(why, str) and why.strip()):
+        errors.append(f"{where}: overlap/decoy tasks need a non-empty 'why'")
+    if not needs_why and "why" in task:
+        errors.append(f"{where}: 'why' is only for overlap/decoy tasks")
+    if "no-signal" in tag_set:
+        clash = tag_set & {"keyword", "file-ref", "file-in-text", "code", "stack-trace"}
+        if clash:
+            errors.append(f"{where}: no-signal cannot carry {sorted(clash)}")
+        if label is None:
+            errors.append(f"{where}: no-signal is for specialist tasks (label not null)")
+        if found := NO_SIGNAL_DENY_RE.search(objective):
+            errors.append(f"{where}: no-signal objective names {found.group(0)!r}")
+        if found := FILE_TOKEN_RE.search(objective):
+            errors.append(f"{where}: no-signal objective names a file {found.group(0)!r}")
+    return errors
+
+
+def counts_table(tasks: list[dict[str, Any]]) -> str:
+    """A Markdown table of tasks per label and split."""
+    keys = [*FLEET, NULL_KEY]
+    rows = ["| label | tasks | tune | heldout | heldout % | no-signal | overlap |"]
+    rows.append("|---|---:|---:|---:|---:|---:|---:|")
+    totals = Counter[str]()
+    for key in keys:
+        group = [t for t in tasks if label_key(t["label"]) == key]
+        held = sum(t["split"] == "heldout" for t in group)
+        row = Counter(
+            tasks=len(group),
+            tune=len(group) - held,
+            heldout=held,
+            no_signal=sum("no-signal" in t["tags"] for t in group),
+            overlap=sum("overlap" in t["tags"] for t in group),
+        )
+        totals.update(row)
+        pct = 100.0 * held / len(group) if group else 0.0
+        rows.append(
+            f"| {key} | {row['tasks']} | {row['tune']} | {row['heldout']} | {pct:.1f} | "
+            f"{row['no_signal']} | {row['overlap']} |"
+        )
+    pct = 100.0 * totals["heldout"] / totals["tasks"] if totals["tasks"] else 0.0
+    rows.append(
+        f"| **total** | {totals['tasks']} | {totals['tune']} | {totals['heldout']} | "
+        f"{pct:.1f} | {totals['no_signal']} | {totals['overlap']} |"
+    )
+    return "\n".join(rows)
+
+
+def check(tasks: list[dict[str, Any]]) -> list[str]:
+    """Every rule over the whole file; returns the violations."""
+    errors: list[str] = []
+    for task in tasks:
+        errors.extend(check_task(task))
+    if errors:
+        return errors  # the set-level checks below assume a valid schema
+    ids = Counter(task["id"] for task in tasks)
+    errors.extend(f"duplicate id {i}" for i, n in ids.items() if n > 1)
+    objectives = Counter(" ".join(task["objective"].lower().split()) for task in tasks)
+    errors.extend(f"duplicate objective: {o[:60]!r}" for o, n in objectives.items() if n > 1)
+    if len(tasks) < MIN_TASKS:
+        errors.append(f"{len(tasks)} tasks, need at least {MIN_TASKS}")
+    tag_counts = Counter(tag for task in tasks for tag in task["tags"])
+    if tag_counts["no-signal"] < MIN_NO_SIGNAL:
+        errors.append(f"{tag_counts['no-signal']} no-signal tasks, need {MIN_NO_SIGNAL}")
+    if tag_counts["overlap"] < MIN_OVERLAP:
+        errors.append(f"{tag_counts['overlap']} overlap tasks, need {MIN_OVERLAP}")
+    for key in [*FLEET, NULL_KEY]:
+        group = [t for t in tasks if label_key(t["label"]) == key]
+        if not group:
+            errors.append(f"no tasks labelled {key}")
+            continue
+        share = sum(t["split"] == "heldout" for t in group) / len(group)
+        if abs(share - HELDOUT_FRACTION) > MAX_LABEL_DEVIATION:
+            errors.append(f"{key}: {share:.1%} held out, outside 30 % +- 5 points")
+    held = sum(task["split"] == "heldout" for task in tasks)
+    if abs(held - HELDOUT_FRACTION * len(tasks)) > 1:
+        errors.append(f"{held} of {len(tasks)} held out, not 30 % +- 1 task")
+    expected = expected_split(tasks)
+    moved = sorted(t["id"] for t in tasks if t["split"] != expected[t["id"]])
+    if moved:
+        errors.append(
+            f"split differs from the seeded split for {len(moved)} tasks "
+            f"(first: {moved[:5]}); run with --assign-split after adding tasks"
+        )
+    return errors
+
+
+def assign_split(path: Path, tasks: list[dict[str, Any]]) -> None:
+    """Rewrite PATH with every task's split set from ``expected_split``."""
+    expected = expected_split(tasks)
+    lines = []
+    for task in tasks:
+        task["split"] = expected[task["id"]]
+        lines.append(json.dumps(task, ensure_ascii=False))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("path", nargs="?", type=Path, default=DEFAULT_PATH)
+    parser.add_argument(
+        "--assign-split", action="store_true", help="rewrite every split from the seeded rule"
+    )
+    args = parser.parse_args()
+    tasks, errors = load(args.path)
+    if not errors and args.assign_split:
+        assign_split(args.path, tasks)
+    if not errors:
+        errors = check(tasks)
+    if not errors:
+        print(counts_table(tasks))
+    for error in errors:
+        print(f"ERROR: {error}", file=sys.stderr)
+    print(f"{args.path}: {len(tasks)} tasks, {'OK' if not errors else f'{len(errors)} errors'}")
+    return 0 if not errors else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
