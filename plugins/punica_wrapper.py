@@ -29,7 +29,7 @@ from typing import Any
 import torch
 from vllm.lora.punica_wrapper.punica_gpu import PunicaWrapperGPU
 
-import hi_moe_lora.kernels.ops  # noqa: F401  (registers torch.ops.hi_moe_lora.lora_linear)
+import hi_moe_lora.kernels.ops
 import hi_moe_lora.kernels.reference_op  # noqa: F401  (registers ...lora_linear_float64)
 from hi_moe_lora.kernels.config import BLOCK_M_LARGE, BLOCK_M_SMALL
 from hi_moe_lora.kernels.logits_gate import LogitsLoRAGate

@@ -1,7 +1,8 @@
 """The composition root: ``create_app(settings)`` builds the control plane.
 
 Read top to bottom, it is the list of components in dependency order: settings → database →
-adapter service → upstream pool → the front door's parts → the app and its routers. The
+adapter service → upstream pool → the front door's parts (version table, request log and its
+outcome recorder, routing gaps and the dispatcher) → the app and its routers. The
 components' life cycle (start in this order, stop in reverse) is
 :meth:`registry.components.Components.running`, the app's lifespan. Tests build the app the
 same way.
@@ -9,11 +10,12 @@ same way.
 
 from __future__ import annotations
 
-from registry.api import admin, health
+from registry.api import admin, dispatcher, health
 from registry.api.problems import install_problem_handler
 from registry.components import Components, ControlPlaneApp
 from registry.db.engine import make_engine
 from registry.db.session import Database
+from registry.dispatch import ScoringWeights
 from registry.fleet.invalidation import BareNameInvalidator
 from registry.fleet.upstreams import UpstreamPool
 from registry.openai import endpoints as openai_endpoints
@@ -23,6 +25,9 @@ from registry.openai.targets import ModelRouter
 from registry.openai.versions import ActiveVersionChanged, VersionTable
 from registry.services.adapters import AdapterService
 from registry.services.artifacts import ArtifactStore
+from registry.services.dispatching import DispatchService, DispatchSettings
+from registry.services.requests import RequestLog
+from registry.services.routing_gaps import RoutingGapLog
 from registry.settings import ControlPlaneSettings
 
 
@@ -44,16 +49,39 @@ def create_app(settings: ControlPlaneSettings | None = None) -> ControlPlaneApp:
     adapters.add_active_changed_listener(
         ActiveVersionChanged(versions, BareNameInvalidator(upstreams))
     )
-    outcomes = OutcomeRecorder(adapters)
+    requests = RequestLog(database)
+    outcomes = OutcomeRecorder(requests)
+    routing_gaps = RoutingGapLog(database)
+    dispatch = DispatchService(
+        adapters,
+        routing_gaps,
+        DispatchSettings(
+            embeddings=settings.dispatch_embeddings,
+            refresh_s=settings.dispatch_refresh_s,
+            weights=ScoringWeights(
+                success_rate=settings.dispatch_weight_success,
+                usage=settings.dispatch_weight_usage,
+                match=settings.dispatch_weight_match,
+            ),
+        ),
+    )
     front_door = FrontDoor(
-        adapters, ModelRouter(versions, upstreams, settings.base_model), upstreams, outcomes
+        adapters,
+        ModelRouter(versions, upstreams, settings.base_model),
+        upstreams,
+        outcomes,
+        dispatch,
+        requests,
     )
     components = Components(
         settings=settings,
         database=database,
         adapters=adapters,
         upstreams=upstreams,
+        requests=requests,
         outcomes=outcomes,
+        routing_gaps=routing_gaps,
+        dispatch=dispatch,
         front_door=front_door,
     )
 
@@ -61,5 +89,6 @@ def create_app(settings: ControlPlaneSettings | None = None) -> ControlPlaneApp:
     install_problem_handler(app)
     app.include_router(health.router)
     app.include_router(admin.router)
+    app.include_router(dispatcher.router)
     app.include_router(openai_endpoints.router)
     return app

@@ -21,6 +21,9 @@ from registry.openai.outcomes import OutcomeRecorder
 from registry.openai.proxy import FrontDoor
 from registry.operations.readiness import require_schema_at_head
 from registry.services.adapters import AdapterService
+from registry.services.dispatching import DispatchService
+from registry.services.requests import RequestLog
+from registry.services.routing_gaps import RoutingGapLog
 from registry.settings import ControlPlaneSettings
 
 logger = logging.getLogger(__name__)
@@ -34,19 +37,26 @@ class Components:
     database: Database
     adapters: AdapterService
     upstreams: UpstreamPool
+    requests: RequestLog
     outcomes: OutcomeRecorder
+    routing_gaps: RoutingGapLog
+    dispatch: DispatchService
     front_door: FrontDoor
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
         """Start in dependency order; stop in reverse (each stop runs even if a later one fails).
 
-        Start: the database must be at the Alembic head (else :class:`SchemaNotAtHeadError`).
-        Stop: write the outcomes still buffered, close the upstream client, dispose the engine.
+        Start: the database must be at the Alembic head (else :class:`SchemaNotAtHeadError`);
+        the dispatcher loads its embedding model and reads the fleet.
+        Stop: write the outcomes still buffered, close the upstream client, write the routing
+        gaps still buffered, dispose the engine.
         """
         async with AsyncExitStack() as stack:
             stack.callback(self.database.dispose)
             head = await require_schema_at_head(self.database)
+            await self.dispatch.start()
+            stack.push_async_callback(self.dispatch.stop)
             stack.push_async_callback(self.upstreams.aclose)
             stack.push_async_callback(self.outcomes.drain)
             logger.info("control plane ready (schema %s)", head)

@@ -13,6 +13,8 @@ from registry.components import Components, ControlPlaneApp
 from registry.db.session import Database
 from registry.openai.proxy import FrontDoor
 from registry.services.adapters import AdapterService
+from registry.services.dispatching import DispatchService
+from registry.services.routing_gaps import RoutingGapLog
 
 
 def get_components(request: Request) -> Components:
@@ -37,6 +39,16 @@ def get_front_door(components: ComponentsDep) -> FrontDoor:
     return components.front_door
 
 
+def get_routing_gaps(components: ComponentsDep) -> RoutingGapLog:
+    return components.routing_gaps
+
+
+def get_dispatch(components: ComponentsDep) -> DispatchService:
+    return components.dispatch
+
+
 DatabaseDep = Annotated[Database, Depends(get_database)]
 AdaptersDep = Annotated[AdapterService, Depends(get_adapter_service)]
 FrontDoorDep = Annotated[FrontDoor, Depends(get_front_door)]
+RoutingGapsDep = Annotated[RoutingGapLog, Depends(get_routing_gaps)]
+DispatchDep = Annotated[DispatchService, Depends(get_dispatch)]

@@ -36,6 +36,14 @@ class ControlPlaneSettings(BaseSettings):
     request_timeout_s: float = Field(default=600.0, gt=0)
     # Bearer token vLLM expects (vLLM's --api-key), if any.
     api_key: SecretStr | None = None
+    # The dispatcher (model="auto"): tier 3 compares tasks with exemplars by embeddings (needs
+    # the `dispatch` extra); the fleet is re-read after changes and at least this often.
+    dispatch_embeddings: bool = True
+    dispatch_refresh_s: float = Field(default=5.0, gt=0)
+    # Scoring among matched specialists (the seed's weights): success rate, usage, match.
+    dispatch_weight_success: float = Field(default=0.6, ge=0)
+    dispatch_weight_usage: float = Field(default=0.3, ge=0)
+    dispatch_weight_match: float = Field(default=0.1, ge=0)
 
     def to_env(self) -> dict[str, str]:
         """Every setting that has a value, as the environment variable that sets it."""

@@ -2,8 +2,9 @@
 
 It builds the tiny model and adapters, starts the control plane and vLLM with our plugins,
 registers two versions of ``python-lora`` and one ``math-lora`` through the admin API, sends
-requests with the stock ``openai`` client naming each, promotes, rolls back, and prints which
-version answered each time. Everything is shut down at the end, also on Ctrl-C or failure.
+requests with the stock ``openai`` client naming each, promotes, rolls back, sends
+``model="auto"`` tasks that the dispatcher routes (or leaves to the base model), and prints
+which model answered each time. Everything is shut down at the end, also on Ctrl-C or failure.
 
 Needs the ``demo`` extra (control plane + openai + tiny-model builders) and vLLM.
 """
@@ -23,6 +24,15 @@ from hi_moe_lora.tinymodel import build_fleet
 logger = logging.getLogger(__name__)
 
 SERVED_HEADER = "x-himoe-served-model"
+SPECIALIST_HEADER = "x-himoe-specialist"
+TIER_HEADER = "x-himoe-dispatch-tier"
+FALLBACK_HEADER = "x-himoe-fallback-reason"
+#: model="auto" tasks: (step, objective, context refs)
+AUTO_TASKS: tuple[tuple[str, str, list[str]], ...] = (
+    ("auto: a Python testing task", "Write a pytest test for my parse_date() helper", []),
+    ("auto: a file reference", "Why does this fail on the second call?", ["src/solver.py"]),
+    ("auto: nothing fits", "What is a good recipe for banana bread?", []),
+)
 PROMPT = "def fibonacci(n):"
 
 
@@ -57,6 +67,25 @@ def _ask(openai_client: Any, model: str, stream: bool = False) -> DemoAnswer:
     completion = raw.parse()
     served = raw.headers.get(SERVED_HEADER, completion.model)
     return DemoAnswer(model, served, completion.choices[0].text)
+
+
+def _ask_auto(openai_client: Any, objective: str, refs: list[str]) -> DemoAnswer:
+    """``model="auto"``: the dispatcher picks the specialist (or the base model) for the task."""
+    raw = openai_client.chat.completions.with_raw_response.create(
+        model="auto",
+        messages=[{"role": "user", "content": objective}],
+        max_tokens=8,
+        temperature=0.0,
+        extra_body={"dispatch": {"context_refs": refs}} if refs else None,
+    )
+    completion = raw.parse()
+    specialist = raw.headers.get(SPECIALIST_HEADER, "?")
+    tier = raw.headers.get(TIER_HEADER, "?")
+    served = raw.headers.get(SERVED_HEADER, completion.model)
+    if specialist == "none":
+        served = f"base ({raw.headers.get(FALLBACK_HEADER, 'no match')})"
+    text = completion.choices[0].message.content or ""
+    return DemoAnswer("auto", f"{served} [{tier}]", text)
 
 
 def _show(step: str, answer: DemoAnswer) -> None:
@@ -116,6 +145,17 @@ def run_demo(workdir: Path) -> list[DemoAnswer]:
             answer = _ask(client, "python-lora")
             answers.append(answer)
             _show("specialist after rollback", answer)
+
+            print('\nmodel="auto": the dispatcher picks the specialist for each task:')
+            for step, objective, refs in AUTO_TASKS:
+                answer = _ask_auto(client, objective, refs)
+                answers.append(answer)
+                _show(step, answer)
+            decision = admin.dispatch("Prove that the sum of two even numbers is even")
+            print(
+                f"  dry run (POST /v1/dispatch): {decision['specialist']} by {decision['tier']},"
+                f" scores {decision['scores']}"
+            )
         print("\nShutting down...", flush=True)
     print("Done: both servers stopped.")
     return answers

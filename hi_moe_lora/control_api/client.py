@@ -2,8 +2,9 @@
 
 Every caller of the admin API goes through :class:`ControlPlaneClient`: the resolver plugin (on
 each vLLM host, inside every vLLM process, so the standard library only), the CLI and the demo.
-It owns the paths (:mod:`.paths`), the error shape (RFC 9457 problems become
-:class:`ControlPlaneError` with the problem's ``code``) and the answers code reads
+It owns the paths (:mod:`.paths`), the error shapes (RFC 9457 problems of the admin API and
+OpenAI-style errors of ``/v1`` both become :class:`ControlPlaneError` with their ``code``) and
+the answers code reads
 (:class:`.answers.ResolvedAdapter`); other answers come back as the JSON objects the admin API
 documents.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import json
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -66,6 +68,7 @@ class ControlPlaneClient:
         self._token = token
 
     def url(self, template: str, **params: str) -> str:
+        """The admin API's ``template`` with ``params`` filled in, as an absolute URL."""
         return self.base_url + paths.admin_path(template, **params)
 
     # ------------------------------------------------------------------ calls
@@ -113,6 +116,37 @@ class ControlPlaneClient:
         body = {"weights": dict(weights)}
         return self._object(self._call("PUT", paths.TRAFFIC, body, name=name))
 
+    def set_dispatch_hints(
+        self, name: str, *, keywords: Sequence[str], exemplars: Sequence[str]
+    ) -> JsonObject:
+        body = {"keywords": list(keywords), "exemplars": list(exemplars)}
+        return self._object(self._call("PUT", paths.DISPATCH_HINTS, body, name=name))
+
+    def routing_gaps(
+        self, *, limit: int = 50, offset: int = 0, since: str | None = None
+    ) -> JsonObject:
+        query = {"limit": str(limit), "offset": str(offset)}
+        if since is not None:
+            query["since"] = since
+        return self._object(self._call("GET", paths.ROUTING_GAPS, query=query))
+
+    def routing_gap_summary(self, *, top: int = 20, since: str | None = None) -> JsonObject:
+        query = {"top": str(top)}
+        if since is not None:
+            query["since"] = since
+        return self._object(self._call("GET", paths.ROUTING_GAP_SUMMARY, query=query))
+
+    # ------------------------------------------------------------------ the front door's own
+
+    def dispatch(self, objective: str, context_refs: Sequence[str] = ()) -> JsonObject:
+        """``POST /v1/dispatch``: which specialist would serve ``objective`` (a dry run)."""
+        body = {"objective": objective, "context_refs": list(context_refs)}
+        return self._object(self._call("POST", paths.V1_DISPATCH, body, admin=False))
+
+    def feedback(self, request_id: str, success: bool) -> JsonObject:
+        body = {"request_id": request_id, "success": success}
+        return self._object(self._call("POST", paths.V1_FEEDBACK, body, admin=False))
+
     # ------------------------------------------------------------------ transport
 
     @staticmethod
@@ -121,9 +155,21 @@ class ControlPlaneClient:
             raise ControlPlaneError("answer is not a JSON object")
         return answer
 
-    def _call(self, method: str, template: str, body: Any = None, **params: str) -> Any:
+    def _call(
+        self,
+        method: str,
+        template: str,
+        body: Any = None,
+        *,
+        admin: bool = True,
+        query: Mapping[str, str] | None = None,
+        **params: str,
+    ) -> Any:
         data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(self.url(template, **params), data=data, method=method)
+        url = self.url(template, **params) if admin else self.base_url + template
+        if query:
+            url += "?" + urllib.parse.urlencode(query)
+        request = urllib.request.Request(url, data=data, method=method)
         request.add_header("Accept", "application/json")
         if data is not None:
             request.add_header("Content-Type", "application/json")
@@ -166,6 +212,13 @@ def _problem(exc: urllib.error.HTTPError) -> ControlPlaneError:
         payload = None
     if not isinstance(payload, Mapping):
         return error(text.strip()[:500] or str(exc.reason), status=exc.code)
+    openai_error = payload.get("error")
+    if isinstance(openai_error, Mapping):  # the front door's /v1 answers OpenAI's error shape
+        payload = {
+            "detail": openai_error.get("message"),
+            "code": openai_error.get("code"),
+            "title": openai_error.get("type"),
+        }
     detail = str(payload.get("detail") or payload.get("title") or text.strip()[:500])
     code = payload.get("code")
     title = payload.get("title")

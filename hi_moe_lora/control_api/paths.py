@@ -14,6 +14,13 @@ VERSION = "/adapters/{name}/versions/{version}"
 PROMOTE = "/adapters/{name}/versions/{version}/promote"
 ROLLBACK = "/adapters/{name}/rollback"
 TRAFFIC = "/adapters/{name}/traffic"
+#: The dispatcher's keywords and exemplars for one specialist.
+DISPATCH_HINTS = "/adapters/{name}/dispatch"
+#: The dispatcher's status: which tiers run, the fleet it dispatches to.
+DISPATCHER = "/dispatcher"
+#: Tasks no specialist matched (newest first), and their summary.
+ROUTING_GAPS = "/routing-gaps"
+ROUTING_GAP_SUMMARY = "/routing-gaps/summary"
 #: The resolver plugin's lookup: ``name`` (active version) or ``name@version``.
 RESOLVE = "/resolve/{served_name}"
 
@@ -22,3 +29,9 @@ def admin_path(template: str, **params: str) -> str:
     """``ADMIN_PREFIX + template`` with each parameter percent-encoded (``@`` kept)."""
     quoted = {key: urllib.parse.quote(value, safe="@") for key, value in params.items()}
     return ADMIN_PREFIX + template.format(**quoted)
+
+
+# The front door's own endpoints (OpenAI-style errors, not problems).
+V1_DISPATCH = "/v1/dispatch"
+V1_DISPATCH_BATCH = "/v1/dispatch/batch"
+V1_FEEDBACK = "/v1/feedback"

@@ -10,6 +10,7 @@ from registry.api.schemas import (
     AdapterListOut,
     AdapterOut,
     AdapterVersionOut,
+    DispatchHintsIn,
     Problem,
     RegisterVersionIn,
     TrafficIn,
@@ -79,3 +80,9 @@ async def set_traffic(name: str, body: TrafficIn, adapters: Adapters) -> Adapter
 @router.get(paths.RESOLVE, response_model=ResolvedAdapter)
 async def resolve(served_name: str, adapters: Adapters) -> ResolvedAdapter:
     return await adapters.resolve(served_name)
+
+
+@router.put(paths.DISPATCH_HINTS, response_model=AdapterOut)
+async def set_dispatch_hints(name: str, body: DispatchHintsIn, adapters: Adapters) -> AdapterOut:
+    info = await adapters.set_dispatch_hints(name, keywords=body.keywords, exemplars=body.exemplars)
+    return AdapterOut.model_validate(info)

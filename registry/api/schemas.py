@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -62,6 +63,21 @@ class AdapterOut(BaseModel):
     active_version: str | None
     domains: list[str]
     versions: list[AdapterVersionOut]
+    dispatch_keywords: list[str]
+    dispatch_exemplars: list[str]
+
+
+class DispatchHintsIn(BaseModel):
+    """A specialist's own keywords and exemplar tasks for the dispatcher (replaces the old)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    keywords: list[Annotated[str, Field(min_length=1, max_length=64)]] = Field(
+        default_factory=list, max_length=200
+    )
+    exemplars: list[Annotated[str, Field(min_length=1, max_length=1_000)]] = Field(
+        default_factory=list, max_length=100
+    )
 
 
 class AdapterListOut(BaseModel):
@@ -77,3 +93,56 @@ class Problem(BaseModel):
     detail: str
     code: str
     errors: list[dict[str, object]] | None = None
+
+
+class RoutingGapOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    created_at: datetime
+    task_excerpt: str
+    context_refs: list[str]
+    extracted_domains: list[str]
+    terms: list[str]
+    tier_scores: dict[str, float]
+    nearest_domain: str | None
+    nearest_score: float | None
+    reason: str
+    request_id: str | None
+
+
+class RoutingGapPageOut(BaseModel):
+    total: int
+    limit: int
+    offset: int
+    gaps: list[RoutingGapOut]
+
+
+class CountOut(BaseModel):
+    value: str
+    count: int
+
+
+class RoutingGapSummaryOut(BaseModel):
+    gaps: int
+    terms: list[CountOut]
+    nearest_domains: list[CountOut]
+
+
+class SpecialistOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    name: str
+    domains: list[str]
+    keywords: list[str]
+    exemplars: int = Field(description="how many exemplar tasks it has of its own")
+    success_rate: float | None
+    request_count: int
+
+
+class DispatcherStatusOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    embeddings: bool = Field(description="whether tier 3 (embeddings) runs")
+    embeddings_reason: str
+    specialists: list[SpecialistOut]

@@ -59,6 +59,9 @@ class Adapter(Base):
     name: Mapped[str] = mapped_column(String(64), unique=True)
     description: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # The dispatcher's hints for this specialist, beyond the shipped domain catalogue.
+    dispatch_keywords: Mapped[list[str]] = mapped_column(default=list, server_default="[]")
+    dispatch_exemplars: Mapped[list[str]] = mapped_column(default=list, server_default="[]")
 
     versions: Mapped[list[AdapterVersion]] = relationship(
         back_populates="adapter", order_by="AdapterVersion.id"
@@ -126,12 +129,39 @@ class LoraIdCounter(Base):
 
 
 class RoutingGap(Base):
-    """A task no specialist matched, kept for training new specialists."""
+    """A task no specialist matched, kept as material for training new specialists."""
 
     __tablename__ = "routing_gaps"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
     task_excerpt: Mapped[str] = mapped_column(Text)
     extracted_domains: Mapped[list[str]] = mapped_column(JSON)
     reason: Mapped[str] = mapped_column(Text)
+    context_refs: Mapped[list[str]] = mapped_column(default=list, server_default="[]")
+    # salient words of the task that no catalogue entry knows (the next specialist's vocabulary)
+    terms: Mapped[list[str]] = mapped_column(default=list, server_default="[]")
+    # each tier's best score: {"keyword": 0.4, "extension": 0.0, "embedding": 0.31}
+    tier_scores: Mapped[dict[str, Any]] = mapped_column(default=dict, server_default="{}")
+    nearest_domain: Mapped[str | None] = mapped_column(String(128))
+    nearest_score: Mapped[float | None] = mapped_column(Float)
+    request_id: Mapped[str | None] = mapped_column(String(64))
+
+
+class RequestRecord(Base):
+    """Which model served a front-door request (``X-HiMoE-Request-Id``), for feedback.
+
+    Written in batches off the request path; ``feedback`` is set once by ``POST /v1/feedback``.
+    Rows older than the feedback window are purged.
+    """
+
+    __tablename__ = "request_records"
+
+    request_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    served_name: Mapped[str] = mapped_column(Text)
+    adapter_version_id: Mapped[int | None] = mapped_column(
+        ForeignKey("adapter_versions.id", ondelete="CASCADE")
+    )
+    created_at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
+    feedback: Mapped[bool | None] = mapped_column(Boolean)
+    feedback_at: Mapped[datetime | None] = mapped_column()

@@ -2,23 +2,29 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+from typing import Any
+
 from fastapi import APIRouter, Request
 from starlette.responses import JSONResponse, Response
 
+from hi_moe_lora.control_api import paths
 from registry.dependencies import FrontDoorDep
-from registry.openai.proxy import CHAT_COMPLETIONS, COMPLETIONS, guarded
+from registry.openai.proxy import CHAT_COMPLETIONS, COMPLETIONS, guarded, new_request_id
 
 router = APIRouter(tags=["openai"])
 
 
 @router.post("/v1/chat/completions")
 async def chat_completions(request: Request, door: FrontDoorDep) -> Response:
-    return await guarded(lambda: door.handle(request, CHAT_COMPLETIONS))
+    request_id = new_request_id()
+    return await guarded(lambda: door.handle(request, CHAT_COMPLETIONS, request_id), request_id)
 
 
 @router.post("/v1/completions")
 async def completions(request: Request, door: FrontDoorDep) -> Response:
-    return await guarded(lambda: door.handle(request, COMPLETIONS))
+    request_id = new_request_id()
+    return await guarded(lambda: door.handle(request, COMPLETIONS, request_id), request_id)
 
 
 @router.get("/v1/models")
@@ -26,4 +32,30 @@ async def list_models(door: FrontDoorDep) -> Response:
     async def models() -> Response:
         return JSONResponse(await door.models())
 
-    return await guarded(models)
+    return await guarded(models, new_request_id())
+
+
+@router.post(paths.V1_DISPATCH)
+async def dispatch(request: Request, door: FrontDoorDep) -> Response:
+    """Dry run: which specialist (and version) would serve this task, and why."""
+    request_id = new_request_id()
+    body = await request.body()
+    return await guarded(lambda: _json(door.dry_run(body)), request_id)
+
+
+@router.post(paths.V1_DISPATCH_BATCH)
+async def dispatch_batch(request: Request, door: FrontDoorDep) -> Response:
+    request_id = new_request_id()
+    body = await request.body()
+    return await guarded(lambda: _json(door.dispatch_batch(body)), request_id)
+
+
+@router.post(paths.V1_FEEDBACK)
+async def feedback(request: Request, door: FrontDoorDep) -> Response:
+    request_id = new_request_id()
+    body = await request.body()
+    return await guarded(lambda: _json(door.feedback(body)), request_id)
+
+
+async def _json(answer: Awaitable[dict[str, Any]]) -> Response:
+    return JSONResponse(await answer)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any
 
 from starlette.responses import JSONResponse, Response
 
@@ -18,9 +18,9 @@ from starlette.responses import JSONResponse, Response
 class OpenAIError(Exception):
     """An error answered to an OpenAI client; ``status``/``type``/``code`` are per class."""
 
-    status: ClassVar[int] = 500
-    type: ClassVar[str] = "server_error"
-    code: ClassVar[str | None] = None
+    status: int = 500
+    type: str = "server_error"
+    code: str | None = None
 
     def __init__(self, message: str, *, param: str | None = None) -> None:
         super().__init__(message)
@@ -54,6 +54,16 @@ class ServiceUnavailable(OpenAIError):
     status = 503
     type = "server_error"
     code = "upstream_unavailable"
+
+
+class RegistryRefusal(OpenAIError):
+    """A registry error met on ``/v1`` (e.g. feedback for an unknown request id)."""
+
+    def __init__(self, message: str, *, status: int, code: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.type = "invalid_request_error" if status < 500 else "server_error"
+        self.code = code
 
 
 def error_payload(

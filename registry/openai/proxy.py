@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import aclosing
 from typing import Any
@@ -20,11 +21,29 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
+from registry.dispatch import Decision, Task
+from registry.errors import RegistryError
 from registry.fleet.upstreams import UpstreamPool, UpstreamResponse, UpstreamUnavailable
+from registry.openai.auto import (
+    AUTO,
+    HINT_FIELD,
+    decision_headers,
+    dry_run_answer,
+    objective_of,
+    take_hints,
+)
+from registry.openai.bodies import (
+    DispatchBatchIn,
+    DispatchTaskIn,
+    FeedbackIn,
+    json_object,
+    validated,
+)
 from registry.openai.catalog import models_list
 from registry.openai.errors import (
     InvalidRequest,
     OpenAIError,
+    RegistryRefusal,
     ServiceUnavailable,
     error_payload,
     error_response,
@@ -33,6 +52,8 @@ from registry.openai.errors import (
 from registry.openai.outcomes import Outcome, OutcomeRecorder
 from registry.openai.targets import ModelRouter, Target
 from registry.services.adapters import AdapterService
+from registry.services.dispatching import DispatchService
+from registry.services.requests import RequestLog
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +61,8 @@ logger = logging.getLogger(__name__)
 FORWARDED_HEADERS = ("x-request-id", "traceparent", "tracestate")
 #: Response headers passed back from vLLM.
 RETURNED_HEADERS = ("x-request-id",)
+#: Every front-door answer names its request (``POST /v1/feedback`` takes that id).
+REQUEST_ID_HEADER = "X-HiMoE-Request-Id"
 
 
 class Endpoint:
@@ -57,12 +80,7 @@ COMPLETIONS = Endpoint("/v1/completions", "prompt", (str, list))
 
 def parse_body(raw: bytes, endpoint: Endpoint) -> dict[str, Any]:
     """The JSON request body; raises :class:`InvalidRequest` if it is unusable."""
-    try:
-        body = json.loads(raw)
-    except ValueError as exc:
-        raise InvalidRequest(f"request body is not valid JSON: {exc}") from None
-    if not isinstance(body, dict):
-        raise InvalidRequest("request body must be a JSON object")
+    body = json_object(raw)
     model = body.get("model")
     if not isinstance(model, str) or not model.strip():
         raise InvalidRequest("'model' is required and must be a non-empty string", param="model")
@@ -82,11 +100,15 @@ class FrontDoor:
         router: ModelRouter,
         upstream: UpstreamPool,
         outcomes: OutcomeRecorder,
+        dispatch: DispatchService,
+        requests: RequestLog,
     ) -> None:
         self.adapters = adapters
         self.router = router
         self.upstream = upstream
         self.outcomes = outcomes
+        self.dispatch = dispatch
+        self.requests = requests
 
     async def models(self) -> dict[str, Any]:
         """``GET /v1/models``: the base model(s), every adapter and every ``name@version``."""
@@ -94,12 +116,20 @@ class FrontDoor:
         bases = sorted(self.router.base_names) or sorted(await self.router.refresh_base_names())
         return models_list(bases, adapters)
 
-    async def handle(self, request: Request, endpoint: Endpoint) -> Response:
+    async def handle(self, request: Request, endpoint: Endpoint, request_id: str) -> Response:
         started = time.perf_counter()
         raw = await request.body()
         body = parse_body(raw, endpoint)
-        target = await self.router.route(body["model"])
-        if target.served_name != body["model"]:
+        context_refs = take_hints(body)
+        dispatched: dict[str, str] = {}
+        if body["model"] == AUTO:
+            objective = objective_of(body, endpoint.required)
+            decision = await self.dispatch.decide(objective, context_refs, request_id=request_id)
+            target = await self._target_of(decision)
+            dispatched = decision_headers(decision)
+        else:
+            target = await self.router.route(body["model"])
+        if target.served_name != body["model"] or context_refs or HINT_FIELD in body:
             body["model"] = target.served_name
             raw = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
         headers = {"content-type": "application/json"}
@@ -114,24 +144,79 @@ class FrontDoor:
 
         def finish(status: int) -> None:
             latency_ms = (time.perf_counter() - started) * 1000.0
-            self.outcomes.record(Outcome(target, endpoint.path, status, latency_ms, stream))
+            outcome = Outcome(request_id, target, endpoint.path, status, latency_ms, stream)
+            self.outcomes.record(outcome)
 
+        answer_headers = {REQUEST_ID_HEADER: request_id, **target.headers(), **dispatched}
+        answer_headers.update(_returned_headers(upstream.headers))
         if not stream:
-            return self._relay_whole(upstream, target, finish)
+            return self._relay_whole(upstream, answer_headers, finish)
         if upstream.status_code != 200:
             try:
                 await upstream.aread()
             finally:
                 await upstream.aclose()
-            return self._relay_whole(upstream, target, finish)
-        return RelayedStream(upstream, target, finish)
+            return self._relay_whole(upstream, answer_headers, finish)
+        return RelayedStream(upstream, answer_headers, finish)
+
+    async def _target_of(self, decision: Decision) -> Target:
+        if decision.specialist is None:
+            return await self.router.base_target(AUTO)
+        return await self.router.route(decision.specialist)
+
+    async def dry_run(self, raw: bytes) -> dict[str, Any]:
+        """``POST /v1/dispatch``: the decision for one task, without generating anything."""
+        task = validated(DispatchTaskIn, json_object(raw))
+        decision = await self.dispatch.decide(task.objective, task.context_refs, record_gap=False)
+        return dry_run_answer(decision, await self._target_of(decision))
+
+    async def dispatch_batch(self, raw: bytes) -> dict[str, Any]:
+        """``POST /v1/dispatch/batch``: decisions for many tasks, grouped by specialist.
+
+        Each group names the one model (``name@version``, or the base model) its tasks should
+        be sent to together; fallbacks are recorded as routing gaps.
+        """
+        batch = validated(DispatchBatchIn, json_object(raw))
+        tasks = [Task(t.objective, tuple(t.context_refs)) for t in batch.tasks]
+        decisions = await self.dispatch.decide_many(tasks)
+        groups: dict[str | None, list[int]] = {}
+        for index, decision in enumerate(decisions):
+            groups.setdefault(decision.specialist, []).append(index)
+        answer_groups = []
+        targets: dict[str | None, Target] = {}
+        for specialist, indices in groups.items():
+            targets[specialist] = await self._target_of(decisions[indices[0]])
+            answer_groups.append(
+                {
+                    "specialist": specialist,
+                    "model": targets[specialist].served_name,
+                    "version": targets[specialist].version,
+                    "tasks": indices,
+                }
+            )
+        return {
+            "groups": answer_groups,
+            "decisions": [
+                dry_run_answer(decision, targets[decision.specialist]) for decision in decisions
+            ],
+        }
+
+    async def feedback(self, raw: bytes) -> dict[str, Any]:
+        """``POST /v1/feedback``: a client's verdict on one answered request (once per id)."""
+        body = validated(FeedbackIn, json_object(raw))
+        await self.outcomes.drain()  # the request's record may still be in the buffer
+        result = await self.requests.feedback(body.request_id, body.success)
+        return {
+            "request_id": result.request_id,
+            "served_model": result.served_name,
+            "success": result.success,
+            "recorded": result.recorded,
+        }
 
     @staticmethod
     def _relay_whole(
-        upstream: UpstreamResponse, target: Target, finish: Callable[[int], None]
+        upstream: UpstreamResponse, headers: dict[str, str], finish: Callable[[int], None]
     ) -> Response:
-        headers = target.headers()
-        headers.update(_returned_headers(upstream.headers))
         finish(upstream.status_code)
         if upstream.status_code >= 400:
             return JSONResponse(
@@ -151,13 +236,12 @@ class RelayedStream(StreamingResponse):
     """Server-sent events relayed from vLLM; the upstream is closed however the relay ends."""
 
     def __init__(
-        self, upstream: UpstreamResponse, target: Target, finish: Callable[[int], None]
+        self, upstream: UpstreamResponse, headers: dict[str, str], finish: Callable[[int], None]
     ) -> None:
         self._upstream = upstream
         self._finish = finish
         self._completed = False
-        headers = target.headers()
-        headers.update(_returned_headers(upstream.headers))
+        headers = dict(headers)
         headers["cache-control"] = "no-cache"
         headers["x-accel-buffering"] = "no"
         super().__init__(
@@ -195,22 +279,33 @@ def _returned_headers(headers: Mapping[str, str]) -> dict[str, str]:
     return {name: headers[name] for name in RETURNED_HEADERS if name in headers}
 
 
-async def guarded(handler: Callable[[], Awaitable[Response]]) -> Response:
+def new_request_id() -> str:
+    """The id a front-door response carries in ``X-HiMoE-Request-Id`` (feedback names it)."""
+    return uuid.uuid4().hex
+
+
+async def guarded(handler: Callable[[], Awaitable[Response]], request_id: str) -> Response:
     """Run ``handler``; any error becomes an OpenAI-style answer, never a stack trace.
 
     The front door's one error handler: its endpoints answer OpenAI's error shape, not the admin
-    API's ``application/problem+json``.
+    API's ``application/problem+json``. Every answer carries the request id.
     """
+    headers = {REQUEST_ID_HEADER: request_id}
     try:
         response = await handler()
     except OpenAIError as exc:
-        return error_response(exc)
+        return error_response(exc, headers)
     except UpstreamUnavailable as exc:
-        return error_response(ServiceUnavailable(exc.message))
+        return error_response(ServiceUnavailable(exc.message), headers)
+    except RegistryError as exc:
+        refusal = RegistryRefusal(exc.detail, status=exc.status, code=exc.code)
+        return error_response(refusal, headers)
     except Exception:
         logger.exception("front door failed")
         return JSONResponse(
             error_payload("internal error in the control plane", "server_error", None, 500),
             status_code=500,
+            headers=headers,
         )
+    response.headers.setdefault(REQUEST_ID_HEADER, request_id)
     return response

@@ -87,6 +87,15 @@ class ModelRouter:
             raise ModelNotFound(model, exc.detail) from None
         return Target(model, resolved.served_name, resolved.name, resolved.version)
 
+    async def base_target(self, requested: str) -> Target:
+        """The base model, for a request that named ``requested`` (``auto`` that fell back)."""
+        if not self._upstream_bases:
+            await self.refresh_base_names()
+        served = self.upstream_base_name() or self._configured_base
+        if served is None:
+            raise ModelNotFound(requested, "no base model is known: vLLM did not list one")
+        return Target(requested, served)
+
     def _base_target(self, model: str) -> Target:
         # Forward the name vLLM knows: the configured base_model may be a hub id vLLM serves
         # under a path (or a --served-model-name).

@@ -111,3 +111,20 @@ class AdapterRepository:
             .execution_options(synchronize_session=False)
         )
         self.session.execute(statement)
+
+    def record_feedback(self, version_id: int, *, success: bool) -> None:
+        """Fold one explicit success/failure into the version's success rate (atomic UPDATE)."""
+        fold = fold_ema([1.0 if success else 0.0])
+        table = AdapterVersion
+        statement = (
+            update(table)
+            .where(table.id == version_id)
+            .values(
+                success_rate=case(
+                    (table.success_rate.is_(None), fold.first),
+                    else_=table.success_rate * fold.decay + fold.tail,
+                )
+            )
+            .execution_options(synchronize_session=False)
+        )
+        self.session.execute(statement)

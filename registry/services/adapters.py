@@ -22,7 +22,6 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 
 from hi_moe_lora.adapters import (
@@ -82,6 +81,20 @@ def _clean_domains(domains: Iterable[str]) -> tuple[str, ...]:
     return tuple(cleaned)
 
 
+def _clean_hints(values: Iterable[str], field: str) -> tuple[str, ...]:
+    """Stripped, non-empty, de-duplicated in order (linear time: a set beside the list)."""
+    cleaned: list[str] = []
+    seen: set[str] = set()
+    for value in values:
+        text = value.strip()
+        if not text:
+            raise InvalidRequestError(f"{field} must be non-empty strings", code="invalid_hint")
+        if text.lower() not in seen:
+            seen.add(text.lower())
+            cleaned.append(text)
+    return tuple(cleaned)
+
+
 class AdapterService:
     def __init__(
         self,
@@ -96,6 +109,10 @@ class AdapterService:
         self.base_model = base_model
         self.max_lora_rank = max_lora_rank
         self._listeners: list[ActiveChangedListener] = []
+        #: Bumped after every committed change made through this service (registrations,
+        #: promotions, rollbacks, deletions, traffic and dispatch hints), so readers that keep
+        #: a snapshot of the fleet (the dispatcher) know when to read it again.
+        self.generation = 0
 
     def add_active_changed_listener(self, listener: ActiveChangedListener) -> None:
         """Called with the adapter name after a promote/rollback has committed."""
@@ -120,9 +137,11 @@ class AdapterService:
                 "no served base model configured: set HI_MOE_LORA_BASE_MODEL",
                 code="base_model_not_configured",
             )
-        return await asyncio.to_thread(
+        info = await asyncio.to_thread(
             self._register, name, version, source, cleaned, description, self.base_model
         )
+        self.generation += 1
+        return info
 
     def _register(
         self,
@@ -231,6 +250,7 @@ class AdapterService:
             self.database.run, lambda uow: self._promote(uow, name, version)
         )
         if changed:
+            self.generation += 1
             logger.info("promoted %s", info.served_name)
             await self._notify(name)
         return info
@@ -251,6 +271,7 @@ class AdapterService:
 
     async def rollback(self, name: str) -> AdapterVersionInfo:
         info = await asyncio.to_thread(self.database.run, lambda uow: self._rollback(uow, name))
+        self.generation += 1
         logger.info("rolled %s back to %s", name, info.version)
         await self._notify(name)
         return info
@@ -288,6 +309,7 @@ class AdapterService:
 
     async def delete(self, name: str, version: str) -> None:
         await asyncio.to_thread(self.database.run, lambda uow: self._delete(uow, name, version))
+        self.generation += 1
         logger.info("deleted %s@%s", name, version)
 
     def _delete(self, uow: UnitOfWork, name: str, version: str) -> None:
@@ -322,9 +344,38 @@ class AdapterService:
 
     async def set_traffic(self, name: str, weights: Mapping[str, float]) -> AdapterInfo:
         """Replace the A/B split of ``name`` (see :mod:`registry.services.traffic`)."""
-        return await asyncio.to_thread(
+        info = await asyncio.to_thread(
             self.database.run, lambda uow: self._set_traffic(uow, name, dict(weights))
         )
+        self.generation += 1
+        return info
+
+    async def set_dispatch_hints(
+        self, name: str, *, keywords: Sequence[str], exemplars: Sequence[str]
+    ) -> AdapterInfo:
+        """Replace the dispatcher's keywords and exemplar tasks for specialist ``name``."""
+        cleaned_keywords = _clean_hints(keywords, "keywords")
+        cleaned_exemplars = _clean_hints(exemplars, "exemplars")
+
+        def work(uow: UnitOfWork) -> AdapterInfo:
+            repo = AdapterRepository(uow.session)
+            adapter = self._locked_adapter(repo, name)
+            adapter.dispatch_keywords = list(cleaned_keywords)
+            adapter.dispatch_exemplars = list(cleaned_exemplars)
+            uow.session.flush()
+            refreshed = repo.get_with_versions(name)
+            assert refreshed is not None
+            return adapter_info(refreshed)
+
+        info = await asyncio.to_thread(self.database.run, work)
+        self.generation += 1
+        logger.info(
+            "dispatch hints of %s: %d keywords, %d exemplars",
+            name,
+            len(cleaned_keywords),
+            len(cleaned_exemplars),
+        )
+        return info
 
     def _set_traffic(self, uow: UnitOfWork, name: str, split: dict[str, float]) -> AdapterInfo:
         repo = AdapterRepository(uow.session)
@@ -342,33 +393,6 @@ class AdapterService:
         refreshed = repo.get_with_versions(name)
         assert refreshed is not None
         return adapter_info(refreshed)
-
-    async def record_outcomes(self, outcomes: Sequence[tuple[str, float, bool]]) -> None:
-        """Fold many requests' (served_name, latency_ms, ok) in one transaction.
-
-        One UPDATE per version (see :mod:`registry.statistics`); outcomes of versions
-        deleted since their request are skipped.
-        """
-        at = datetime.now(timezone.utc)
-        by_version: dict[str, list[tuple[float, bool]]] = {}
-        for served_name, latency_ms, ok in outcomes:
-            by_version.setdefault(served_name, []).append((latency_ms, ok))
-
-        def work(uow: UnitOfWork) -> None:
-            repo = AdapterRepository(uow.session)
-            for served_name, rows in by_version.items():
-                try:
-                    _, row = self._served_row(repo, served_name)
-                except NotFoundError:
-                    continue
-                repo.record_outcomes(
-                    row.id,
-                    latencies_ms=[latency for latency, _ in rows],
-                    oks=[ok for _, ok in rows],
-                    at=at,
-                )
-
-        await asyncio.to_thread(self.database.run, work)
 
     # ---------------------------------------------------------------- helpers
 

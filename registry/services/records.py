@@ -55,6 +55,8 @@ class AdapterInfo:
     active_version: str | None
     domains: tuple[str, ...]
     versions: tuple[AdapterVersionInfo, ...]
+    dispatch_keywords: tuple[str, ...] = ()
+    dispatch_exemplars: tuple[str, ...] = ()
 
 
 def traffic_shares(versions: list[AdapterVersion]) -> dict[int, float]:
@@ -112,6 +114,8 @@ def adapter_info(adapter: Adapter) -> AdapterInfo:
         active_version=active.version if active else None,
         domains=active.domains if active else (versions[-1].domains if versions else ()),
         versions=versions,
+        dispatch_keywords=tuple(adapter.dispatch_keywords),
+        dispatch_exemplars=tuple(adapter.dispatch_exemplars),
     )
 
 

@@ -19,13 +19,18 @@ def test_demo_shows_promote_and_rollback_switching_versions(
     shutil.copytree(tiny_fleet.model_dir.parent, tmp_path / "fleet")  # skip rebuilding the model
     answers = run_demo(tmp_path)
     served = [answer.served_by for answer in answers]
-    assert served[1:] == [
+    assert served[1:6] == [
         "python-lora@1.0.0",
         "python-lora@1.1.0",
         "math-lora@1.0.0",
         "python-lora@1.1.0",  # after promote
         "python-lora@1.0.0",  # after rollback
     ]
+    # model="auto": a keyword, a file reference, and a task no specialist fits
+    assert served[6] == "python-lora@1.0.0 [keyword]"
+    assert served[7] == "python-lora@1.0.0 [extension]"
+    assert served[8].startswith("base (")
+    assert served[8].endswith("[fallback]")
     base_text = answers[0].text
     assert answers[1].text != base_text
     assert answers[1].text != answers[2].text
@@ -33,6 +38,7 @@ def test_demo_shows_promote_and_rollback_switching_versions(
     assert answers[1].text == answers[5].text
     out = capsys.readouterr().out
     assert "Done: both servers stopped." in out
+    assert "dry run (POST /v1/dispatch): math-lora" in out
     logs = tmp_path / "stack" / "logs"
     assert (logs / "vllm.log").is_file()
     assert (logs / "control-plane.log").is_file()

@@ -12,7 +12,7 @@ from registry.db import migrate
 from registry.db.engine import make_engine
 from registry.db.models import Base
 
-TABLES = {"adapters", "adapter_versions", "lora_id_counter", "routing_gaps"}
+TABLES = {"adapters", "adapter_versions", "lora_id_counter", "routing_gaps", "request_records"}
 
 
 def _tables(url: str) -> set[str]:

@@ -39,6 +39,8 @@ def settings(migrated_url: str, artifact_dir: Path) -> ControlPlaneSettings:
         artifact_dir=artifact_dir,
         base_model=DEFAULT_BASE_MODEL,
         max_lora_rank=MAX_RANK,
+        # tier 3 loads a sentence model: the dispatcher's own tests and the live stack use it
+        dispatch_embeddings=False,
     )
 
 

@@ -148,58 +148,6 @@ async def test_traffic_split_sets_each_versions_share(
     assert await shares() == {"1.0.0": 1.0, "1.1.0": 0.0, "1.2.0": 0.0}
 
 
-async def test_outcomes_keep_running_statistics(
-    service: AdapterService, make_adapter: AdapterFactory
-) -> None:
-    await service.register("stat-lora", "1.0.0", str(make_adapter("a")))
-    await service.register("stat-lora", "1.1.0", str(make_adapter("b", seed=1)))
-    await service.record_outcomes([("stat-lora", 100.0, True)])
-    await service.record_outcomes([("stat-lora@1.0.0", 200.0, False)])
-    await service.record_outcomes([("stat-lora@1.0.0", 200.0, True)])
-    info = await service.get_version("stat-lora", "1.0.0")
-    assert info.request_count == 3
-    assert info.success_count == 2
-    assert info.avg_latency_ms == pytest.approx(100 + 0.1 * 100 + 0.1 * (200 - 110))
-    assert info.success_rate == pytest.approx(0.9 + 0.1 * (1 - 0.9))
-    assert info.last_used_at is not None
-    assert info.last_used_at.tzinfo is not None
-    untouched = await service.get_version("stat-lora", "1.1.0")
-    assert (untouched.request_count, untouched.avg_latency_ms) == (0, None)
-    await service.record_outcomes([("stat-lora@9.0.0", 1.0, True)])  # unknown: skipped
-    assert (await service.get_version("stat-lora", "1.0.0")).request_count == 3
-
-
-async def test_a_batch_of_outcomes_equals_recording_them_one_by_one(
-    service: AdapterService, make_adapter: AdapterFactory
-) -> None:
-    await service.register("one-lora", "1.0.0", str(make_adapter("a")))
-    await service.register("batch-lora", "1.0.0", str(make_adapter("b", seed=1)))
-    outcomes = [(10.0 * (i + 1), i % 3 != 0) for i in range(12)]
-    for latency, ok in outcomes:
-        await service.record_outcomes([("one-lora@1.0.0", latency, ok)])
-    await service.record_outcomes(
-        [("batch-lora@1.0.0", latency, ok) for latency, ok in outcomes]
-        + [("gone-lora@1.0.0", 1.0, True)]  # deleted since: skipped
-    )
-    one = await service.get_version("one-lora", "1.0.0")
-    batch = await service.get_version("batch-lora", "1.0.0")
-    assert (batch.request_count, batch.success_count) == (one.request_count, one.success_count)
-    assert batch.avg_latency_ms == pytest.approx(one.avg_latency_ms)
-    assert batch.success_rate == pytest.approx(one.success_rate)
-
-
-async def test_concurrent_outcomes_are_not_lost(
-    service: AdapterService, make_adapter: AdapterFactory
-) -> None:
-    await service.register("busy-lora", "1.0.0", str(make_adapter("a")))
-    await asyncio.gather(
-        *(service.record_outcomes([("busy-lora", 10.0, i % 2 == 0)]) for i in range(40))
-    )
-    info = await service.get_version("busy-lora", "1.0.0")
-    assert (info.request_count, info.success_count) == (40, 20)
-    assert info.avg_latency_ms == pytest.approx(10.0)
-
-
 async def test_resolve_errors(service: AdapterService, make_adapter: AdapterFactory) -> None:
     await service.register("only-lora", "1.0.0", str(make_adapter("a")))
     with pytest.raises(NotFoundError) as missing_version:

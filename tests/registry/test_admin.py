@@ -352,3 +352,50 @@ async def test_traffic_split(client: httpx.AsyncClient, make_adapter: AdapterFac
     assert {v["version"]: v["traffic_share"] for v in versions} == pytest.approx(
         {"1.0.0": 0.0, "1.1.0": 0.95, "1.2.0": 0.05}
     )
+
+
+async def test_dispatch_hints_replace_the_previous_ones(
+    client: httpx.AsyncClient, make_adapter: AdapterFactory
+) -> None:
+    assert (await _register(client, "hint-lora", "1.0.0", make_adapter("a"))).status_code == 201
+    path = "/admin/v1/adapters/hint-lora/dispatch"
+    body = {"keywords": ["terraform", " HCL ", "hcl"], "exemplars": ["plan fails with a lock"]}
+    answer = await client.put(path, json=body)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["dispatch_keywords"] == ["terraform", "HCL"]  # stripped, de-duplicated
+    shown = (await client.get("/admin/v1/adapters/hint-lora")).json()
+    assert shown["dispatch_exemplars"] == ["plan fails with a lock"]
+    cleared = await client.put(path, json={})
+    assert cleared.json()["dispatch_keywords"] == []
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code"),
+    [
+        ({"keywords": ["x"] * 201}, 422, "request_validation"),
+        ({"keywords": ["x" * 65]}, 422, "request_validation"),
+        ({"keywords": ["  "]}, 422, "invalid_hint"),
+        ({"exemplars": "one"}, 422, "request_validation"),
+        ({"keywords": [], "domains": []}, 422, "request_validation"),
+    ],
+)
+async def test_bad_dispatch_hints_change_nothing(
+    client: httpx.AsyncClient,
+    make_adapter: AdapterFactory,
+    body: dict[str, Any],
+    status: int,
+    code: str,
+) -> None:
+    await _register(client, "hint-lora", "1.0.0", make_adapter("a"))
+    path = "/admin/v1/adapters/hint-lora/dispatch"
+    await client.put(path, json={"keywords": ["kept"]})
+    answer = await client.put(path, json=body)
+    assert (answer.status_code, answer.json()["code"]) == (status, code)
+    assert answer.headers["content-type"] == PROBLEM_JSON
+    shown = (await client.get("/admin/v1/adapters/hint-lora")).json()
+    assert shown["dispatch_keywords"] == ["kept"]
+
+
+async def test_dispatch_hints_of_an_unknown_adapter(client: httpx.AsyncClient) -> None:
+    answer = await client.put("/admin/v1/adapters/ghost-lora/dispatch", json={})
+    assert (answer.status_code, answer.json()["code"]) == (404, "adapter_not_found")

@@ -38,7 +38,9 @@ async def test_stop_writes_buffered_outcomes_and_closes_the_upstream_client(
     target = Target("life-lora", "life-lora@1.0.0", "life-lora", "1.0.0")
     async with components.running():
         client = components.upstreams.client  # opened on first use, like a request would
-        components.outcomes.record(Outcome(target, "/v1/completions", 200, 5.0, stream=False))
+        components.outcomes.record(
+            Outcome("req-1", target, "/v1/completions", 200, 5.0, stream=False)
+        )
         assert components.outcomes.pending == 1
     assert client.closed
     info = await components.adapters.get_version("life-lora", "1.0.0")

@@ -68,6 +68,13 @@ def add_parser(subparsers: Any) -> None:
     traffic.add_argument("name")
     traffic.add_argument("weights", nargs="*", metavar="VERSION=WEIGHT")
     traffic.set_defaults(handler=run_traffic)
+    hints = commands.add_parser(
+        "hints", parents=[common], help="set the dispatcher's keywords and exemplars"
+    )
+    hints.add_argument("name")
+    hints.add_argument("--keyword", action="append", default=[], dest="keywords")
+    hints.add_argument("--exemplar", action="append", default=[], dest="exemplars")
+    hints.set_defaults(handler=run_hints)
     resolve = commands.add_parser("resolve", parents=[common], help="what vLLM would load")
     resolve.add_argument("served_name")
     resolve.set_defaults(handler=run_resolve)
@@ -219,3 +226,16 @@ def run_resolve(args: argparse.Namespace) -> int:
     return _guarded(
         args, lambda client: _print_json(dataclasses.asdict(client.resolve(args.served_name)))
     )
+
+
+def run_hints(args: argparse.Namespace) -> int:
+    def action(client: ControlPlaneClient) -> None:
+        adapter = client.set_dispatch_hints(
+            args.name, keywords=args.keywords, exemplars=args.exemplars
+        )
+        print(
+            f"{adapter['name']}: {len(adapter['dispatch_keywords'])} keywords, "
+            f"{len(adapter['dispatch_exemplars'])} exemplars"
+        )
+
+    return _guarded(args, action)

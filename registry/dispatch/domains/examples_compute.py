@@ -1,0 +1,101 @@
+"""Catalogue data: more exemplar requests for cuda, gpu optimization, math, algorithms,
+proofs (see :mod:`registry.dispatch.domains.examples_code`). Data only.
+"""
+
+from __future__ import annotations
+
+CUDA = (
+    "the device sits at low utilisation while my custom kernel runs, do I have enough threads",
+    "loop unrolling inside the device function made it slower",
+    "a reduction across all threads of a block gives a different answer each run",
+    "choose the number of blocks and threads for a two dimensional image filter",
+    "transpose a matrix on the device without shared memory bank conflicts",
+    "too many resources requested for launch when I increase the block size",
+    "threads in the same warp take different branches and it is slow",
+    "memory usage on the card grows every training step until it runs out",
+    "how many registers does my kernel use and does it limit occupancy",
+    "use asynchronous copies so the next batch uploads while this one computes",
+    "write a prefix sum that works across many thread blocks",
+    "my kernel gives correct results only when I launch a single block",
+    "the graphics card runs out of memory when I double the batch",
+    "profile which kernel takes the most time in my inference step",
+    "move a loop that processes millions of pixels onto the graphics card",
+    "atomic additions to the same address are slowing the kernel down",
+    "the numbers from the device differ slightly from the ones on the processor",
+    "synchronise threads of a block before reading what the others wrote",
+    "share one buffer between the processor and the device without copying",
+    "a training job on several cards hangs at the first gradient exchange",
+)
+
+GPU = (
+    "the card is idle half the time while the input pipeline feeds it",
+    "would half precision make my model run faster on this accelerator",
+    "how much memory bandwidth does my kernel achieve versus the peak",
+    "batch the small requests so the accelerator is used efficiently",
+    "fuse two elementwise operations to save memory traffic on the device",
+    "compare the speed of my kernel with the vendor library",
+    "why does the first call on the device take so long compared to the rest",
+)
+
+MATH = (
+    "what is the chance of getting exactly three heads in five tosses of a fair coin",
+    "find all integer solutions of a linear equation in two unknowns",
+    "what is the derivative of x to the power x",
+    "how long until an amount doubles at a fixed yearly rate, derive the formula",
+    "the expected number of draws to see every suit of a deck at least once",
+    "why is multiplying matrices associative but not commutative",
+    "what is the area under this curve between two points",
+    "explain what a logarithm is and why it turns products into sums",
+    "how many diagonals does a polygon with n sides have",
+    "what is the sum of the first hundred whole numbers and why",
+    "solve a quadratic equation and explain the discriminant",
+    "the angle between two vectors in three dimensions",
+    "how many handshakes happen if everyone in a room shakes hands once",
+    "why does a random walk return to the start",
+    "compute the standard deviation of these measurements by hand",
+    "what is the remainder when a huge number is divided by seven",
+    "fit a straight line to points by least squares, derive the equations",
+    "what does it mean for a matrix to be invertible",
+    "convert between polar and cartesian coordinates",
+    "probability that a random chord is longer than the side of the inscribed triangle",
+    "drawing coloured balls from a box without putting them back, what are the odds",
+    "how many subsets of a given size can be chosen from a set",
+    "the volume and surface area of a sphere, where do the formulas come from",
+    "is a repeating decimal equal to a fraction, show why",
+    "why does this series diverge although its terms shrink to zero",
+    "how many ways to arrange the letters of a word with repeated letters",
+    "conditional probability with two dice, given that the sum is eight",
+    "find the maximum area of a rectangle with a fixed perimeter",
+    "what is a prime factorisation and why is it unique",
+    "how does the Pythagorean theorem generalise to three dimensions",
+)
+
+ALGORITHMS = (
+    "what is the running time of checking every pair of elements and can sorting help",
+    "find the k most frequent words in a huge text",
+    "schedule the most meetings in one room without overlaps",
+    "detect whether two strings are anagrams in linear time",
+    "count the islands in a grid of land and water",
+    "the fewest coins that make up an amount",
+    "find the longest increasing subsequence",
+    "which data structure gives me the smallest element fast and supports inserts",
+    "check whether a maze has a path from start to exit",
+    "order tasks so that each runs after the tasks it depends on",
+    "find the closest pair of points in the plane",
+    "is my solution quadratic or linear, how do I tell",
+    "balance a binary search tree after many inserts",
+    "split a set of numbers into two groups with equal sums",
+)
+
+PROOFS = (
+    "show that the sum of the angles of a triangle is one hundred and eighty degrees",
+    "is the set of rational numbers countable, give the argument",
+    "prove that a graph in which every vertex has even degree has an Euler circuit",
+    "show that there is no largest prime number",
+    "prove that the product of two odd numbers is odd",
+    "why can a square not be tiled by an odd number of dominoes, give a proof",
+    "prove the formula for the sum of a geometric series",
+    "prove that a greedy algorithm gives the optimal answer here",
+    "show that the real numbers are uncountable with the diagonal argument",
+    "give a proof by induction that this recursive function is correct",
+)

@@ -1,0 +1,63 @@
+"""Writes off the request path: buffered, batched, bounded, drained, never raising."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+import pytest
+
+from registry.background import BatchWriter
+
+
+class Sink:
+    def __init__(self, fail: bool = False, delay_s: float = 0.0) -> None:
+        self.batches: list[list[int]] = []
+        self.fail = fail
+        self.delay_s = delay_s
+
+    async def write(self, batch: Sequence[int]) -> None:
+        await asyncio.sleep(self.delay_s)
+        if self.fail:
+            raise RuntimeError("database down")
+        self.batches.append(list(batch))
+
+
+async def test_items_are_written_in_one_batch_per_flush() -> None:
+    sink = Sink()
+    writer = BatchWriter("number", sink.write, flush_interval_s=60)
+    for item in range(5):
+        writer.add(item)
+    assert writer.pending == 5
+    assert sink.batches == []  # nothing written on the caller's path
+    await writer.drain()
+    assert sink.batches == [[0, 1, 2, 3, 4]]
+    assert writer.pending == 0
+
+
+async def test_the_backlog_is_bounded(caplog: pytest.LogCaptureFixture) -> None:
+    sink = Sink()
+    writer = BatchWriter("number", sink.write, max_pending=3, flush_interval_s=60)
+    for item in range(10):
+        writer.add(item)
+    await writer.drain()
+    assert sink.batches == [[0, 1, 2]]
+    assert any("number backlog full: 1 dropped" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_failing_write_is_logged_not_raised(caplog: pytest.LogCaptureFixture) -> None:
+    writer = BatchWriter("number", Sink(fail=True).write, flush_interval_s=60)
+    writer.add(1)
+    await writer.drain()
+    assert writer.pending == 0
+    assert any("could not write 1 number records" in r.getMessage() for r in caplog.records)
+
+
+async def test_items_added_while_writing_go_in_the_next_batch() -> None:
+    sink = Sink(delay_s=0.05)
+    writer = BatchWriter("number", sink.write, flush_interval_s=0.01)
+    writer.add(1)
+    await asyncio.sleep(0.02)  # the first flush is writing now
+    writer.add(2)
+    await writer.drain()
+    assert sink.batches == [[1], [2]]
