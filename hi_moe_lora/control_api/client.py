@@ -143,6 +143,11 @@ class ControlPlaneClient:
         body = {"objective": objective, "context_refs": list(context_refs)}
         return self._object(self._call("POST", paths.V1_DISPATCH, body, admin=False))
 
+    def dispatch_batch(self, tasks: Sequence[tuple[str, Sequence[str]]]) -> JsonObject:
+        """``POST /v1/dispatch/batch``: decisions for (objective, context refs) pairs, grouped."""
+        body = {"tasks": [{"objective": o, "context_refs": list(refs)} for o, refs in tasks]}
+        return self._object(self._call("POST", paths.V1_DISPATCH_BATCH, body, admin=False))
+
     def feedback(self, request_id: str, success: bool) -> JsonObject:
         body = {"request_id": request_id, "success": success}
         return self._object(self._call("POST", paths.V1_FEEDBACK, body, admin=False))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
@@ -63,3 +65,32 @@ def test_no_drift_between_models_and_migrations(database_url: str) -> None:
             assert compare_metadata(context, Base.metadata) == []
     finally:
         engine.dispose()
+
+
+def test_0002_keeps_existing_adapters_and_gaps(database_url: str) -> None:
+    migrate.upgrade(database_url, "0001_initial")
+    engine = make_engine(database_url, poolclass=NullPool)
+    try:
+        with engine.begin() as connection:
+            connection.execute(
+                text(
+                    "INSERT INTO adapters (id, name, created_at) "
+                    "VALUES (1, 'old-lora', '2026-11-01 00:00:00+00')"
+                )
+            )
+            connection.execute(
+                text(
+                    "INSERT INTO routing_gaps (created_at, task_excerpt, extracted_domains, reason)"
+                    " VALUES ('2026-11-01 00:00:00+00', 'a task', '[]', 'no match')"
+                )
+            )
+        migrate.upgrade_to_head(database_url)
+        with engine.connect() as connection:
+            hints = connection.execute(
+                text("SELECT dispatch_keywords, dispatch_exemplars FROM adapters")
+            ).one()
+            gap = connection.execute(text("SELECT terms, tier_scores FROM routing_gaps")).one()
+    finally:
+        engine.dispose()
+    assert [json.loads(v) if isinstance(v, str) else v for v in hints] == [[], []]
+    assert [json.loads(v) if isinstance(v, str) else v for v in gap] == [[], {}]
