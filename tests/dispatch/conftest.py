@@ -13,26 +13,17 @@ from collections.abc import Sequence
 
 import pytest
 
+from benchmarks.dispatch.evaluate import FLEET
 from registry.dispatch import (
     Catalogue,
     Dispatcher,
     Embedder,
-    Specialist,
     available,
     default_catalogue,
 )
 from registry.dispatch.embeddings import MiniLMEmbedder
 
-SEED_FLEET = (
-    Specialist("python-lora", ("python", "debugging", "testing")),
-    Specialist("cuda-lora", ("cuda", "gpu optimization")),
-    Specialist("math-lora", ("math", "algorithms", "proofs")),
-    Specialist("systems-lora", ("c", "c++", "low-level")),
-    Specialist("web-lora", ("javascript", "typescript", "html/css")),
-    Specialist("data-lora", ("sql", "pandas", "data pipelines")),
-    Specialist("devops-lora", ("docker", "k8s", "ci/cd", "shell")),
-    Specialist("docs-lora", ("documentation", "markdown")),
-)
+SEED_FLEET = FLEET  # the seed's eight specialists, registered with domain names only
 
 
 class WordsIndex:
