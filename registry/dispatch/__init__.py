@@ -12,7 +12,8 @@ other ``registry`` modules.
 
 from __future__ import annotations
 
-from registry.dispatch.catalogue import Catalogue, DomainSpec, default_catalogue
+from registry.dispatch.catalogue import Catalogue, default_catalogue
+from registry.dispatch.domain_spec import DomainSpec
 from registry.dispatch.embeddings import (
     Embedder,
     EmbeddingIndex,

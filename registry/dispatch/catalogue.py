@@ -1,7 +1,7 @@
 """The domain catalogue: what each domain's keywords, files and exemplar requests are.
 
-Owns :class:`DomainSpec` (one domain as written in :mod:`registry.dispatch.domains`), the
-parsing of its compact keyword and file notation into :class:`Term` and :class:`FileRule`
+Owns the parsing of a :class:`~registry.dispatch.domain_spec.DomainSpec`'s compact keyword and
+file notation into :class:`Term` and :class:`FileRule`
 entries, name resolution (``"K8s"`` -> ``k8s``, ``"HTML/CSS"`` -> ``html/css``) and the
 shipped :func:`default_catalogue`. Imports only the standard library.
 
@@ -22,6 +22,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
+from registry.dispatch.domain_spec import DomainKind, DomainSpec
 from registry.dispatch.errors import InvalidConfigurationError
 from registry.dispatch.tokens import split_words, tokenize
 
@@ -32,30 +33,11 @@ WEAK_WEIGHT = 0.35
 #: Weight of a file rule without ``=weight``.
 FILE_WEIGHT = 1.0
 
-#: ``topic``: routable; ``corroboration``: general programming words, only to confirm that an
-#: ambiguous keyword is meant technically; ``background``: everyday requests, tier 3 only.
-DomainKind = Literal["topic", "corroboration", "background"]
 TermKind = Literal["word", "phrase", "compound", "prefix"]
 FileKind = Literal["extension", "name", "pattern", "directory"]
 
 _WEIGHT_SUFFIX = re.compile(r"^(.*?)=(\d+(?:\.\d+)?)$")
 _SUFFIXES = re.compile(r"^(.*?)\(([a-z,]+)\)$")
-
-
-@dataclass(frozen=True)
-class DomainSpec:
-    """One domain of the catalogue (keyword strings use the notation of the module doc)."""
-
-    name: str
-    aliases: tuple[str, ...] = ()
-    decisive: str = ""
-    strong: str = ""
-    weak: str = ""
-    files: str = ""
-    exemplars: tuple[str, ...] = ()
-    #: Domains whose specialist may take this domain's tasks when none serves it directly.
-    related: tuple[tuple[str, float], ...] = ()
-    kind: DomainKind = "topic"
 
 
 @dataclass(frozen=True)

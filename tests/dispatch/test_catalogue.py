@@ -9,7 +9,6 @@ from registry.dispatch.catalogue import (
     STRONG_WEIGHT,
     WEAK_WEIGHT,
     Catalogue,
-    DomainSpec,
     custom_domain,
     normalize_name,
     parse_domain,
@@ -17,6 +16,7 @@ from registry.dispatch.catalogue import (
     parse_terms,
     split_keywords,
 )
+from registry.dispatch.domain_spec import DomainSpec
 from registry.dispatch.errors import InvalidConfigurationError
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from registry.dispatch.catalogue import DomainSpec
+from registry.dispatch.domain_spec import DomainSpec
 from registry.dispatch.domains import (
     compute,
     data,

@@ -7,7 +7,7 @@ Data only (see :mod:`registry.dispatch.catalogue` for the notation). ``kernel`` 
 
 from __future__ import annotations
 
-from registry.dispatch.catalogue import DomainSpec
+from registry.dispatch.domain_spec import DomainSpec
 
 CUDA = DomainSpec(
     name="cuda",

@@ -6,7 +6,7 @@ Data only (see :mod:`registry.dispatch.catalogue` for the notation).
 
 from __future__ import annotations
 
-from registry.dispatch.catalogue import DomainSpec
+from registry.dispatch.domain_spec import DomainSpec
 
 SQL = DomainSpec(
     name="sql",

@@ -9,7 +9,7 @@ have no such fallback.
 
 from __future__ import annotations
 
-from registry.dispatch.catalogue import DomainSpec
+from registry.dispatch.domain_spec import DomainSpec
 
 DOCKER = DomainSpec(
     name="docker",

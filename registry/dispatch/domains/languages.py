@@ -7,7 +7,7 @@ falls back to the base model (a routing gap) instead of going to the nearest spe
 
 from __future__ import annotations
 
-from registry.dispatch.catalogue import DomainSpec
+from registry.dispatch.domain_spec import DomainSpec
 
 RUST = DomainSpec(
     name="rust",

@@ -6,7 +6,7 @@ library and the catalogue's types.
 
 from __future__ import annotations
 
-from registry.dispatch.catalogue import DomainSpec
+from registry.dispatch.domain_spec import DomainSpec
 
 PYTHON = DomainSpec(
     name="python",

@@ -6,7 +6,7 @@ weak (a grade, a vitamin, a key); phrases such as ``in c`` or ``c program`` are 
 
 from __future__ import annotations
 
-from registry.dispatch.catalogue import DomainSpec
+from registry.dispatch.domain_spec import DomainSpec
 
 C = DomainSpec(
     name="c",

@@ -7,7 +7,7 @@ are decisive: a docstring for C++ code or a README for a Python tool is document
 
 from __future__ import annotations
 
-from registry.dispatch.catalogue import DomainSpec
+from registry.dispatch.domain_spec import DomainSpec
 
 DOCUMENTATION = DomainSpec(
     name="documentation",
