@@ -50,7 +50,11 @@ def test_two_apps_share_nothing(settings: ControlPlaneSettings) -> None:
 
 
 async def test_registration_needs_a_served_base_model(migrated_url: str, tmp_path: Path) -> None:
-    app = create_app(ControlPlaneSettings(database_url=migrated_url, artifact_dir=tmp_path))
+    app = create_app(
+        ControlPlaneSettings(
+            database_url=migrated_url, artifact_dir=tmp_path, dispatch_embeddings=False
+        )
+    )
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://registry") as http:
