@@ -12,6 +12,7 @@ import httpx
 import openai
 import pytest
 
+from registry.background import FLUSH_INTERVAL_S
 from tests.conftest import VllmServer
 
 pytestmark = pytest.mark.vllm
@@ -41,6 +42,17 @@ def _gaps(control_plane_url: str) -> list[dict[str, Any]]:
     answer = httpx.get(f"{control_plane_url}/admin/v1/routing-gaps?limit=500", timeout=30)
     gaps: list[dict[str, Any]] = answer.json()["gaps"]
     return gaps
+
+
+def _settled_gap_count(control_plane_url: str) -> int:
+    """The number of gaps once no earlier test's gap is still on its way (flushes every 0.5 s)."""
+    count = len(_gaps(control_plane_url))
+    while True:
+        time.sleep(FLUSH_INTERVAL_S + 0.2)
+        again = len(_gaps(control_plane_url))
+        if again == count:
+            return count
+        count = again
 
 
 def _eventually(check: Callable[[], bool], timeout_s: float = 10.0) -> bool:
@@ -102,7 +114,7 @@ def test_unrelated_tasks_are_served_by_the_base_model_and_recorded(
 
 def test_dry_run_and_batch(vllm_server: VllmServer, specialists: dict[str, str]) -> None:
     url = vllm_server.control_plane_url
-    gaps_before = len(_gaps(url))
+    gaps_before = _settled_gap_count(url)
     dry = httpx.post(f"{url}/v1/dispatch", json={"objective": PYTHON_TASK}, timeout=30).json()
     assert set(dry) == {
         "specialist",
@@ -121,7 +133,7 @@ def test_dry_run_and_batch(vllm_server: VllmServer, specialists: dict[str, str])
     none = httpx.post(f"{url}/v1/dispatch", json={"objective": UNRELATED}, timeout=30).json()
     assert (none["specialist"], none["tier"]) == (None, "fallback")
     assert none["model"] == vllm_server.base_model
-    assert len(_gaps(url)) == gaps_before  # a dry run records no gap
+    assert _settled_gap_count(url) == gaps_before  # a dry run records no gap
 
     tasks = [PYTHON_TASK, SQL_TASK, UNRELATED, "pytest fixtures keep leaking state between tests"]
     batch = httpx.post(
@@ -197,14 +209,14 @@ def test_bad_dispatch_input_is_a_400_and_changes_nothing(
     vllm_server: VllmServer, body: dict[str, Any]
 ) -> None:
     url = vllm_server.control_plane_url
-    gaps_before = len(_gaps(url))
+    gaps_before = _settled_gap_count(url)
     for path, payload in (("/v1/dispatch", body), ("/v1/dispatch/batch", {"tasks": [body]})):
         answer = httpx.post(f"{url}{path}", json=payload, timeout=30)
         assert answer.status_code == 400, answer.text
         error = answer.json()["error"]
         assert error["type"] == "invalid_request_error"
         assert error["message"]
-    assert len(_gaps(url)) == gaps_before
+    assert _settled_gap_count(url) == gaps_before
 
 
 def test_bad_auto_requests_are_400s(gateway: openai.OpenAI) -> None:

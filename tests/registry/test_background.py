@@ -54,10 +54,10 @@ async def test_a_failing_write_is_logged_not_raised(caplog: pytest.LogCaptureFix
 
 
 async def test_items_added_while_writing_go_in_the_next_batch() -> None:
-    sink = Sink(delay_s=0.05)
+    sink = Sink(delay_s=0.5)
     writer = BatchWriter("number", sink.write, flush_interval_s=0.01)
     writer.add(1)
-    await asyncio.sleep(0.02)  # the first flush is writing now
+    await asyncio.sleep(0.25)  # the first flush is writing now (for 0.5 s)
     writer.add(2)
     await writer.drain()
     assert sink.batches == [[1], [2]]
