@@ -10,7 +10,6 @@ answer's headers say who served it and why.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from registry.dispatch import Decision
@@ -24,12 +23,6 @@ HINT_FIELD = "dispatch"
 DISPATCH_TIER_HEADER = "X-HiMoE-Dispatch-Tier"
 SPECIALIST_HEADER = "X-HiMoE-Specialist"
 FALLBACK_HEADER = "X-HiMoE-Fallback-Reason"
-
-
-@dataclass(frozen=True)
-class AutoTask:
-    objective: str
-    context_refs: tuple[str, ...]
 
 
 def take_hints(body: dict[str, Any]) -> tuple[str, ...]:

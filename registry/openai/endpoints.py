@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -38,24 +38,26 @@ async def list_models(door: FrontDoorDep) -> Response:
 @router.post(paths.V1_DISPATCH)
 async def dispatch(request: Request, door: FrontDoorDep) -> Response:
     """Dry run: which specialist (and version) would serve this task, and why."""
-    request_id = new_request_id()
-    body = await request.body()
-    return await guarded(lambda: _json(door.dry_run(body)), request_id)
+    return await _json_answer(request, door.dry_run)
 
 
 @router.post(paths.V1_DISPATCH_BATCH)
 async def dispatch_batch(request: Request, door: FrontDoorDep) -> Response:
-    request_id = new_request_id()
-    body = await request.body()
-    return await guarded(lambda: _json(door.dispatch_batch(body)), request_id)
+    return await _json_answer(request, door.dispatch_batch)
 
 
 @router.post(paths.V1_FEEDBACK)
 async def feedback(request: Request, door: FrontDoorDep) -> Response:
-    request_id = new_request_id()
+    return await _json_answer(request, door.feedback)
+
+
+async def _json_answer(
+    request: Request, answer: Callable[[bytes], Awaitable[dict[str, Any]]]
+) -> Response:
+    """The front door's own JSON endpoints: the raw body in, ``answer``'s object out."""
     body = await request.body()
-    return await guarded(lambda: _json(door.feedback(body)), request_id)
 
+    async def respond() -> Response:
+        return JSONResponse(await answer(body))
 
-async def _json(answer: Awaitable[dict[str, Any]]) -> Response:
-    return JSONResponse(await answer)
+    return await guarded(respond, new_request_id())

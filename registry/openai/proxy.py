@@ -120,7 +120,8 @@ class FrontDoor:
         started = time.perf_counter()
         raw = await request.body()
         body = parse_body(raw, endpoint)
-        context_refs = take_hints(body)
+        hinted = HINT_FIELD in body
+        context_refs = take_hints(body)  # removes the field: vLLM must not see it
         dispatched: dict[str, str] = {}
         if body["model"] == AUTO:
             objective = objective_of(body, endpoint.required)
@@ -129,7 +130,7 @@ class FrontDoor:
             dispatched = decision_headers(decision)
         else:
             target = await self.router.route(body["model"])
-        if target.served_name != body["model"] or context_refs or HINT_FIELD in body:
+        if target.served_name != body["model"] or hinted:
             body["model"] = target.served_name
             raw = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
         headers = {"content-type": "application/json"}
@@ -147,7 +148,7 @@ class FrontDoor:
             outcome = Outcome(request_id, target, endpoint.path, status, latency_ms, stream)
             self.outcomes.record(outcome)
 
-        answer_headers = {REQUEST_ID_HEADER: request_id, **target.headers(), **dispatched}
+        answer_headers = {**target.headers(), **dispatched}  # guarded() adds the request id
         answer_headers.update(_returned_headers(upstream.headers))
         if not stream:
             return self._relay_whole(upstream, answer_headers, finish)

@@ -17,10 +17,10 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from hi_moe_lora.served_names import parse_served_name
 from registry.errors import NotFoundError
 from registry.services import traffic
 from registry.services.adapters import AdapterService
+from registry.services.naming import served_name_or_not_found
 from registry.services.records import AdapterInfo
 
 DEFAULT_TTL_S = 1.0
@@ -73,9 +73,7 @@ class VersionTable:
 
         Raises the registry's :class:`NotFoundError` when there is no such adapter or version.
         """
-        parsed = parse_served_name(model)
-        if parsed is None:
-            raise NotFoundError(f"no adapter named {model!r}", code="adapter_not_found")
+        parsed = served_name_or_not_found(model)
         entry = await self._entry(parsed.name)
         if parsed.version is not None:
             served = entry.versions.get(parsed.version)

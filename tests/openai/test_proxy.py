@@ -219,6 +219,18 @@ def test_body_is_forwarded_untouched_but_for_model(
     assert response.headers["x-himoe-adapter-version"] == "1.0.0"
 
 
+def test_the_dispatch_field_never_reaches_vllm(
+    scripted: tuple[ScriptedVllm, ServedApp, ServedApp],
+) -> None:
+    upstream, _, plane = scripted
+    # already the served name, so nothing else would make the body be rewritten
+    for hint in ({"context_refs": []}, {"context_refs": ["a.py"]}):
+        body = {"model": "known@1.0.0", "prompt": "hi", "dispatch": hint}
+        response = httpx.post(f"{plane.url}/v1/completions", json=body)
+        assert response.status_code == 200
+        assert upstream.received[-1] == {"model": "known@1.0.0", "prompt": "hi"}
+
+
 def test_base_model_goes_under_vllms_served_name(
     scripted: tuple[ScriptedVllm, ServedApp, ServedApp],
 ) -> None:
