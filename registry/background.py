@@ -2,7 +2,7 @@
 
 The front door hands finished requests (and the dispatcher its routing gaps) to a
 :class:`BatchWriter`, which only appends to a buffer; a background task writes the buffer every
-``flush_interval_s`` (or at :meth:`BatchWriter.flush` / :meth:`BatchWriter.drain`), so a slow or
+``flush_interval_s`` (or at once on :meth:`BatchWriter.drain`), so a slow or
 failing database never delays or breaks a request, and each flush is one call (one transaction)
 instead of one write per request. Past ``max_pending`` items, new ones are dropped with a
 warning rather than queued without bound.

@@ -70,27 +70,17 @@ class _Registration:
     staging: Path
 
 
-def _clean_domains(domains: Iterable[str]) -> tuple[str, ...]:
-    cleaned: list[str] = []
-    for domain in domains:
-        value = domain.strip()
-        if not value:
-            raise InvalidRequestError("domains must be non-empty strings", code="invalid_domain")
-        if value not in cleaned:
-            cleaned.append(value)
-    return tuple(cleaned)
-
-
-def _clean_hints(values: Iterable[str], field: str) -> tuple[str, ...]:
-    """Stripped, non-empty, de-duplicated in order (linear time: a set beside the list)."""
+def _cleaned(values: Iterable[str], *, what: str, code: str, fold_case: bool) -> tuple[str, ...]:
+    """Stripped, non-empty, de-duplicated in order (``fold_case``: ignoring case); linear."""
     cleaned: list[str] = []
     seen: set[str] = set()
     for value in values:
         text = value.strip()
         if not text:
-            raise InvalidRequestError(f"{field} must be non-empty strings", code="invalid_hint")
-        if text.lower() not in seen:
-            seen.add(text.lower())
+            raise InvalidRequestError(f"{what} must be non-empty strings", code=code)
+        key = text.lower() if fold_case else text
+        if key not in seen:
+            seen.add(key)
             cleaned.append(text)
     return tuple(cleaned)
 
@@ -131,7 +121,7 @@ class AdapterService:
     ) -> AdapterVersionInfo:
         check_name(name)
         check_version(version)
-        cleaned = _clean_domains(domains)
+        cleaned = _cleaned(domains, what="domains", code="invalid_domain", fold_case=False)
         if self.base_model is None:
             raise ConfigurationError(
                 "no served base model configured: set HI_MOE_LORA_BASE_MODEL",
@@ -354,8 +344,10 @@ class AdapterService:
         self, name: str, *, keywords: Sequence[str], exemplars: Sequence[str]
     ) -> AdapterInfo:
         """Replace the dispatcher's keywords and exemplar tasks for specialist ``name``."""
-        cleaned_keywords = _clean_hints(keywords, "keywords")
-        cleaned_exemplars = _clean_hints(exemplars, "exemplars")
+        cleaned_keywords = _cleaned(keywords, what="keywords", code="invalid_hint", fold_case=True)
+        cleaned_exemplars = _cleaned(
+            exemplars, what="exemplars", code="invalid_hint", fold_case=True
+        )
 
         def work(uow: UnitOfWork) -> AdapterInfo:
             repo = AdapterRepository(uow.session)

@@ -105,10 +105,17 @@ class DispatchService:
     async def stop(self) -> None:
         await self._gap_writer.drain()
 
-    async def refresh(self) -> None:
-        """Read the fleet from the registry now and hand it to the engine."""
+    async def refresh(self, *, only_if_stale: bool = False) -> None:
+        """Read the fleet from the registry and hand it to the engine.
+
+        With ``only_if_stale``, only after a change through the adapter service or once
+        ``refresh_s`` has passed; checked under the lock, so requests that find the fleet stale
+        together read it once.
+        """
         engine = self._require_engine()
         async with self._refresh_lock:
+            if only_if_stale and not self._stale():
+                return
             generation = self._adapters.generation
             infos = await self._adapters.list_adapters()
             fleet = [s for s in (specialist_of(info) for info in infos) if s is not None]
@@ -117,11 +124,14 @@ class DispatchService:
             self._generation = generation
             self._fetched_at = time.monotonic()
 
+    def _stale(self) -> bool:
+        expired = time.monotonic() - self._fetched_at > self._settings.refresh_s
+        return expired or self._adapters.generation != self._generation
+
     async def _fresh_engine(self) -> Dispatcher:
         engine = self._require_engine()
-        stale = time.monotonic() - self._fetched_at > self._settings.refresh_s
-        if stale or self._adapters.generation != self._generation:
-            await self.refresh()
+        if self._stale():
+            await self.refresh(only_if_stale=True)
         return engine
 
     def _require_engine(self) -> Dispatcher:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import overload
 
 from hi_moe_lora.control_api import ResolvedAdapter
 from hi_moe_lora.served_names import format_served_name
@@ -11,7 +12,11 @@ from registry.db.models import Adapter, AdapterVersion
 from registry.services import traffic
 
 
-def _aware(moment: datetime | None) -> datetime | None:
+@overload
+def as_utc(moment: datetime) -> datetime: ...
+@overload
+def as_utc(moment: None) -> None: ...
+def as_utc(moment: datetime | None) -> datetime | None:
     """SQLite returns naive datetimes; everything we store is UTC."""
     if moment is not None and moment.tzinfo is None:
         return moment.replace(tzinfo=timezone.utc)
@@ -70,8 +75,7 @@ def traffic_shares(versions: list[AdapterVersion]) -> dict[int, float]:
 def version_info(
     adapter_name: str, row: AdapterVersion, traffic_share: float
 ) -> AdapterVersionInfo:
-    created_at = _aware(row.created_at)
-    assert created_at is not None
+    created_at = as_utc(row.created_at)
     return AdapterVersionInfo(
         name=adapter_name,
         version=row.version,
@@ -96,7 +100,7 @@ def version_info(
         success_rate=row.success_rate,
         request_count=row.request_count,
         success_count=row.success_count,
-        last_used_at=_aware(row.last_used_at),
+        last_used_at=as_utc(row.last_used_at),
     )
 
 
@@ -105,8 +109,7 @@ def adapter_info(adapter: Adapter) -> AdapterInfo:
     shares = traffic_shares(rows)
     versions = tuple(version_info(adapter.name, row, shares.get(row.id, 0.0)) for row in rows)
     active = next((v for v in versions if v.is_active), None)
-    created_at = _aware(adapter.created_at)
-    assert created_at is not None
+    created_at = as_utc(adapter.created_at)
     return AdapterInfo(
         name=adapter.name,
         description=adapter.description,

@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from registry.db.models import RoutingGap
 from registry.db.session import Database, UnitOfWork
 from registry.repositories.routing_gaps import RoutingGapRepository
+from registry.services.records import as_utc
 
 #: What is kept of a task's objective.
 EXCERPT_CHARS = 2_000
@@ -68,14 +69,10 @@ class GapSummary:
     nearest_domains: tuple[tuple[str, int], ...]
 
 
-def _aware(moment: datetime) -> datetime:
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
-
-
 def _info(row: RoutingGap) -> GapInfo:
     return GapInfo(
         id=row.id,
-        created_at=_aware(row.created_at),
+        created_at=as_utc(row.created_at),
         task_excerpt=row.task_excerpt,
         context_refs=tuple(row.context_refs),
         extracted_domains=tuple(row.extracted_domains),

@@ -3,6 +3,7 @@ tier 3 runs in the dispatcher's own tests and on the live stack)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
@@ -11,6 +12,7 @@ from registry.app import create_app
 from registry.components import Components
 from registry.dispatch import Task
 from registry.services.dispatching import specialist_of
+from registry.services.records import AdapterInfo
 from registry.settings import ControlPlaneSettings
 from tests.registry.conftest import AdapterFactory
 
@@ -89,3 +91,22 @@ async def test_only_adapters_with_an_active_version_and_domains_are_specialists(
     specialist = specialist_of(infos["sql-lora"])
     assert specialist is not None
     assert (specialist.domains, specialist.request_count) == (("sql",), 0)
+
+
+async def test_requests_that_find_the_fleet_stale_together_read_it_once(
+    running: Components, make_adapter: AdapterFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await _register(running, make_adapter, "py-lora", ["python"])  # the fleet is now stale
+    reads: list[int] = []
+    list_adapters = running.adapters.list_adapters
+
+    async def counted() -> list[AdapterInfo]:
+        reads.append(1)
+        return await list_adapters()
+
+    monkeypatch.setattr(running.adapters, "list_adapters", counted)
+    decisions = await asyncio.gather(
+        *(running.dispatch.decide(PYTHON_TASK, record_gap=False) for _ in range(8))
+    )
+    assert {d.specialist for d in decisions} == {"py-lora"}
+    assert len(reads) == 1
