@@ -8,26 +8,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hi_moe_lora.app.cli.environment import ENV_URL, control_plane_url
-from hi_moe_lora.control_api import ControlPlaneClient, ControlPlaneError
+from hi_moe_lora.app.cli.remote import CommandError, common_options, run_with_client
+from hi_moe_lora.control_api import ControlPlaneClient
 from hi_moe_lora.served_names import format_served_name
-
-
-def _common() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--url",
-        default=None,
-        help=f"control plane URL (default: ${ENV_URL} or http://127.0.0.1:8080)",
-    )
-    common.add_argument("--json", action="store_true", help="print raw JSON")
-    common.add_argument("--timeout", type=float, default=120.0, help="seconds (default: 120)")
-    return common
 
 
 def add_parser(subparsers: Any) -> None:
@@ -35,7 +21,7 @@ def add_parser(subparsers: Any) -> None:
         "adapters", help="manage registered adapters through the admin API"
     )
     commands = parser.add_subparsers(dest="adapters_command", required=True, metavar="ACTION")
-    common = _common()
+    common = common_options(timeout_s=120.0)
 
     register = commands.add_parser("register", parents=[common], help="register a version")
     register.add_argument("name")
@@ -78,23 +64,6 @@ def add_parser(subparsers: Any) -> None:
     resolve = commands.add_parser("resolve", parents=[common], help="what vLLM would load")
     resolve.add_argument("served_name")
     resolve.set_defaults(handler=run_resolve)
-
-
-class CommandError(Exception):
-    pass
-
-
-def _client(args: argparse.Namespace) -> ControlPlaneClient:
-    return ControlPlaneClient(args.url or control_plane_url(), timeout_s=args.timeout)
-
-
-def _guarded(args: argparse.Namespace, action: Callable[[ControlPlaneClient], None]) -> int:
-    try:
-        action(_client(args))
-    except (CommandError, ControlPlaneError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    return 0
 
 
 def _print_json(data: Any) -> None:
@@ -146,7 +115,7 @@ def run_register(args: argparse.Namespace) -> int:
         )
         _print_json(info)
 
-    return _guarded(args, action)
+    return run_with_client(args, action)
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -167,7 +136,7 @@ def run_list(args: argparse.Namespace) -> int:
             )
         print(_table(rows))
 
-    return _guarded(args, action)
+    return run_with_client(args, action)
 
 
 def run_show(args: argparse.Namespace) -> int:
@@ -179,15 +148,17 @@ def run_show(args: argparse.Namespace) -> int:
         print(f"{adapter['name']}: {adapter['description'] or ''}".rstrip(": "))
         print(_table(_version_rows(adapter["versions"])))
 
-    return _guarded(args, action)
+    return run_with_client(args, action)
 
 
 def run_promote(args: argparse.Namespace) -> int:
-    return _guarded(args, lambda client: _print_json(client.promote(args.name, args.version)))
+    return run_with_client(
+        args, lambda client: _print_json(client.promote(args.name, args.version))
+    )
 
 
 def run_rollback(args: argparse.Namespace) -> int:
-    return _guarded(args, lambda client: _print_json(client.rollback(args.name)))
+    return run_with_client(args, lambda client: _print_json(client.rollback(args.name)))
 
 
 def run_delete(args: argparse.Namespace) -> int:
@@ -195,7 +166,7 @@ def run_delete(args: argparse.Namespace) -> int:
         client.delete(args.name, args.version)
         print(f"deleted {format_served_name(args.name, args.version)}")
 
-    return _guarded(args, action)
+    return run_with_client(args, action)
 
 
 def _parse_weights(items: list[str]) -> dict[str, float]:
@@ -219,11 +190,11 @@ def run_traffic(args: argparse.Namespace) -> int:
         else:
             print(_table(_version_rows(adapter["versions"])))
 
-    return _guarded(args, action)
+    return run_with_client(args, action)
 
 
 def run_resolve(args: argparse.Namespace) -> int:
-    return _guarded(
+    return run_with_client(
         args, lambda client: _print_json(dataclasses.asdict(client.resolve(args.served_name)))
     )
 
@@ -238,4 +209,4 @@ def run_hints(args: argparse.Namespace) -> int:
             f"{len(adapter['dispatch_exemplars'])} exemplars"
         )
 
-    return _guarded(args, action)
+    return run_with_client(args, action)

@@ -9,26 +9,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-from collections.abc import Callable
 from typing import Any
 
-from hi_moe_lora.app.cli.environment import ENV_URL, control_plane_url
-from hi_moe_lora.control_api import ControlPlaneClient, ControlPlaneError
-
-
-def _common() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--url", default=None, help=f"control plane URL (default: ${ENV_URL} or 127.0.0.1:8080)"
-    )
-    common.add_argument("--json", action="store_true", help="print raw JSON")
-    common.add_argument("--timeout", type=float, default=60.0, help="seconds (default: 60)")
-    return common
+from hi_moe_lora.app.cli.remote import common_options, run_with_client
+from hi_moe_lora.control_api import ControlPlaneClient
 
 
 def add_parser(subparsers: Any) -> None:
-    common = _common()
+    common = common_options(timeout_s=60.0)
     dispatch: argparse.ArgumentParser = subparsers.add_parser(
         "dispatch",
         parents=[common],
@@ -53,16 +41,6 @@ def add_parser(subparsers: Any) -> None:
     summary.add_argument("--top", type=int, default=15)
     summary.add_argument("--since", default=None, help="ISO 8601 time with a zone")
     summary.set_defaults(handler=run_gaps_summary)
-
-
-def _guarded(args: argparse.Namespace, action: Callable[[ControlPlaneClient], None]) -> int:
-    client = ControlPlaneClient(args.url or control_plane_url(), timeout_s=args.timeout)
-    try:
-        action(client)
-    except ControlPlaneError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    return 0
 
 
 def describe(decision: dict[str, Any]) -> str:
@@ -90,7 +68,7 @@ def run_dispatch(args: argparse.Namespace) -> int:
         decision = client.dispatch(args.objective, args.refs)
         print(json.dumps(decision, indent=2) if args.json else describe(decision))
 
-    return _guarded(args, action)
+    return run_with_client(args, action)
 
 
 def run_gaps_list(args: argparse.Namespace) -> int:
@@ -105,7 +83,7 @@ def run_gaps_list(args: argparse.Namespace) -> int:
             excerpt = " ".join(gap["task_excerpt"].split())[:80]
             print(f"{gap['created_at'][:19]}  nearest={nearest:<14} {excerpt}")
 
-    return _guarded(args, action)
+    return run_with_client(args, action)
 
 
 def run_gaps_summary(args: argparse.Namespace) -> int:
@@ -119,4 +97,4 @@ def run_gaps_summary(args: argparse.Namespace) -> int:
             counted = ", ".join(f"{c['value']} ({c['count']})" for c in summary[key]) or "-"
             print(f"{title}: {counted}")
 
-    return _guarded(args, action)
+    return run_with_client(args, action)

@@ -1,8 +1,8 @@
-"""The CLI's own variable, ``HI_MOE_LORA_URL``."""
+"""How the CLI reaches the control plane: its own variable, ``HI_MOE_LORA_URL``."""
 
 from __future__ import annotations
 
-from hi_moe_lora.app.cli.environment import DEFAULT_URL, ENV_URL, control_plane_url
+from hi_moe_lora.app.cli.remote import DEFAULT_URL, ENV_URL, control_plane_url
 
 
 def test_control_plane_url() -> None:
