@@ -1,8 +1,9 @@
 """The composition root: ``create_app(settings)`` builds the control plane.
 
-Read top to bottom, it is the list of components in dependency order: settings → database →
-adapter service → upstream pool → the front door's parts (version table, request log and its
-outcome recorder, routing gaps and the dispatcher) → the app and its routers. The
+Read top to bottom, it is the list of components in dependency order: settings → metrics →
+database → adapter service → upstream pool and what each upstream has loaded → the front door's
+parts (version table, request log and its outcome recorder, routing gaps and the dispatcher) →
+operations (health monitor, warm-up) → the app and its routers. The
 components' life cycle (start in this order, stop in reverse) is
 :meth:`registry.components.Components.running`, the app's lifespan. Tests build the app the
 same way.
@@ -10,19 +11,23 @@ same way.
 
 from __future__ import annotations
 
-from registry.api import admin, dispatcher, health
+from registry.api import admin, dispatcher, health, metrics, operations
 from registry.api.problems import install_problem_handler
 from registry.components import Components, ControlPlaneApp
 from registry.db.engine import make_engine
 from registry.db.session import Database
 from registry.dispatch import ScoringWeights
 from registry.fleet.invalidation import BareNameInvalidator
+from registry.fleet.loaded import LoadedAdapters
 from registry.fleet.upstreams import UpstreamPool
+from registry.metrics.families import ControlPlaneMetrics
 from registry.openai import endpoints as openai_endpoints
 from registry.openai.outcomes import OutcomeRecorder
 from registry.openai.proxy import FrontDoor
 from registry.openai.targets import ModelRouter
 from registry.openai.versions import ActiveVersionChanged, VersionTable
+from registry.operations.health import HealthMonitor, HealthSettings
+from registry.operations.warmup import WarmUp, WarmUpSettings
 from registry.services.adapters import AdapterService
 from registry.services.artifacts import ArtifactStore
 from registry.services.dispatching import DispatchService, DispatchSettings
@@ -33,6 +38,7 @@ from registry.settings import ControlPlaneSettings
 
 def create_app(settings: ControlPlaneSettings | None = None) -> ControlPlaneApp:
     settings = settings or ControlPlaneSettings()
+    control_plane_metrics = ControlPlaneMetrics()
     database = Database(make_engine(settings.database_url))
     adapters = AdapterService(
         database,
@@ -45,6 +51,7 @@ def create_app(settings: ControlPlaneSettings | None = None) -> ControlPlaneApp:
         request_timeout_s=settings.request_timeout_s,
         api_key=settings.api_key.get_secret_value() if settings.api_key else None,
     )
+    loaded = LoadedAdapters()
     versions = VersionTable(adapters)
     adapters.add_active_changed_listener(
         ActiveVersionChanged(versions, BareNameInvalidator(upstreams))
@@ -72,7 +79,38 @@ def create_app(settings: ControlPlaneSettings | None = None) -> ControlPlaneApp:
         outcomes,
         dispatch,
         requests,
+        control_plane_metrics,
+        loaded,
     )
+    control_plane_metrics.watch_backlog("outcomes", outcomes)
+    control_plane_metrics.watch_backlog("routing_gaps", dispatch.gap_backlog)
+    health_monitor = HealthMonitor(
+        adapters,
+        upstreams,
+        loaded,
+        control_plane_metrics,
+        HealthSettings(
+            interval_s=settings.health_interval_s,
+            probe_timeout_s=settings.health_probe_timeout_s,
+            probe_concurrency=settings.health_probe_concurrency,
+            probe_tokens=settings.health_probe_tokens,
+        ),
+        base_model=settings.base_model,
+    )
+    warmup = WarmUp(
+        adapters,
+        upstreams,
+        loaded,
+        control_plane_metrics,
+        WarmUpSettings(
+            max_loras=settings.max_loras,
+            concurrency=settings.warmup_concurrency,
+            timeout_s=settings.warmup_timeout_s,
+        ),
+    )
+    if settings.warmup:
+        health_monitor.add_up_listener(warmup.upstream_up)
+        adapters.add_served_changed_listener(warmup.served_changed)
     components = Components(
         settings=settings,
         database=database,
@@ -83,6 +121,9 @@ def create_app(settings: ControlPlaneSettings | None = None) -> ControlPlaneApp:
         routing_gaps=routing_gaps,
         dispatch=dispatch,
         front_door=front_door,
+        metrics=control_plane_metrics,
+        health=health_monitor,
+        warmup=warmup,
     )
 
     app = ControlPlaneApp(components)
@@ -90,5 +131,7 @@ def create_app(settings: ControlPlaneSettings | None = None) -> ControlPlaneApp:
     app.include_router(health.router)
     app.include_router(admin.router)
     app.include_router(dispatcher.router)
+    app.include_router(operations.router)
+    app.include_router(metrics.router)
     app.include_router(openai_endpoints.router)
     return app

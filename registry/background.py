@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
@@ -44,11 +45,31 @@ class BatchWriter(Generic[T]):
         self._flusher: asyncio.Task[None] | None = None
         self._flush_now = asyncio.Event()
         self._dropped = 0
+        # monotonic time the oldest item of the buffer / of the batch being written was added
+        self._buffer_since: float | None = None
+        self._writing_since: float | None = None
+
+    @property
+    def what(self) -> str:
+        """The kind of item written (``"request outcome"``), as logs and metrics name it."""
+        return self._what
 
     @property
     def pending(self) -> int:
         """Items added but not yet written."""
         return len(self._buffer) + self._writing
+
+    @property
+    def dropped(self) -> int:
+        """Items dropped because the backlog was full, since start."""
+        return self._dropped
+
+    def lag_s(self, now: float | None = None) -> float:
+        """Age of the oldest item not yet written (0.0 when nothing is pending)."""
+        times = [t for t in (self._writing_since, self._buffer_since) if t is not None]
+        if not times:
+            return 0.0
+        return max(0.0, (time.monotonic() if now is None else now) - min(times))
 
     def add(self, item: T) -> None:
         """Queue ``item`` (never blocks, never raises); needs a running event loop."""
@@ -57,6 +78,8 @@ class BatchWriter(Generic[T]):
             if self._dropped in (1, 100) or self._dropped % 10_000 == 0:
                 logger.warning("%s backlog full: %d dropped", self._what, self._dropped)
             return
+        if not self._buffer:
+            self._buffer_since = time.monotonic()
         self._buffer.append(item)
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.get_running_loop().create_task(self._flush_loop())
@@ -68,6 +91,7 @@ class BatchWriter(Generic[T]):
             self._flush_now.clear()
             batch, self._buffer = self._buffer, []
             self._writing = len(batch)
+            self._writing_since, self._buffer_since = self._buffer_since, None
             try:
                 await self._write(batch)
             except Exception:
@@ -76,6 +100,7 @@ class BatchWriter(Generic[T]):
                 )
             finally:
                 self._writing = 0
+                self._writing_since = None
 
     async def drain(self) -> None:
         """Write everything added so far, now (shutdown; before reading what was written)."""

@@ -17,9 +17,12 @@ from fastapi import FastAPI
 
 from registry.db.session import Database
 from registry.fleet.upstreams import UpstreamPool
+from registry.metrics.families import ControlPlaneMetrics
 from registry.openai.outcomes import OutcomeRecorder
 from registry.openai.proxy import FrontDoor
+from registry.operations.health import HealthMonitor
 from registry.operations.readiness import require_schema_at_head
+from registry.operations.warmup import WarmUp
 from registry.services.adapters import AdapterService
 from registry.services.dispatching import DispatchService
 from registry.services.requests import RequestLog
@@ -42,15 +45,19 @@ class Components:
     routing_gaps: RoutingGapLog
     dispatch: DispatchService
     front_door: FrontDoor
+    metrics: ControlPlaneMetrics
+    health: HealthMonitor
+    warmup: WarmUp
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
         """Start in dependency order; stop in reverse (each stop runs even if a later one fails).
 
         Start: the database must be at the Alembic head (else :class:`SchemaNotAtHeadError`);
-        the dispatcher loads its embedding model and reads the fleet.
-        Stop: write the outcomes still buffered, close the upstream client, write the routing
-        gaps still buffered, dispose the engine.
+        the dispatcher loads its embedding model and reads the fleet; the health monitor starts
+        checking the upstreams (in the background: each upstream it finds up is warmed up).
+        Stop: stop health checks and warm-ups, write the outcomes still buffered, close the
+        upstream client, write the routing gaps still buffered, dispose the engine.
         """
         async with AsyncExitStack() as stack:
             stack.callback(self.database.dispose)
@@ -59,6 +66,10 @@ class Components:
             stack.push_async_callback(self.dispatch.stop)
             stack.push_async_callback(self.upstreams.aclose)
             stack.push_async_callback(self.outcomes.drain)
+            stack.push_async_callback(self.warmup.stop)
+            if self.settings.health_checks:
+                await self.health.start()
+                stack.push_async_callback(self.health.stop)
             logger.info("control plane ready (schema %s)", head)
             yield
             logger.info("control plane stopping")

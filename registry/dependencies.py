@@ -11,10 +11,14 @@ from fastapi import Depends, Request
 
 from registry.components import Components, ControlPlaneApp
 from registry.db.session import Database
+from registry.metrics.families import ControlPlaneMetrics
 from registry.openai.proxy import FrontDoor
+from registry.operations.health import HealthMonitor
+from registry.operations.warmup import WarmUp
 from registry.services.adapters import AdapterService
 from registry.services.dispatching import DispatchService
 from registry.services.routing_gaps import RoutingGapLog
+from registry.settings import ControlPlaneSettings
 
 
 def get_components(request: Request) -> Components:
@@ -47,8 +51,28 @@ def get_dispatch(components: ComponentsDep) -> DispatchService:
     return components.dispatch
 
 
+def get_metrics(components: ComponentsDep) -> ControlPlaneMetrics:
+    return components.metrics
+
+
+def get_health(components: ComponentsDep) -> HealthMonitor:
+    return components.health
+
+
+def get_warmup(components: ComponentsDep) -> WarmUp:
+    return components.warmup
+
+
+def get_settings(components: ComponentsDep) -> ControlPlaneSettings:
+    return components.settings
+
+
 DatabaseDep = Annotated[Database, Depends(get_database)]
 AdaptersDep = Annotated[AdapterService, Depends(get_adapter_service)]
 FrontDoorDep = Annotated[FrontDoor, Depends(get_front_door)]
 RoutingGapsDep = Annotated[RoutingGapLog, Depends(get_routing_gaps)]
 DispatchDep = Annotated[DispatchService, Depends(get_dispatch)]
+MetricsDep = Annotated[ControlPlaneMetrics, Depends(get_metrics)]
+HealthDep = Annotated[HealthMonitor, Depends(get_health)]
+WarmUpDep = Annotated[WarmUp, Depends(get_warmup)]
+SettingsDep = Annotated[ControlPlaneSettings, Depends(get_settings)]

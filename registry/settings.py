@@ -44,6 +44,19 @@ class ControlPlaneSettings(BaseSettings):
     dispatch_weight_success: float = Field(default=0.6, ge=0)
     dispatch_weight_usage: float = Field(default=0.3, ge=0)
     dispatch_weight_match: float = Field(default=0.1, ge=0)
+    # Health (registry/operations/health.py): every upstream and served adapter version is
+    # probed this often, with this timeout, at most this many probes at once.
+    health_checks: bool = True
+    health_interval_s: float = Field(default=30.0, gt=0)
+    health_probe_timeout_s: float = Field(default=10.0, gt=0)
+    health_probe_concurrency: int = Field(default=4, ge=1)
+    health_probe_tokens: int = Field(default=8, ge=1, le=64)
+    # Warm-up (registry/operations/warmup.py): vLLM's --max-loras is how many versions the
+    # default plan loads; background runs when an upstream comes up and after fleet changes.
+    max_loras: int = Field(default=4, ge=1)
+    warmup: bool = True
+    warmup_concurrency: int = Field(default=4, ge=1)
+    warmup_timeout_s: float = Field(default=120.0, gt=0)
 
     def to_env(self) -> dict[str, str]:
         """Every setting that has a value, as the environment variable that sets it."""

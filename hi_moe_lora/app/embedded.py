@@ -40,6 +40,8 @@ class EmbeddedStack(StartStop):
     max_lora_rank: int = 64
     max_loras: int = 4
     max_model_len: int = 512
+    #: How often the control plane probes vLLM and every served adapter version.
+    health_interval_s: float = 30.0
     host: str = "127.0.0.1"
     control_plane_port: int = field(default_factory=free_port)
     vllm_port: int = field(default_factory=free_port)
@@ -70,6 +72,8 @@ class EmbeddedStack(StartStop):
             vllm_urls=[self.vllm_url],
             host=self.host,
             port=self.control_plane_port,
+            max_loras=self.max_loras,
+            health_interval_s=self.health_interval_s,
         )
 
     def control_plane_env(self) -> dict[str, str]:

@@ -21,6 +21,8 @@ DISPATCHER = "/dispatcher"
 #: Tasks no specialist matched (newest first), and their summary.
 ROUTING_GAPS = "/routing-gaps"
 ROUTING_GAP_SUMMARY = "/routing-gaps/summary"
+#: Warm-up: POST runs one (answer: JSON, or NDJSON lines as results arrive), GET the last one.
+WARMUP = "/warmup"
 #: The resolver plugin's lookup: ``name`` (active version) or ``name@version``.
 RESOLVE = "/resolve/{served_name}"
 
@@ -35,3 +37,9 @@ def admin_path(template: str, **params: str) -> str:
 V1_DISPATCH = "/v1/dispatch"
 V1_DISPATCH_BATCH = "/v1/dispatch/batch"
 V1_FEEDBACK = "/v1/feedback"
+#: Health of every upstream and served adapter version (the monitor's last probes).
+V1_HEALTH = "/v1/health"
+#: Prometheus exposition of the control plane's metrics.
+METRICS = "/metrics"
+#: ``Accept`` value asking ``POST /admin/v1/warmup`` for one JSON line per result.
+NDJSON = "application/x-ndjson"

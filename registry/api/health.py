@@ -1,11 +1,12 @@
-"""Liveness (``/healthz``) and readiness (``/readyz``: the database answers and is at head)."""
+"""Liveness (``/healthz``) and readiness (``/readyz``: the database answers and is at head, and
+at least one vLLM upstream passed its last health check while health checks run)."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter
 
-from registry.dependencies import DatabaseDep
-from registry.operations.readiness import require_schema_at_head
+from registry.dependencies import DatabaseDep, HealthDep, SettingsDep
+from registry.operations.readiness import require_ready
 
 router = APIRouter(tags=["health"])
 
@@ -16,6 +17,6 @@ async def healthz() -> dict[str, str]:
 
 
 @router.get("/readyz")
-async def readyz(database: DatabaseDep) -> dict[str, str]:
-    head = await require_schema_at_head(database)
+async def readyz(database: DatabaseDep, health: HealthDep, settings: SettingsDep) -> dict[str, str]:
+    head = await require_ready(database, health if settings.health_checks else None)
     return {"status": "ready", "revision": head}

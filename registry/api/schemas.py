@@ -146,3 +146,41 @@ class DispatcherStatusOut(BaseModel):
     embeddings: bool = Field(description="whether tier 3 (embeddings) runs")
     embeddings_reason: str
     specialists: list[SpecialistOut]
+
+
+class WarmUpIn(BaseModel):
+    """``adapters``: names (the versions each serves) or ``name@version``; none: the plan."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    adapters: list[str] | None = Field(default=None, min_length=1, max_length=256)
+
+
+class WarmTargetOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    adapter: str
+    version: str
+    served_name: str
+
+
+class WarmResultOut(BaseModel):
+    adapter: str
+    version: str
+    served_name: str
+    upstream: str
+    outcome: str
+    time_ms: float
+    load_ms: float | None
+    detail: str | None
+
+
+class WarmUpOut(BaseModel):
+    reason: str
+    started_at: datetime
+    time_ms: float
+    targets: list[WarmTargetOut]
+    upstreams: list[str]
+    loaded: int
+    failed: int
+    results: list[WarmResultOut]

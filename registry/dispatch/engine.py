@@ -22,7 +22,14 @@ from registry.dispatch.embeddings import Embedder
 from registry.dispatch.errors import DispatchError
 from registry.dispatch.evidence import Evidence, OwnerEvidence, gather, weigh
 from registry.dispatch.fleet import FleetIndex, build_fleet, routing_signature, validate
-from registry.dispatch.records import Decision, ScoringWeights, Signal, Specialist, Task
+from registry.dispatch.records import (
+    Decision,
+    FallbackKind,
+    ScoringWeights,
+    Signal,
+    Specialist,
+    Task,
+)
 from registry.dispatch.semantic import ExemplarBank
 from registry.dispatch.verdicts import (
     Thresholds,
@@ -119,21 +126,26 @@ class Dispatcher:
         state = self._state
         seen = _Lexical.of(state.fleet, task)
         if not state.fleet.specialists:
-            return seen.fallback("no specialists are registered", {}, seen.evidence.total)
+            return seen.fallback(
+                "no specialists are registered", "no_specialists", {}, seen.evidence.total
+            )
         verdict = lexical_verdict(seen.ranked, self._limits)
         lead = seen.ranked[0] if seen.ranked else None
         if verdict.confident and lead is not None:
             if lead.owner.specialist is None:
                 domain = lead.owner.key.split(":", 1)[-1]
                 reason = f"the task is about '{domain}', which no specialist serves"
-                return seen.fallback(reason, seen.strengths, seen.evidence.total)
+                return seen.fallback(
+                    reason, "uncovered_domain", seen.strengths, seen.evidence.total
+                )
             return self._lexical_choice(seen, verdict)
         tie = verdict.leader is not None and len(verdict.contenders) > 1
         if state.bank is None:
             if tie and verdict.candidates:  # without tier 3 a tie goes to the strongest
                 return self._lexical_choice(seen, verdict)
             reason = f"{verdict.reason}; tier 3 is off ({state.embeddings[1]})"
-            return seen.fallback(reason, seen.strengths, seen.evidence.total)
+            kind: FallbackKind = "low_confidence" if seen.evidence.total else "no_signal"
+            return seen.fallback(reason, kind, seen.strengths, seen.evidence.total)
         return self._semantic(state.bank, seen, task, verdict, tie)
 
     def _lexical_choice(self, seen: _Lexical, verdict: Verdict) -> Decision:
@@ -167,7 +179,8 @@ class Dispatcher:
         seen.signals.extend(explain.embedding_signals(sims.values()))
         verdict = semantic_verdict(fleet, scores, lexical, self._limits)
         if not verdict.confident:
-            return seen.fallback(f"{lexical.reason}; tier 3: {verdict.reason}", scores, similarity)
+            reason = f"{lexical.reason}; tier 3: {verdict.reason}"
+            return seen.fallback(reason, "low_confidence", scores, similarity)
         return explain.chosen(
             fleet,
             verdict.candidates,
@@ -208,12 +221,17 @@ class _Lexical:
         )
 
     def fallback(
-        self, reason: str, nearest: dict[str, float], domains: dict[str, float]
+        self,
+        reason: str,
+        kind: FallbackKind,
+        nearest: dict[str, float],
+        domains: dict[str, float],
     ) -> Decision:
         return explain.fallback(
             self.fleet,
             self.evidence,
             reason,
+            kind,
             nearest=nearest,
             domains=domains,
             signals=self.signals,

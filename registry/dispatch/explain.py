@@ -13,7 +13,14 @@ from collections.abc import Iterable, Sequence
 
 from registry.dispatch.evidence import Evidence
 from registry.dispatch.fleet import VIRTUAL_PREFIX, FleetIndex
-from registry.dispatch.records import Decision, ScoringWeights, Signal, Specialist, Tier
+from registry.dispatch.records import (
+    Decision,
+    FallbackKind,
+    ScoringWeights,
+    Signal,
+    Specialist,
+    Tier,
+)
 from registry.dispatch.scoring import rank
 from registry.dispatch.semantic import DomainSimilarity
 
@@ -120,6 +127,7 @@ def fallback(
     fleet: FleetIndex,
     evidence: Evidence | None,
     reason: str,
+    kind: FallbackKind,
     *,
     nearest: dict[str, float],
     domains: dict[str, float],
@@ -138,4 +146,5 @@ def fallback(
         tier_best=tier_best,
         domain_scores=rounded(domains),
         unmatched_terms=unmatched_terms(fleet, evidence) if evidence is not None else (),
+        fallback_kind=kind,
     )

@@ -12,6 +12,8 @@ from typing import Literal
 from registry.dispatch.errors import InvalidConfigurationError
 
 Tier = Literal["keyword", "extension", "embedding", "fallback"]
+#: Why a task fell back to the base model, as a fixed set (metrics label it by this).
+FallbackKind = Literal["no_specialists", "uncovered_domain", "no_signal", "low_confidence"]
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,7 @@ class Decision:
     ``tier_best`` the best score each tier reached (``keyword``, ``extension``, ``embedding``),
     ``domain_scores`` the evidence per domain (including domains no specialist serves) and
     ``unmatched_terms`` the task's salient words and catalogue terms of domains outside the
-    fleet: what a routing-gap record keeps.
+    fleet: what a routing-gap record keeps. ``fallback_kind`` classifies ``fallback_reason``.
     """
 
     specialist: str | None
@@ -72,6 +74,7 @@ class Decision:
     tier_best: dict[str, float]
     domain_scores: dict[str, float] = field(default_factory=dict)
     unmatched_terms: tuple[str, ...] = ()
+    fallback_kind: FallbackKind | None = None
 
     @property
     def nearest_domain(self) -> tuple[str, float] | None:

@@ -49,14 +49,21 @@ class UpstreamUnavailable(Exception):
 
 
 class Replica:
-    """One vLLM OpenAI server."""
+    """One vLLM OpenAI server.
+
+    ``down_until``: skipped until then after a refused connection. ``healthy``: the health
+    monitor's last verdict (``None`` before its first check, or when no monitor runs), with
+    ``health_reason`` saying why not.
+    """
 
     def __init__(self, url: str) -> None:
         self.url = url.rstrip("/")
         self.down_until = 0.0
+        self.healthy: bool | None = None
+        self.health_reason: str | None = None
 
     def is_up(self, now: float) -> bool:
-        return now >= self.down_until
+        return now >= self.down_until and self.healthy is not False
 
     def __repr__(self) -> str:
         return f"Replica({self.url!r})"
@@ -90,6 +97,23 @@ class UpstreamResponse:
 
     def json(self) -> Any:
         return json.loads(self.content)
+
+    def failure(self) -> str:
+        """``HTTP <status>: <vLLM's message>`` of an error answer (read), for logs and reports."""
+        message = self.text.strip()
+        try:
+            body = self.json()
+        except ValueError:
+            body = None
+        if isinstance(body, dict):
+            error = body.get("error", body)
+            if isinstance(error, dict) and isinstance(error.get("message"), str):
+                message = error["message"]
+            elif isinstance(body.get("message"), str):
+                message = body["message"]
+        return (
+            f"HTTP {self.status_code}: {message[:300]}" if message else f"HTTP {self.status_code}"
+        )
 
     async def aread(self) -> bytes:
         """The whole body (read once); transport failures raise :class:`UpstreamUnavailable`."""
@@ -181,8 +205,14 @@ class UpstreamPool:
         """Send to the first replica that accepts a connection.
 
         With ``stream=True`` the body is not read: the caller must close the response.
-        Raises :class:`UpstreamUnavailable` when no replica answers.
+        Raises :class:`UpstreamUnavailable` when no replica answers, and at once, without
+        trying, when the health monitor found every replica down (a hung vLLM would otherwise
+        hold each request until its read timeout); the monitor re-checks a down replica every
+        few seconds, so serving resumes soon after vLLM is back.
         """
+        if all(replica.healthy is False for replica in self.replicas):
+            reasons = "; ".join(f"{r.url}: {r.health_reason}" for r in self.replicas)
+            raise UpstreamUnavailable(f"no healthy vLLM replica ({reasons})")
         last_error: Exception | None = None
         client = self.client
         for replica in self.candidates():
@@ -206,6 +236,33 @@ class UpstreamPool:
         raise UpstreamUnavailable(
             f"no vLLM replica is reachable ({describe_failure(last_error)})"
         ) from last_error
+
+    async def send_to(
+        self,
+        replica: Replica,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        timeout_s: float,
+    ) -> UpstreamResponse:
+        """One request to one replica (health checks, probes, warm-up), read in full.
+
+        Bounded by ``timeout_s`` in all; raises :class:`UpstreamUnavailable` on any transport
+        failure. Does not touch the replica's failover state.
+        """
+        try:
+            raw = await self.client.request(
+                method,
+                replica.url + path,
+                json=json_body,
+                timeout=aiohttp.ClientTimeout(total=timeout_s),
+            )
+            response = UpstreamResponse(replica, raw)
+            await response.aread()
+        except TRANSPORT_ERRORS as exc:
+            raise _unavailable(replica, exc) from exc
+        return response
 
     async def broadcast(
         self, method: str, path: str, json_body: Any

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Request
 from starlette.responses import JSONResponse, Response
 
 from hi_moe_lora.control_api import paths
-from registry.dependencies import FrontDoorDep
+from registry.dependencies import FrontDoorDep, HealthDep
 from registry.openai.proxy import CHAT_COMPLETIONS, COMPLETIONS, guarded, new_request_id
 
 router = APIRouter(tags=["openai"])
@@ -33,6 +33,16 @@ async def list_models(door: FrontDoorDep) -> Response:
         return JSONResponse(await door.models())
 
     return await guarded(models, new_request_id())
+
+
+@router.get(paths.V1_HEALTH)
+async def health(monitor: HealthDep) -> Response:
+    """Every upstream and served adapter version as the health monitor last saw them."""
+
+    async def picture() -> Response:
+        return JSONResponse(monitor.snapshot().as_json())
+
+    return await guarded(picture, new_request_id())
 
 
 @router.post(paths.V1_DISPATCH)

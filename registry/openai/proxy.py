@@ -9,6 +9,7 @@ closed as soon as the client goes away.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -23,7 +24,10 @@ from starlette.types import Receive, Scope, Send
 
 from registry.dispatch import Decision, Task
 from registry.errors import RegistryError
+from registry.fleet.loaded import LoadedAdapters
 from registry.fleet.upstreams import UpstreamPool, UpstreamResponse, UpstreamUnavailable
+from registry.metrics.families import ControlPlaneMetrics
+from registry.openai.accounting import CLIENT_CLOSED, RequestAccount, WarmFirstTokens
 from registry.openai.auto import (
     AUTO,
     HINT_FIELD,
@@ -102,6 +106,8 @@ class FrontDoor:
         outcomes: OutcomeRecorder,
         dispatch: DispatchService,
         requests: RequestLog,
+        metrics: ControlPlaneMetrics,
+        loaded: LoadedAdapters,
     ) -> None:
         self.adapters = adapters
         self.router = router
@@ -109,6 +115,9 @@ class FrontDoor:
         self.outcomes = outcomes
         self.dispatch = dispatch
         self.requests = requests
+        self.metrics = metrics
+        self.loaded = loaded
+        self._warm_first_tokens = WarmFirstTokens()
 
     async def models(self) -> dict[str, Any]:
         """``GET /v1/models``: the base model(s), every adapter and every ``name@version``."""
@@ -117,7 +126,17 @@ class FrontDoor:
         return models_list(bases, adapters)
 
     async def handle(self, request: Request, endpoint: Endpoint, request_id: str) -> Response:
-        started = time.perf_counter()
+        """Route, forward and relay one completion request (metrics see every ending)."""
+        account = RequestAccount(self.metrics, self.loaded, self._warm_first_tokens)
+        try:
+            return await self._handle(request, endpoint, request_id, account)
+        except BaseException as exc:
+            account.finished(status_of(exc))
+            raise
+
+    async def _handle(
+        self, request: Request, endpoint: Endpoint, request_id: str, account: RequestAccount
+    ) -> Response:
         raw = await request.body()
         body = parse_body(raw, endpoint)
         hinted = HINT_FIELD in body
@@ -125,11 +144,14 @@ class FrontDoor:
         dispatched: dict[str, str] = {}
         if body["model"] == AUTO:
             objective = objective_of(body, endpoint.required)
+            deciding = time.perf_counter()
             decision = await self.dispatch.decide(objective, context_refs, request_id=request_id)
+            self._count_decision(decision, time.perf_counter() - deciding)
             target = await self._target_of(decision)
             dispatched = decision_headers(decision)
         else:
             target = await self.router.route(body["model"])
+        account.routed(target)
         if target.served_name != body["model"] or hinted:
             body["model"] = target.served_name
             raw = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
@@ -142,9 +164,10 @@ class FrontDoor:
         upstream = await self.upstream.send(
             "POST", endpoint.path, content=raw, headers=headers, stream=stream
         )
+        account.sent(upstream.replica.url)
 
         def finish(status: int) -> None:
-            latency_ms = (time.perf_counter() - started) * 1000.0
+            latency_ms = account.finished(status)
             outcome = Outcome(request_id, target, endpoint.path, status, latency_ms, stream)
             self.outcomes.record(outcome)
 
@@ -158,7 +181,13 @@ class FrontDoor:
             finally:
                 await upstream.aclose()
             return self._relay_whole(upstream, answer_headers, finish)
-        return RelayedStream(upstream, answer_headers, finish)
+        return RelayedStream(upstream, answer_headers, finish, account)
+
+    def _count_decision(self, decision: Decision, seconds: float) -> None:
+        kind = decision.fallback_kind
+        self.metrics.dispatched(decision.tier, decision.specialist, kind, seconds)
+        if decision.specialist is None:
+            self.metrics.routing_gaps.inc()
 
     async def _target_of(self, decision: Decision) -> Target:
         if decision.specialist is None:
@@ -180,6 +209,7 @@ class FrontDoor:
         batch = validated(DispatchBatchIn, json_object(raw))
         tasks = [Task(t.objective, tuple(t.context_refs)) for t in batch.tasks]
         decisions = await self.dispatch.decide_many(tasks)
+        self.metrics.routing_gaps.inc(sum(1 for d in decisions if d.specialist is None))
         groups: dict[str | None, list[int]] = {}
         for index, decision in enumerate(decisions):
             groups.setdefault(decision.specialist, []).append(index)
@@ -237,10 +267,15 @@ class RelayedStream(StreamingResponse):
     """Server-sent events relayed from vLLM; the upstream is closed however the relay ends."""
 
     def __init__(
-        self, upstream: UpstreamResponse, headers: dict[str, str], finish: Callable[[int], None]
+        self,
+        upstream: UpstreamResponse,
+        headers: dict[str, str],
+        finish: Callable[[int], None],
+        account: RequestAccount,
     ) -> None:
         self._upstream = upstream
         self._finish = finish
+        self._account = account
         self._completed = False
         headers = dict(headers)
         headers["cache-control"] = "no-cache"
@@ -255,7 +290,11 @@ class RelayedStream(StreamingResponse):
     async def _chunks(self) -> AsyncIterator[bytes]:
         try:
             async with aclosing(self._upstream.aiter_raw()) as chunks:
+                first = True
                 async for chunk in chunks:
+                    if first:
+                        first = False
+                        self._account.first_chunk()
                     yield chunk
         except UpstreamUnavailable as exc:
             logger.warning("vLLM stream broke off: %s", exc.message)
@@ -274,6 +313,7 @@ class RelayedStream(StreamingResponse):
             await self._upstream.aclose()
             if not self._completed:
                 logger.info("client left a stream early; closed the upstream stream")
+                self._account.finished(CLIENT_CLOSED)
 
 
 def _returned_headers(headers: Mapping[str, str]) -> dict[str, str]:
@@ -285,6 +325,25 @@ def new_request_id() -> str:
     return uuid.uuid4().hex
 
 
+def as_openai_error(exc: BaseException) -> OpenAIError | None:
+    """The OpenAI-style error an exception is answered with (``None``: an internal error)."""
+    if isinstance(exc, OpenAIError):
+        return exc
+    if isinstance(exc, UpstreamUnavailable):
+        return ServiceUnavailable(exc.message)
+    if isinstance(exc, RegistryError):
+        return RegistryRefusal(exc.detail, status=exc.status, code=exc.code)
+    return None
+
+
+def status_of(exc: BaseException) -> int:
+    """The status a request that raised ``exc`` is answered with (499: the client left)."""
+    if isinstance(exc, asyncio.CancelledError):
+        return CLIENT_CLOSED
+    error = as_openai_error(exc)
+    return error.status if error is not None else 500
+
+
 async def guarded(handler: Callable[[], Awaitable[Response]], request_id: str) -> Response:
     """Run ``handler``; any error becomes an OpenAI-style answer, never a stack trace.
 
@@ -294,14 +353,10 @@ async def guarded(handler: Callable[[], Awaitable[Response]], request_id: str) -
     headers = {REQUEST_ID_HEADER: request_id}
     try:
         response = await handler()
-    except OpenAIError as exc:
-        return error_response(exc, headers)
-    except UpstreamUnavailable as exc:
-        return error_response(ServiceUnavailable(exc.message), headers)
-    except RegistryError as exc:
-        refusal = RegistryRefusal(exc.detail, status=exc.status, code=exc.code)
-        return error_response(refusal, headers)
-    except Exception:
+    except Exception as exc:
+        error = as_openai_error(exc)
+        if error is not None:
+            return error_response(error, headers)
         logger.exception("front door failed")
         return JSONResponse(
             error_payload("internal error in the control plane", "server_error", None, 500),

@@ -13,9 +13,9 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from registry.errors import NotFoundError
+from registry.fleet.model_cards import base_model_ids
 from registry.fleet.upstreams import UpstreamPool, UpstreamUnavailable
 from registry.openai.errors import ModelNotFound
 from registry.openai.versions import ServedVersion, VersionTable
@@ -119,15 +119,3 @@ class ModelRouter:
                 return self._upstream_bases
             self._upstream_bases = frozenset(base_model_ids(response.json()))
             return self._upstream_bases
-
-
-def base_model_ids(models_list: Any) -> list[str]:
-    """The base models in a vLLM ``/v1/models`` answer (LoRA cards carry a ``parent``)."""
-    data = models_list.get("data") if isinstance(models_list, dict) else None
-    if not isinstance(data, list):
-        return []
-    return [
-        str(card["id"])
-        for card in data
-        if isinstance(card, dict) and card.get("id") and not card.get("parent")
-    ]

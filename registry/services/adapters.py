@@ -99,6 +99,7 @@ class AdapterService:
         self.base_model = base_model
         self.max_lora_rank = max_lora_rank
         self._listeners: list[ActiveChangedListener] = []
+        self._served_listeners: list[ActiveChangedListener] = []
         #: Bumped after every committed change made through this service (registrations,
         #: promotions, rollbacks, deletions, traffic and dispatch hints), so readers that keep
         #: a snapshot of the fleet (the dispatcher) know when to read it again.
@@ -107,6 +108,11 @@ class AdapterService:
     def add_active_changed_listener(self, listener: ActiveChangedListener) -> None:
         """Called with the adapter name after a promote/rollback has committed."""
         self._listeners.append(listener)
+
+    def add_served_changed_listener(self, listener: ActiveChangedListener) -> None:
+        """Called with the adapter name after the set of versions it serves changed: a first
+        version registered (it is active at once), a promote, a rollback, a traffic split."""
+        self._served_listeners.append(listener)
 
     # ---------------------------------------------------------------- registration
 
@@ -131,6 +137,8 @@ class AdapterService:
             self._register, name, version, source, cleaned, description, self.base_model
         )
         self.generation += 1
+        if info.is_active:
+            await self._notify(name, self._served_listeners)
         return info
 
     def _register(
@@ -242,7 +250,7 @@ class AdapterService:
         if changed:
             self.generation += 1
             logger.info("promoted %s", info.served_name)
-            await self._notify(name)
+            await self._notify(name, self._listeners + self._served_listeners)
         return info
 
     def _promote(self, uow: UnitOfWork, name: str, version: str) -> tuple[AdapterVersionInfo, bool]:
@@ -263,7 +271,7 @@ class AdapterService:
         info = await asyncio.to_thread(self.database.run, lambda uow: self._rollback(uow, name))
         self.generation += 1
         logger.info("rolled %s back to %s", name, info.version)
-        await self._notify(name)
+        await self._notify(name, self._listeners + self._served_listeners)
         return info
 
     def _rollback(self, uow: UnitOfWork, name: str) -> AdapterVersionInfo:
@@ -288,12 +296,12 @@ class AdapterService:
         repo.set_active(target, True)
         return self._info(repo, adapter, target)
 
-    async def _notify(self, name: str) -> None:
-        for listener in list(self._listeners):
+    async def _notify(self, name: str, listeners: list[ActiveChangedListener]) -> None:
+        for listener in list(listeners):
             try:
                 await listener(name)
             except Exception:
-                logger.exception("active-version listener failed for %s", name)
+                logger.exception("listener %r failed for %s", listener, name)
 
     # ---------------------------------------------------------------- delete
 
@@ -338,6 +346,7 @@ class AdapterService:
             self.database.run, lambda uow: self._set_traffic(uow, name, dict(weights))
         )
         self.generation += 1
+        await self._notify(name, self._served_listeners)
         return info
 
     async def set_dispatch_hints(

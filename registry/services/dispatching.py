@@ -176,6 +176,11 @@ class DispatchService:
         )
         return DispatcherStatus(on, reason, specialists)
 
+    @property
+    def gap_backlog(self) -> BatchWriter[GapRecord]:
+        """The writer of routing gaps (its lag and backlog are exported as metrics)."""
+        return self._gap_writer
+
     async def flush_gaps(self) -> None:
         """Write the routing gaps recorded so far (tests, shutdown)."""
         await self._gap_writer.drain()

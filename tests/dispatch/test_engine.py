@@ -78,6 +78,7 @@ def test_a_domain_no_specialist_serves_falls_back_with_its_name(lexical: Dispatc
     assert decision.tier == "fallback"
     assert decision.fallback_reason is not None
     assert "kotlin" in decision.fallback_reason
+    assert decision.fallback_kind == "uncovered_domain"
     assert decision.nearest_domain is not None
     assert decision.nearest_domain[0] == "kotlin"
     assert "kotlin" in decision.unmatched_terms
@@ -95,6 +96,7 @@ def test_weak_signals_alone_do_not_decide(lexical: Dispatcher) -> None:
     assert decision.specialist is None
     assert decision.fallback_reason is not None
     assert "weak" in decision.fallback_reason
+    assert decision.fallback_kind == "low_confidence"
 
 
 def test_without_tier_3_a_tie_goes_to_the_strongest(lexical: Dispatcher) -> None:
@@ -108,6 +110,7 @@ def test_no_specialists_means_base_model(catalogue: Catalogue) -> None:
     decision = decide(engine, "pytest fixture")
     assert decision.specialist is None
     assert decision.fallback_reason == "no specialists are registered"
+    assert decision.fallback_kind == "no_specialists"
 
 
 # --- scoring among matched specialists ---------------------------------------------------
@@ -178,6 +181,8 @@ def test_embeddings_status(catalogue: Catalogue, lexical: Dispatcher) -> None:
     assert decision.specialist is None
     assert decision.fallback_reason is not None
     assert "tier 3 is off" in decision.fallback_reason
+    assert decision.fallback_kind in {"no_signal", "low_confidence"}
+    assert decide(off, "a song about the sea").fallback_kind == "no_signal"
     assert decide(off, "kubectl get pods").specialist == "devops-lora"  # tiers 1-2 still work
 
 

@@ -34,6 +34,7 @@ def test_fallback_keeps_what_a_gap_record_needs(catalogue: Catalogue) -> None:
         fleet,
         evidence,
         "because",
+        "uncovered_domain",
         nearest={"python-lora": 0.3, "domain:swift": 1.0},
         domains=evidence.total,
         signals=[],
@@ -42,6 +43,7 @@ def test_fallback_keeps_what_a_gap_record_needs(catalogue: Catalogue) -> None:
     assert decision.specialist is None
     assert decision.tier == "fallback"
     assert decision.fallback_reason == "because"
+    assert decision.fallback_kind == "uncovered_domain"
     assert decision.scores == {"python-lora": 0.3}  # specialists only
     assert decision.domains[0] == "swift"
     assert decision.nearest_domain is not None

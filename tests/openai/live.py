@@ -60,7 +60,7 @@ def control_plane_settings(
         artifact_dir=workdir / "artifacts",
         base_model=base_model,
         vllm_urls=vllm_urls,
-        **{"dispatch_embeddings": False, **overrides},
+        **{"dispatch_embeddings": False, "health_checks": False, "warmup": False, **overrides},
     )
     upgrade_to_head(settings.database_url)
     return settings

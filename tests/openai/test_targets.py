@@ -15,7 +15,7 @@ from hi_moe_lora.app.processes import free_port
 from registry.app import create_app
 from registry.fleet.upstreams import UpstreamPool
 from registry.openai.errors import ModelNotFound
-from registry.openai.targets import ModelRouter, Target, base_model_ids
+from registry.openai.targets import ModelRouter, Target
 from registry.openai.versions import VersionTable
 from registry.services.adapters import AdapterService
 from tests.openai.live import ServedApp, control_plane_settings
@@ -119,10 +119,3 @@ def test_target_headers() -> None:
         "X-HiMoE-Adapter-Version": "1.0.0",
     }
     assert Target("base", "base").headers() == {"X-HiMoE-Served-Model": "base"}
-
-
-def test_base_model_ids() -> None:
-    listing = {"data": [{"id": "m"}, {"id": "l", "parent": "m"}, {"nope": 1}, "x"]}
-    assert base_model_ids(listing) == ["m"]
-    assert base_model_ids({"data": None}) == []
-    assert base_model_ids([]) == []

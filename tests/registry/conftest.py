@@ -41,6 +41,9 @@ def settings(migrated_url: str, artifact_dir: Path) -> ControlPlaneSettings:
         max_lora_rank=MAX_RANK,
         # tier 3 loads a sentence model: the dispatcher's own tests and the live stack use it
         dispatch_embeddings=False,
+        # no vLLM behind these apps: the health monitor would find its upstream down
+        health_checks=False,
+        warmup=False,
     )
 
 

@@ -1,0 +1,26 @@
+"""Reading vLLM's ``GET /v1/models`` answer: base models and loaded adapters.
+
+vLLM lists its base model(s) (``--served-model-name`` or the model path) and every LoRA name its
+API server has loaded; a LoRA card carries a ``parent`` (the base model it sits on).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _cards(models_list: Any) -> list[dict[str, Any]]:
+    data = models_list.get("data") if isinstance(models_list, dict) else None
+    if not isinstance(data, list):
+        return []
+    return [card for card in data if isinstance(card, dict) and card.get("id")]
+
+
+def base_model_ids(models_list: Any) -> list[str]:
+    """The base models in a ``/v1/models`` answer (cards without a ``parent``)."""
+    return [str(card["id"]) for card in _cards(models_list) if not card.get("parent")]
+
+
+def adapter_ids(models_list: Any) -> list[str]:
+    """The LoRA names vLLM has loaded (cards with a ``parent``)."""
+    return [str(card["id"]) for card in _cards(models_list) if card.get("parent")]

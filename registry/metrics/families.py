@@ -1,0 +1,211 @@
+"""Every Prometheus family the control plane exports, declared in one place.
+
+:class:`ControlPlaneMetrics` owns a private :class:`prometheus_client.CollectorRegistry` (one per
+app, so tests can build many apps) and the families below; the front door, the dispatcher, the
+warm-up and the health monitor call its small ``observe_…``/``set_…`` methods, which only touch
+memory (nothing here reads the database or the network on the request path).
+
+Naming follows Prometheus conventions: the ``hi_moe_lora_`` prefix, base units in the name
+(``_seconds``, ``_ratio``), ``_total`` on counters. Label values are bounded: adapter names and
+versions come from the registry (``SPECIALIST_BASE`` for the base model,
+``SPECIALIST_NONE`` for a request that named nothing routable), upstreams from the configured
+``vllm_urls``, outcomes and tiers from fixed sets. Request ids and free text never become labels.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Final
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+
+from registry.metrics.labels import (
+    PREFIX,
+    SPECIALIST_BASE,
+    SPECIALIST_NONE,
+    LoadSource,
+    WarmupOutcome,
+    outcome_of,
+)
+from registry.metrics.live import Backlog, LiveCollector, TrafficWindow
+
+__all__ = ["SPECIALIST_BASE", "SPECIALIST_NONE", "ControlPlaneMetrics", "outcome_of"]
+
+#: Front-door latency: a few ms of proxying to minutes of generation.
+LATENCY_BUCKETS_S: Final = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+)  # fmt: skip
+#: Adapter loading: tens of ms (GPU, cached on the host) to seconds (cold disk, big ranks); the
+#: 0.5 s bucket bound is the alert threshold (deploy/prometheus/alerts.yml).
+LOAD_BUCKETS_S: Final = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+#: Dispatch decisions: sub-ms (keywords) to tens of ms (embeddings on a CPU).
+DISPATCH_BUCKETS_S: Final = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
+
+
+class ControlPlaneMetrics:
+    """The control plane's metric families (see the module docstring for the conventions)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        p = PREFIX
+        # ---- the request path (front door)
+        self.requests = Counter(
+            p + "requests",
+            "Completion requests answered by the front door, by specialist, version and outcome.",
+            ["specialist", "version", "outcome"],
+            registry=r,
+        )
+        self.request_duration = Histogram(
+            p + "request_duration_seconds",
+            "End-to-end time of a completion request (to the last byte of a stream).",
+            ["specialist"],
+            buckets=LATENCY_BUCKETS_S,
+            registry=r,
+        )
+        self.time_to_first_token = Histogram(
+            p + "time_to_first_token_seconds",
+            "Time from a streamed request's arrival to its first relayed chunk.",
+            ["specialist"],
+            buckets=LATENCY_BUCKETS_S,
+            registry=r,
+        )
+        self.in_flight = Gauge(
+            p + "requests_in_flight",
+            "Completion requests received and not yet answered in full.",
+            registry=r,
+        )
+        self.adapter_cache_requests = Counter(
+            p + "adapter_cache_requests",
+            "Adapter requests whose version vLLM had already loaded on the chosen upstream (hit) "
+            "or not (miss).",
+            ["specialist", "result"],
+            registry=r,
+        )
+        self.adapter_load = Histogram(
+            p + "adapter_load_seconds",
+            "Extra time to the first token when a version was not loaded yet (cold minus warm).",
+            ["source"],
+            buckets=LOAD_BUCKETS_S,
+            registry=r,
+        )
+        # ---- the dispatcher (model="auto")
+        self.dispatch_decisions = Counter(
+            p + "dispatch_decisions",
+            "Dispatch decisions of real requests, by the tier that decided and the specialist "
+            "chosen (_base for a fallback).",
+            ["tier", "specialist"],
+            registry=r,
+        )
+        self.dispatch_fallbacks = Counter(
+            p + "dispatch_fallbacks",
+            "Dispatch decisions that fell back to the base model, by kind of reason.",
+            ["reason"],
+            registry=r,
+        )
+        self.dispatch_duration = Histogram(
+            p + "dispatch_duration_seconds",
+            "Time to decide which specialist serves a request.",
+            buckets=DISPATCH_BUCKETS_S,
+            registry=r,
+        )
+        self.routing_gaps = Counter(
+            p + "routing_gaps",
+            "Tasks no specialist matched, recorded as routing gaps.",
+            registry=r,
+        )
+        # ---- operations: warm-up and health
+        self.warmups = Counter(
+            p + "warmup_requests",
+            "Warm-up requests (one per adapter version and upstream), by outcome.",
+            ["outcome"],
+            registry=r,
+        )
+        self.upstream_up = Gauge(
+            p + "upstream_up",
+            "1 while the upstream's last health check passed (/health and /v1/models), else 0.",
+            ["upstream"],
+            registry=r,
+        )
+        self.adapter_healthy = Gauge(
+            p + "adapter_healthy",
+            "1 while the version's last probe on the upstream passed, else 0.",
+            ["specialist", "version", "upstream"],
+            registry=r,
+        )
+        self.health_probes = Counter(
+            p + "health_probes",
+            "Adapter probes run by the health monitor, by outcome.",
+            ["outcome"],
+            registry=r,
+        )
+        # statistics_flush_lag_seconds, statistics_pending, statistics_dropped_total and
+        # traffic_share_ratio are read at scrape time: registry/metrics/live.py
+        self._traffic = TrafficWindow()
+        self._live = LiveCollector(self._traffic)
+        r.register(self._live)
+
+    # ------------------------------------------------------------------ feeding
+
+    def watch_backlog(self, writer: str, backlog: Backlog) -> None:
+        """Export a background writer's lag, backlog and drops as ``writer``."""
+        self._live.watch(writer, backlog)
+
+    def request_finished(
+        self, specialist: str, version: str, status: int, duration_s: float
+    ) -> None:
+        """One answered completion request (``version`` is ``""`` for the base model)."""
+        self.requests.labels(specialist, version, outcome_of(status)).inc()
+        self.request_duration.labels(specialist).observe(duration_s)
+        if specialist != SPECIALIST_NONE:
+            self._traffic.add(specialist)
+
+    def first_token(self, specialist: str, seconds: float) -> None:
+        self.time_to_first_token.labels(specialist).observe(seconds)
+
+    def adapter_cache(self, specialist: str, hit: bool) -> None:
+        self.adapter_cache_requests.labels(specialist, "hit" if hit else "miss").inc()
+
+    def adapter_loaded(self, source: LoadSource, seconds: float) -> None:
+        self.adapter_load.labels(source).observe(max(0.0, seconds))
+
+    def dispatched(
+        self,
+        tier: str,
+        specialist: str | None,
+        fallback: str | None,
+        seconds: float,
+    ) -> None:
+        """One decision for a real request (dry runs are not counted)."""
+        self.dispatch_decisions.labels(tier, specialist or SPECIALIST_BASE).inc()
+        if specialist is None and fallback is not None:
+            self.dispatch_fallbacks.labels(fallback).inc()
+        self.dispatch_duration.observe(seconds)
+
+    def warmed(self, outcome: WarmupOutcome) -> None:
+        self.warmups.labels(outcome).inc()
+
+    def upstream_checked(self, upstream: str, up: bool) -> None:
+        self.upstream_up.labels(upstream).set(1.0 if up else 0.0)
+
+    def adapter_probed(self, specialist: str, version: str, upstream: str, healthy: bool) -> None:
+        self.adapter_healthy.labels(specialist, version, upstream).set(1.0 if healthy else 0.0)
+        self.health_probes.labels("healthy" if healthy else "unhealthy").inc()
+
+    def adapter_retired(self, specialist: str, version: str, upstream: str) -> None:
+        """Stop exporting the health of a version that is no longer served."""
+        with contextlib.suppress(KeyError):
+            self.adapter_healthy.remove(specialist, version, upstream)
+
+    # ------------------------------------------------------------------ exposition
+
+    def exposition(self) -> tuple[bytes, str]:
+        """The text exposition of every family, and its content type."""
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST

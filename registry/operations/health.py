@@ -1,0 +1,448 @@
+"""Probe-based health of every vLLM upstream and of every served adapter version on it.
+
+:class:`HealthMonitor` runs off the request path. Every ``interval_s`` (and every
+``down_recheck_s`` for an upstream found down) it checks each upstream:
+
+1. ``GET /health`` and ``GET /v1/models`` answer 200, else the upstream is down (with the
+   reason); ``/v1/models`` also tells which adapter names vLLM has loaded
+   (:class:`registry.fleet.loaded.LoadedAdapters`);
+2. the base model's answer to a fixed short prompt (greedy, a few tokens), computed once per
+   upstream and base model (again after the upstream was down);
+3. a probe of every served adapter version (:func:`registry.operations.served.served_versions`):
+   the same prompt through the adapter, which must answer 200 with output that differs from the
+   base model's: identical output means the adapter has no effect (zero weights, or vLLM served
+   the base model) and an error means vLLM could not load it. Before probing, the version's
+   artifact is checked on disk (present, checksum as registered).
+
+Probes run with bounded concurrency and their own timeout, straight to the upstream (not through
+the front door), so they never count as user traffic. The verdicts feed the upstream pool (a
+replica found down is skipped, and requests fail fast with 503 when all are), readiness, the
+``/v1/health`` report and the ``hi_moe_lora_upstream_up`` / ``hi_moe_lora_adapter_healthy``
+gauges. When an upstream comes (back) up, the ``on_upstream_up`` listeners run (warm-up).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+from hi_moe_lora.cache import ChecksumCache
+from registry.fleet.loaded import LoadedAdapters
+from registry.fleet.model_cards import adapter_ids, base_model_ids
+from registry.fleet.upstreams import Replica, UpstreamPool, UpstreamUnavailable
+from registry.metrics.families import ControlPlaneMetrics
+from registry.operations.served import served_versions
+from registry.services.adapters import AdapterService
+from registry.services.records import AdapterVersionInfo
+
+logger = logging.getLogger(__name__)
+
+#: The fixed probe prompt: plain text every tokenizer handles, sent to ``/v1/completions``.
+PROBE_PROMPT = "The capital of France is"
+
+UpListener = Callable[[Replica], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class HealthSettings:
+    interval_s: float = 30.0
+    #: How often an upstream found down is checked again (only its ``/health``).
+    down_recheck_s: float = 2.0
+    probe_timeout_s: float = 10.0
+    probe_concurrency: int = 4
+    probe_tokens: int = 8
+
+
+@dataclass(frozen=True)
+class AdapterHealth:
+    adapter: str
+    version: str
+    served_name: str
+    healthy: bool
+    reason: str | None
+    latency_ms: float | None
+    checked_at: datetime
+
+
+@dataclass(frozen=True)
+class UpstreamHealth:
+    url: str
+    up: bool | None  # None: not checked yet
+    reason: str | None = None
+    checked_at: datetime | None = None
+    latency_ms: float | None = None
+    base_model: str | None = None
+    adapters: tuple[AdapterHealth, ...] = ()
+
+
+@dataclass(frozen=True)
+class FleetHealth:
+    upstreams: tuple[UpstreamHealth, ...]
+
+    @property
+    def status(self) -> Literal["unknown", "down", "degraded", "ok"]:
+        """``ok``: every upstream and version healthy; ``down``: no upstream up."""
+        if all(u.up is None for u in self.upstreams):
+            return "unknown"
+        if not any(u.up for u in self.upstreams):
+            return "down"
+        healthy = all(u.up for u in self.upstreams) and all(
+            a.healthy for u in self.upstreams for a in u.adapters
+        )
+        return "ok" if healthy else "degraded"
+
+    def as_json(self) -> dict[str, Any]:
+        """The picture as ``GET /v1/health`` answers it."""
+
+        def moment(value: datetime | None) -> str | None:
+            return value.isoformat() if value is not None else None
+
+        return {
+            "status": self.status,
+            "upstreams": [
+                {
+                    "url": u.url,
+                    "up": u.up,
+                    "reason": u.reason,
+                    "checked_at": moment(u.checked_at),
+                    "latency_ms": u.latency_ms,
+                    "base_model": u.base_model,
+                    "adapters": [
+                        {
+                            "adapter": a.adapter,
+                            "version": a.version,
+                            "served_name": a.served_name,
+                            "healthy": a.healthy,
+                            "reason": a.reason,
+                            "latency_ms": a.latency_ms,
+                            "checked_at": moment(a.checked_at),
+                        }
+                        for a in u.adapters
+                    ],
+                }
+                for u in self.upstreams
+            ],
+        }
+
+
+@dataclass
+class _Reference:
+    """The base model's probe answer on one upstream."""
+
+    base_model: str
+    text: str
+
+
+@dataclass
+class _UpstreamState:
+    health: UpstreamHealth
+    reference: _Reference | None = None
+    exported: set[tuple[str, str]] = field(default_factory=set)
+
+
+class HealthMonitor:
+    """Checks every upstream and served adapter version, in the background."""
+
+    def __init__(
+        self,
+        adapters: AdapterService,
+        upstreams: UpstreamPool,
+        loaded: LoadedAdapters,
+        metrics: ControlPlaneMetrics,
+        settings: HealthSettings,
+        *,
+        base_model: str | None = None,
+    ) -> None:
+        self._adapters = adapters
+        self._upstreams = upstreams
+        self._loaded = loaded
+        self._metrics = metrics
+        self._settings = settings
+        self._configured_base = base_model
+        self._checksums = ChecksumCache()
+        self._state = {
+            r.url: _UpstreamState(UpstreamHealth(r.url, None)) for r in upstreams.replicas
+        }
+        self._listeners: list[UpListener] = []
+        self._task: asyncio.Task[None] | None = None
+        self._notifying: set[asyncio.Task[None]] = set()
+        self._round_lock = asyncio.Lock()
+
+    def add_up_listener(self, listener: UpListener) -> None:
+        """Called (in the background) each time an upstream is found up after being down or
+        unchecked: vLLM (re)started with no adapter loaded."""
+        self._listeners.append(listener)
+
+    # ------------------------------------------------------------------ reading
+
+    def snapshot(self) -> FleetHealth:
+        return FleetHealth(tuple(self._state[r.url].health for r in self._upstreams.replicas))
+
+    def any_upstream_up(self) -> bool:
+        return any(state.health.up for state in self._state.values())
+
+    # ------------------------------------------------------------------ life cycle
+
+    async def start(self) -> None:
+        """Start checking in the background (the first round begins at once)."""
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="health")
+
+    async def stop(self) -> None:
+        """Stop checking; listeners still running (a warm-up) are cancelled."""
+        tasks = [*self._notifying, *([self._task] if self._task is not None else [])]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._task = None
+
+    async def _run(self) -> None:
+        settings = self._settings
+        next_full = 0.0
+        while True:
+            try:
+                if time.monotonic() >= next_full:
+                    next_full = time.monotonic() + settings.interval_s
+                    await self.check_now()
+                else:
+                    down = [r for r in self._upstreams.replicas if r.healthy is False]
+                    await self.check_now(down)
+            except Exception:  # the monitor must outlive any single failure
+                logger.exception("health check round failed")
+            any_down = any(r.healthy is False for r in self._upstreams.replicas)
+            delay = next_full - time.monotonic()
+            if any_down:
+                delay = min(delay, settings.down_recheck_s)
+            await asyncio.sleep(max(delay, 0.0))
+
+    # ------------------------------------------------------------------ one round
+
+    async def check_now(self, replicas: Sequence[Replica] | None = None) -> FleetHealth:
+        """Check ``replicas`` (default: all) now, adapters included, and return the picture."""
+        async with self._round_lock:
+            targets = list(self._upstreams.replicas if replicas is None else replicas)
+            if targets:
+                versions = served_versions(await self._adapters.list_adapters())
+                artifacts = await asyncio.to_thread(self._artifact_problems, versions)
+                semaphore = asyncio.Semaphore(self._settings.probe_concurrency)
+                await asyncio.gather(
+                    *(self._check(r, versions, artifacts, semaphore) for r in targets)
+                )
+            return self.snapshot()
+
+    async def _check(
+        self,
+        replica: Replica,
+        versions: Sequence[AdapterVersionInfo],
+        artifacts: dict[str, str],
+        semaphore: asyncio.Semaphore,
+    ) -> None:
+        state = self._state[replica.url]
+        was_up = state.health.up
+        started = time.perf_counter()
+        problem, models = await self._server_problem(replica)
+        latency_ms = (time.perf_counter() - started) * 1000.0
+        now = datetime.now(timezone.utc)
+        if problem is not None:
+            if was_up is not False:
+                logger.warning("vLLM upstream %s is down: %s", replica.url, problem)
+            state.reference = None
+            self._loaded.forget(replica.url)
+            self._set_replica(replica, state, UpstreamHealth(replica.url, False, problem, now))
+            self._retire_all(replica, state)
+            return
+        base = self._base_name(models)
+        self._loaded.replace(replica.url, adapter_ids(models))
+        health = UpstreamHealth(replica.url, True, None, now, round(latency_ms, 2), base)
+        self._set_replica(replica, state, replace(health, adapters=state.health.adapters))
+        if was_up is not True:
+            logger.info("vLLM upstream %s is up (%s)", replica.url, base)
+            for listener in list(self._listeners):
+                task = asyncio.get_running_loop().create_task(self._notify(listener, replica))
+                self._notifying.add(task)
+                task.add_done_callback(self._notifying.discard)
+        verdicts = await self._probe_all(replica, state, base, versions, artifacts, semaphore)
+        self._set_replica(replica, state, replace(health, adapters=verdicts))
+        self._retire_missing(replica, state, verdicts)
+
+    async def _notify(self, listener: UpListener, replica: Replica) -> None:
+        try:
+            await listener(replica)
+        except Exception:
+            logger.exception("upstream-up listener failed for %s", replica.url)
+
+    def _set_replica(self, replica: Replica, state: _UpstreamState, health: UpstreamHealth) -> None:
+        state.health = health
+        replica.healthy = health.up
+        replica.health_reason = health.reason
+        self._metrics.upstream_checked(replica.url, bool(health.up))
+
+    async def _server_problem(self, replica: Replica) -> tuple[str | None, Any]:
+        """Why the server is unusable (``None`` if it is usable), and its ``/v1/models``."""
+        timeout_s = self._settings.probe_timeout_s
+        try:
+            health = await self._upstreams.send_to(replica, "GET", "/health", timeout_s=timeout_s)
+            if health.status_code != 200:
+                return f"GET /health: {health.failure()}", None
+            models = await self._upstreams.send_to(
+                replica, "GET", "/v1/models", timeout_s=timeout_s
+            )
+        except UpstreamUnavailable as exc:
+            return exc.message, None
+        if models.status_code != 200:
+            return f"GET /v1/models: {models.failure()}", None
+        try:
+            return None, models.json()
+        except ValueError:
+            return "GET /v1/models answered something that is not JSON", None
+
+    def _base_name(self, models: Any) -> str | None:
+        bases = base_model_ids(models)
+        if self._configured_base in bases:
+            return self._configured_base
+        return min(bases) if bases else None
+
+    # ------------------------------------------------------------------ adapter probes
+
+    async def _probe_all(
+        self,
+        replica: Replica,
+        state: _UpstreamState,
+        base: str | None,
+        versions: Sequence[AdapterVersionInfo],
+        artifacts: dict[str, str],
+        semaphore: asyncio.Semaphore,
+    ) -> tuple[AdapterHealth, ...]:
+        if not versions:
+            return ()
+        reference: _Reference | None = None
+        reference_problem = "vLLM lists no base model"
+        if base is not None:
+            reference, reference_problem = await self._reference(replica, state, base, semaphore)
+
+        async def one(version: AdapterVersionInfo) -> AdapterHealth:
+            artifact_problem = artifacts.get(version.served_name)
+            if artifact_problem is not None:
+                return self._verdict(replica, version, artifact_problem, None)
+            if reference is None:
+                reason = f"cannot compare with the base model: {reference_problem}"
+                return self._verdict(replica, version, reason, None)
+            async with semaphore:
+                return await self._probe(replica, version, reference)
+
+        return tuple(await asyncio.gather(*(one(v) for v in versions)))
+
+    async def _reference(
+        self, replica: Replica, state: _UpstreamState, base: str, semaphore: asyncio.Semaphore
+    ) -> tuple[_Reference | None, str]:
+        if state.reference is not None and state.reference.base_model == base:
+            return state.reference, ""
+        async with semaphore:
+            text, problem, _ = await self._complete(replica, base)
+        if text is None:
+            logger.warning("base-model probe on %s failed: %s", replica.url, problem)
+            return None, f"the base model's probe failed: {problem}"
+        state.reference = _Reference(base, text)
+        return state.reference, ""
+
+    async def _probe(
+        self, replica: Replica, version: AdapterVersionInfo, reference: _Reference
+    ) -> AdapterHealth:
+        text, problem, latency_ms = await self._complete(replica, version.served_name)
+        if text is None:
+            return self._verdict(replica, version, f"vLLM could not serve it: {problem}", None)
+        self._loaded.mark(replica.url, version.served_name)
+        if text == reference.text:
+            reason = (
+                "it answers exactly as the base model does: the adapter has no effect "
+                "(zero weights), or vLLM served the base model instead"
+            )
+            return self._verdict(replica, version, reason, latency_ms)
+        return self._verdict(replica, version, None, latency_ms)
+
+    async def _complete(self, replica: Replica, model: str) -> tuple[str | None, str, float]:
+        """The probe prompt's greedy completion by ``model``: (text or None, problem, ms)."""
+        body = {
+            "model": model,
+            "prompt": PROBE_PROMPT,
+            "max_tokens": self._settings.probe_tokens,
+            "temperature": 0,
+        }
+        started = time.perf_counter()
+        try:
+            response = await self._upstreams.send_to(
+                replica,
+                "POST",
+                "/v1/completions",
+                json_body=body,
+                timeout_s=self._settings.probe_timeout_s,
+            )
+        except UpstreamUnavailable as exc:
+            return None, exc.message, 0.0
+        latency_ms = round((time.perf_counter() - started) * 1000.0, 2)
+        if response.status_code != 200:
+            return None, response.failure(), latency_ms
+        try:
+            text = response.json()["choices"][0]["text"]
+        except (ValueError, KeyError, IndexError, TypeError):
+            return None, "the completion has no choices[0].text", latency_ms
+        return str(text), "", latency_ms
+
+    def _verdict(
+        self,
+        replica: Replica,
+        version: AdapterVersionInfo,
+        reason: str | None,
+        latency_ms: float | None,
+    ) -> AdapterHealth:
+        healthy = reason is None
+        if not healthy:
+            logger.warning("%s on %s is unhealthy: %s", version.served_name, replica.url, reason)
+        self._metrics.adapter_probed(version.name, version.version, replica.url, healthy)
+        return AdapterHealth(
+            version.name,
+            version.version,
+            version.served_name,
+            healthy,
+            reason,
+            latency_ms,
+            datetime.now(timezone.utc),
+        )
+
+    def _artifact_problems(self, versions: Sequence[AdapterVersionInfo]) -> dict[str, str]:
+        """Served name → what is wrong with its files on disk (only the broken ones)."""
+        problems: dict[str, str] = {}
+        for version in versions:
+            path = Path(version.local_path)
+            try:
+                if not path.is_dir():
+                    problems[version.served_name] = f"its artifact is missing: {path}"
+                elif not self._checksums.verify(path, version.sha256):
+                    problems[version.served_name] = (
+                        f"its artifact changed on disk: the checksum of {path} is not the "
+                        "registered one"
+                    )
+            except OSError as exc:
+                problems[version.served_name] = f"its artifact cannot be read: {exc}"
+        return problems
+
+    # ------------------------------------------------------------------ gauges of retired versions
+
+    def _retire_missing(
+        self, replica: Replica, state: _UpstreamState, verdicts: Sequence[AdapterHealth]
+    ) -> None:
+        current = {(a.adapter, a.version) for a in verdicts}
+        for adapter, version in state.exported - current:
+            self._metrics.adapter_retired(adapter, version, replica.url)
+        state.exported = current
+
+    def _retire_all(self, replica: Replica, state: _UpstreamState) -> None:
+        for adapter, version in state.exported:
+            self._metrics.adapter_retired(adapter, version, replica.url)
+        state.exported = set()

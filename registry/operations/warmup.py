@@ -1,0 +1,260 @@
+"""Adapter warm-up: load the versions that will be served first before users ask for them.
+
+The plan (:meth:`WarmUp.plan`) is the ``max_loras`` served versions most recently used (vLLM's
+``--max-loras`` GPU slots: warming more would only evict the first ones again), or the adapters
+an operator names (``name`` = the versions it serves, ``name@version`` = that one). A run
+(:meth:`WarmUp.run`) sends one 1-token completion per version to every upstream, with bounded
+concurrency and its own timeout, straight to the upstream (never counted as user traffic). A
+version that vLLM had not loaded yet on that upstream gets a second request at once; cold minus
+warm is its load latency (``hi_moe_lora_adapter_load_seconds{source="warmup"}``).
+
+Runs happen in the background when an upstream comes (back) up (the health monitor tells) and
+after every change of what is served (promote, rollback, traffic split, a first version), and on
+demand (``POST /admin/v1/warmup``). Failures are logged and reported, never raised: warm-up never
+blocks or breaks serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Literal
+
+from registry.fleet.loaded import LoadedAdapters
+from registry.fleet.upstreams import Replica, UpstreamPool, UpstreamUnavailable
+from registry.metrics.families import ControlPlaneMetrics
+from registry.operations.served import by_recent_use, served_versions
+from registry.services.adapters import AdapterService
+from registry.services.records import AdapterVersionInfo
+
+logger = logging.getLogger(__name__)
+
+WARMUP_PROMPT = "Hello"
+
+
+@dataclass(frozen=True)
+class WarmUpSettings:
+    #: vLLM's ``--max-loras``: how many versions the default plan warms.
+    max_loras: int = 4
+    concurrency: int = 4
+    timeout_s: float = 120.0
+
+
+@dataclass(frozen=True)
+class WarmTarget:
+    adapter: str
+    version: str
+    served_name: str
+
+
+@dataclass(frozen=True)
+class WarmResult:
+    target: WarmTarget
+    upstream: str
+    outcome: Literal["loaded", "failed"]
+    time_ms: float
+    #: cold minus warm first token, when vLLM had not loaded the version before
+    load_ms: float | None = None
+    detail: str | None = None
+
+
+@dataclass(frozen=True)
+class WarmUpReport:
+    reason: str
+    targets: tuple[WarmTarget, ...]
+    upstreams: tuple[str, ...]
+    results: tuple[WarmResult, ...]
+    started_at: datetime
+    time_ms: float
+
+    @property
+    def loaded(self) -> int:
+        return sum(1 for r in self.results if r.outcome == "loaded")
+
+    @property
+    def failed(self) -> int:
+        return sum(1 for r in self.results if r.outcome == "failed")
+
+
+ResultListener = Callable[[WarmResult], None]
+
+
+def _target(version: AdapterVersionInfo) -> WarmTarget:
+    return WarmTarget(version.name, version.version, version.served_name)
+
+
+class WarmUp:
+    """Plans and runs warm-ups; keeps the last report."""
+
+    def __init__(
+        self,
+        adapters: AdapterService,
+        upstreams: UpstreamPool,
+        loaded: LoadedAdapters,
+        metrics: ControlPlaneMetrics,
+        settings: WarmUpSettings,
+    ) -> None:
+        self._adapters = adapters
+        self._upstreams = upstreams
+        self._loaded = loaded
+        self._metrics = metrics
+        self._settings = settings
+        self._fleet_run: asyncio.Task[None] | None = None
+        self._fleet_again = False
+        self.last_report: WarmUpReport | None = None
+
+    @property
+    def replicas(self) -> list[Replica]:
+        """The upstreams a run warms by default."""
+        return list(self._upstreams.replicas)
+
+    # ------------------------------------------------------------------ planning
+
+    async def plan(self, names: Sequence[str] | None = None) -> list[WarmTarget]:
+        """The versions to warm: the ``max_loras`` most recently used served versions, or the
+        ones ``names`` designate. An unknown name raises :class:`registry.errors.NotFoundError`
+        before anything is sent."""
+        if names is None:
+            served = served_versions(await self._adapters.list_adapters())
+            chosen = by_recent_use(served)[: self._settings.max_loras]
+            return [_target(v) for v in chosen]
+        targets: list[WarmTarget] = []
+        for name in dict.fromkeys(names):
+            if "@" in name:
+                adapter, _, version = name.partition("@")
+                targets.append(_target(await self._adapters.get_version(adapter, version)))
+            else:
+                info = await self._adapters.get_adapter(name)
+                targets.extend(_target(v) for v in served_versions([info]))
+        return list(dict.fromkeys(targets))
+
+    # ------------------------------------------------------------------ running
+
+    async def run(
+        self,
+        targets: Sequence[WarmTarget],
+        *,
+        replicas: Sequence[Replica] | None = None,
+        reason: str = "on demand",
+        on_result: ResultListener | None = None,
+    ) -> WarmUpReport:
+        """Warm ``targets`` on ``replicas`` (default: every upstream); never raises."""
+        replicas = list(self._upstreams.replicas if replicas is None else replicas)
+        started_at = datetime.now(timezone.utc)
+        started = time.perf_counter()
+        semaphore = asyncio.Semaphore(self._settings.concurrency)
+
+        async def one(target: WarmTarget, replica: Replica) -> WarmResult:
+            async with semaphore:
+                result = await self._warm(target, replica)
+            self._metrics.warmed(result.outcome)
+            if on_result is not None:
+                on_result(result)
+            return result
+
+        results = await asyncio.gather(*(one(t, r) for t in targets for r in replicas))
+        report = WarmUpReport(
+            reason,
+            tuple(targets),
+            tuple(r.url for r in replicas),
+            tuple(results),
+            started_at,
+            round((time.perf_counter() - started) * 1000.0, 2),
+        )
+        self.last_report = report
+        log = logger.warning if report.failed else logger.info
+        log(
+            "warm-up (%s): %d loaded, %d failed, %.0f ms",
+            reason,
+            report.loaded,
+            report.failed,
+            report.time_ms,
+        )
+        return report
+
+    async def _warm(self, target: WarmTarget, replica: Replica) -> WarmResult:
+        if replica.healthy is False:
+            detail = f"upstream is down: {replica.health_reason}"
+            return WarmResult(target, replica.url, "failed", 0.0, detail=detail)
+        was_loaded = self._loaded.knows(replica.url, target.served_name)
+        cold_ms, problem = await self._one_token(target, replica)
+        if problem is not None:
+            logger.warning(
+                "warm-up of %s on %s failed: %s", target.served_name, replica.url, problem
+            )
+            return WarmResult(target, replica.url, "failed", cold_ms, detail=problem)
+        self._loaded.mark(replica.url, target.served_name)
+        load_ms: float | None = None
+        if not was_loaded:
+            warm_ms, problem = await self._one_token(target, replica)
+            if problem is None:
+                load_ms = round(max(0.0, cold_ms - warm_ms), 2)
+                self._metrics.adapter_loaded("warmup", load_ms / 1000.0)
+        return WarmResult(target, replica.url, "loaded", cold_ms, load_ms)
+
+    async def _one_token(self, target: WarmTarget, replica: Replica) -> tuple[float, str | None]:
+        body = {
+            "model": target.served_name,
+            "prompt": WARMUP_PROMPT,
+            "max_tokens": 1,
+            "temperature": 0,
+        }
+        started = time.perf_counter()
+        try:
+            response = await self._upstreams.send_to(
+                replica,
+                "POST",
+                "/v1/completions",
+                json_body=body,
+                timeout_s=self._settings.timeout_s,
+            )
+        except UpstreamUnavailable as exc:
+            return round((time.perf_counter() - started) * 1000.0, 2), exc.message
+        elapsed_ms = round((time.perf_counter() - started) * 1000.0, 2)
+        if response.status_code != 200:
+            return elapsed_ms, response.failure()
+        return elapsed_ms, None
+
+    # ------------------------------------------------------------------ background triggers
+
+    async def upstream_up(self, replica: Replica) -> None:
+        """A (re)started vLLM has nothing loaded: warm the plan on it (health-monitor listener)."""
+        targets = await self.plan()
+        if targets:
+            await self.run(targets, replicas=[replica], reason=f"{replica.url} came up")
+
+    async def served_changed(self, name: str) -> None:
+        """What is served changed (adapter-service listener): warm the plan in the background.
+
+        Runs that arrive while one is going coalesce into one more run after it.
+        """
+        if self._fleet_run is not None and not self._fleet_run.done():
+            self._fleet_again = True
+            return
+        self._fleet_run = asyncio.get_running_loop().create_task(self._fleet_loop(name))
+
+    async def _fleet_loop(self, name: str) -> None:
+        reason = f"{name} changed"
+        while True:
+            self._fleet_again = False
+            try:
+                targets = await self.plan()
+                up = [r for r in self._upstreams.replicas if r.healthy is not False]
+                if targets and up:
+                    await self.run(targets, replicas=up, reason=reason)
+            except Exception:
+                logger.exception("background warm-up failed")
+            if not self._fleet_again:
+                return
+            reason = "further changes"
+
+    async def stop(self) -> None:
+        if self._fleet_run is not None:
+            self._fleet_run.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._fleet_run

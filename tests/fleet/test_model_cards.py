@@ -1,0 +1,17 @@
+"""Reading vLLM's ``/v1/models``: base models (no ``parent``) and loaded adapters."""
+
+from __future__ import annotations
+
+from registry.fleet.model_cards import adapter_ids, base_model_ids
+
+
+def test_base_models_and_adapters_are_told_apart() -> None:
+    listing = {"data": [{"id": "m"}, {"id": "l@1.0.0", "parent": "m"}, {"nope": 1}, "x"]}
+    assert base_model_ids(listing) == ["m"]
+    assert adapter_ids(listing) == ["l@1.0.0"]
+
+
+def test_malformed_listings_read_as_empty() -> None:
+    for listing in ({"data": None}, [], None, {"data": [{"id": ""}]}):
+        assert base_model_ids(listing) == []
+        assert adapter_ids(listing) == []
