@@ -19,6 +19,7 @@ from registry.db.session import Database
 from registry.dispatch import ScoringWeights
 from registry.fleet.invalidation import BareNameInvalidator
 from registry.fleet.loaded import LoadedAdapters
+from registry.fleet.quarantine import Quarantine
 from registry.fleet.upstreams import UpstreamPool
 from registry.metrics.families import ControlPlaneMetrics
 from registry.openai import endpoints as openai_endpoints
@@ -52,6 +53,7 @@ def create_app(settings: ControlPlaneSettings | None = None) -> ControlPlaneApp:
         api_key=settings.api_key.get_secret_value() if settings.api_key else None,
     )
     loaded = LoadedAdapters()
+    quarantine = Quarantine()
     versions = VersionTable(adapters)
     adapters.add_active_changed_listener(
         ActiveVersionChanged(versions, BareNameInvalidator(upstreams))
@@ -81,6 +83,7 @@ def create_app(settings: ControlPlaneSettings | None = None) -> ControlPlaneApp:
         requests,
         control_plane_metrics,
         loaded,
+        quarantine,
     )
     control_plane_metrics.watch_backlog("outcomes", outcomes)
     control_plane_metrics.watch_backlog("routing_gaps", dispatch.gap_backlog)
@@ -89,6 +92,7 @@ def create_app(settings: ControlPlaneSettings | None = None) -> ControlPlaneApp:
         upstreams,
         loaded,
         control_plane_metrics,
+        quarantine,
         HealthSettings(
             interval_s=settings.health_interval_s,
             probe_timeout_s=settings.health_probe_timeout_s,
@@ -102,6 +106,7 @@ def create_app(settings: ControlPlaneSettings | None = None) -> ControlPlaneApp:
         upstreams,
         loaded,
         control_plane_metrics,
+        quarantine,
         WarmUpSettings(
             max_loras=settings.max_loras,
             concurrency=settings.warmup_concurrency,

@@ -113,7 +113,9 @@ class EmbeddedStack(StartStop):
             env=self.control_plane_env(),
         ).start()
         self._processes.append(process)
-        process.wait_http_ok(f"{self.control_plane_url}/readyz", CONTROL_PLANE_START_TIMEOUT_S)
+        # alive, not ready: readiness needs a healthy vLLM, which starts after it (its resolver
+        # plugin calls the control plane)
+        process.wait_http_ok(f"{self.control_plane_url}/healthz", CONTROL_PLANE_START_TIMEOUT_S)
         return process
 
     def restart_control_plane(self) -> ManagedProcess:
@@ -121,7 +123,9 @@ class EmbeddedStack(StartStop):
         for process in [p for p in self._processes if p.name == "control plane"]:
             process.stop()
             self._processes.remove(process)
-        return self.start_control_plane()
+        process = self.start_control_plane()
+        self.wait_ready()
+        return process
 
     def start_vllm(self) -> ManagedProcess:
         launch = self.vllm_launch()
@@ -135,6 +139,17 @@ class EmbeddedStack(StartStop):
         process.wait_http_ok(f"{self.vllm_url}/health", VLLM_START_TIMEOUT_S, interval_s=2.0)
         return process
 
+    def stop_vllm(self) -> None:
+        """Stop vLLM only (the control plane keeps running); :meth:`start_vllm` starts it again."""
+        for process in [p for p in self._processes if p.name == "vLLM"]:
+            process.stop()
+            self._processes.remove(process)
+
+    def wait_ready(self) -> None:
+        """Until the control plane's health monitor has found vLLM healthy (``/readyz``)."""
+        process = next(p for p in self._processes if p.name == "control plane")
+        process.wait_http_ok(f"{self.control_plane_url}/readyz", CONTROL_PLANE_START_TIMEOUT_S)
+
     def start(self) -> EmbeddedStack:
         """Migrate, start the control plane, then vLLM; stop everything again on failure."""
         try:
@@ -143,6 +158,7 @@ class EmbeddedStack(StartStop):
             logger.info("control plane ready at %s", self.control_plane_url)
             self.start_vllm()
             logger.info("vLLM ready at %s", self.vllm_url)
+            self.wait_ready()
         except BaseException:
             self.stop()
             raise

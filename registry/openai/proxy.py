@@ -25,6 +25,7 @@ from starlette.types import Receive, Scope, Send
 from registry.dispatch import Decision, Task
 from registry.errors import RegistryError
 from registry.fleet.loaded import LoadedAdapters
+from registry.fleet.quarantine import Quarantine
 from registry.fleet.upstreams import UpstreamPool, UpstreamResponse, UpstreamUnavailable
 from registry.metrics.families import ControlPlaneMetrics
 from registry.openai.accounting import CLIENT_CLOSED, RequestAccount, WarmFirstTokens
@@ -108,6 +109,7 @@ class FrontDoor:
         requests: RequestLog,
         metrics: ControlPlaneMetrics,
         loaded: LoadedAdapters,
+        quarantine: Quarantine,
     ) -> None:
         self.adapters = adapters
         self.router = router
@@ -117,6 +119,7 @@ class FrontDoor:
         self.requests = requests
         self.metrics = metrics
         self.loaded = loaded
+        self.quarantine = quarantine
         self._warm_first_tokens = WarmFirstTokens()
 
     async def models(self) -> dict[str, Any]:
@@ -152,6 +155,9 @@ class FrontDoor:
         else:
             target = await self.router.route(body["model"])
         account.routed(target)
+        quarantined = self.quarantine.reason(target.served_name)
+        if quarantined is not None:  # vLLM's engine would die reloading it
+            raise ServiceUnavailable(f"{target.served_name} cannot be served: {quarantined}")
         if target.served_name != body["model"] or hinted:
             body["model"] = target.served_name
             raw = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()

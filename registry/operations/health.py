@@ -12,7 +12,8 @@
    the same prompt through the adapter, which must answer 200 with output that differs from the
    base model's: identical output means the adapter has no effect (zero weights, or vLLM served
    the base model) and an error means vLLM could not load it. Before probing, the version's
-   artifact is checked on disk (present, checksum as registered).
+   artifact is checked on disk (present, checksum as registered); a broken one is not probed
+   but quarantined (:mod:`registry.fleet.quarantine`): vLLM's engine dies reloading it.
 
 Probes run with bounded concurrency and their own timeout, straight to the upstream (not through
 the front door), so they never count as user traffic. The verdicts feed the upstream pool (a
@@ -29,14 +30,14 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any, Literal
 
-from hi_moe_lora.cache import ChecksumCache
 from registry.fleet.loaded import LoadedAdapters
 from registry.fleet.model_cards import adapter_ids, base_model_ids
+from registry.fleet.quarantine import Quarantine
 from registry.fleet.upstreams import Replica, UpstreamPool, UpstreamUnavailable
 from registry.metrics.families import ControlPlaneMetrics
+from registry.operations.artifacts import ArtifactCheck
 from registry.operations.served import served_versions
 from registry.services.adapters import AdapterService
 from registry.services.records import AdapterVersionInfo
@@ -155,6 +156,7 @@ class HealthMonitor:
         upstreams: UpstreamPool,
         loaded: LoadedAdapters,
         metrics: ControlPlaneMetrics,
+        quarantine: Quarantine,
         settings: HealthSettings,
         *,
         base_model: str | None = None,
@@ -165,7 +167,8 @@ class HealthMonitor:
         self._metrics = metrics
         self._settings = settings
         self._configured_base = base_model
-        self._checksums = ChecksumCache()
+        self._artifacts = ArtifactCheck()
+        self._quarantine = quarantine
         self._state = {
             r.url: _UpstreamState(UpstreamHealth(r.url, None)) for r in upstreams.replicas
         }
@@ -229,7 +232,8 @@ class HealthMonitor:
             targets = list(self._upstreams.replicas if replicas is None else replicas)
             if targets:
                 versions = served_versions(await self._adapters.list_adapters())
-                artifacts = await asyncio.to_thread(self._artifact_problems, versions)
+                artifacts = await asyncio.to_thread(self._artifacts.problems, versions)
+                self._quarantine.replace(artifacts)
                 semaphore = asyncio.Semaphore(self._settings.probe_concurrency)
                 await asyncio.gather(
                     *(self._check(r, versions, artifacts, semaphore) for r in targets)
@@ -414,23 +418,6 @@ class HealthMonitor:
             latency_ms,
             datetime.now(timezone.utc),
         )
-
-    def _artifact_problems(self, versions: Sequence[AdapterVersionInfo]) -> dict[str, str]:
-        """Served name → what is wrong with its files on disk (only the broken ones)."""
-        problems: dict[str, str] = {}
-        for version in versions:
-            path = Path(version.local_path)
-            try:
-                if not path.is_dir():
-                    problems[version.served_name] = f"its artifact is missing: {path}"
-                elif not self._checksums.verify(path, version.sha256):
-                    problems[version.served_name] = (
-                        f"its artifact changed on disk: the checksum of {path} is not the "
-                        "registered one"
-                    )
-            except OSError as exc:
-                problems[version.served_name] = f"its artifact cannot be read: {exc}"
-        return problems
 
     # ------------------------------------------------------------------ gauges of retired versions
 

@@ -11,7 +11,7 @@ warm is its load latency (``hi_moe_lora_adapter_load_seconds{source="warmup"}``)
 Runs happen in the background when an upstream comes (back) up (the health monitor tells) and
 after every change of what is served (promote, rollback, traffic split, a first version), and on
 demand (``POST /admin/v1/warmup``). Failures are logged and reported, never raised: warm-up never
-blocks or breaks serving.
+blocks or breaks serving. Versions the health monitor quarantined (broken files) are skipped.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from datetime import datetime, timezone
 from typing import Literal
 
 from registry.fleet.loaded import LoadedAdapters
+from registry.fleet.quarantine import Quarantine
 from registry.fleet.upstreams import Replica, UpstreamPool, UpstreamUnavailable
 from registry.metrics.families import ControlPlaneMetrics
 from registry.operations.served import by_recent_use, served_versions
@@ -97,8 +98,10 @@ class WarmUp:
         upstreams: UpstreamPool,
         loaded: LoadedAdapters,
         metrics: ControlPlaneMetrics,
+        quarantine: Quarantine,
         settings: WarmUpSettings,
     ) -> None:
+        self._quarantine = quarantine
         self._adapters = adapters
         self._upstreams = upstreams
         self._loaded = loaded
@@ -116,12 +119,13 @@ class WarmUp:
     # ------------------------------------------------------------------ planning
 
     async def plan(self, names: Sequence[str] | None = None) -> list[WarmTarget]:
-        """The versions to warm: the ``max_loras`` most recently used served versions, or the
-        ones ``names`` designate. An unknown name raises :class:`registry.errors.NotFoundError`
+        """The versions to warm: the ``max_loras`` most recently used served versions (not
+        quarantined ones), or the ones ``names`` designate. An unknown name raises :class:`registry.errors.NotFoundError`
         before anything is sent."""
         if names is None:
             served = served_versions(await self._adapters.list_adapters())
-            chosen = by_recent_use(served)[: self._settings.max_loras]
+            servable = [v for v in served if self._quarantine.reason(v.served_name) is None]
+            chosen = by_recent_use(servable)[: self._settings.max_loras]
             return [_target(v) for v in chosen]
         targets: list[WarmTarget] = []
         for name in dict.fromkeys(names):
@@ -178,6 +182,9 @@ class WarmUp:
         return report
 
     async def _warm(self, target: WarmTarget, replica: Replica) -> WarmResult:
+        quarantined = self._quarantine.reason(target.served_name)
+        if quarantined is not None:
+            return WarmResult(target, replica.url, "failed", 0.0, detail=quarantined)
         if replica.healthy is False:
             detail = f"upstream is down: {replica.health_reason}"
             return WarmResult(target, replica.url, "failed", 0.0, detail=detail)

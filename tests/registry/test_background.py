@@ -61,3 +61,19 @@ async def test_items_added_while_writing_go_in_the_next_batch() -> None:
     writer.add(2)
     await writer.drain()
     assert sink.batches == [[1], [2]]
+
+
+async def test_lag_is_the_age_of_the_oldest_unwritten_item_and_drops_are_counted() -> None:
+    sink = Sink(delay_s=0.2)
+    writer = BatchWriter("number", sink.write, max_pending=2, flush_interval_s=0.05)
+    assert writer.lag_s() == 0.0
+    writer.add(1)
+    await asyncio.sleep(0.1)  # the flush has taken the batch and is writing it
+    writer.add(2)
+    writer.add(3)  # over the bound: dropped
+    assert writer.dropped == 1
+    lag = writer.lag_s()
+    assert lag >= 0.1  # the item being written is the oldest
+    await writer.drain()
+    assert writer.lag_s() == 0.0
+    assert writer.what == "number"

@@ -3,7 +3,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import httpx
 
 from hi_moe_lora.app.processes import ManagedProcess, free_port
 
@@ -35,7 +38,7 @@ def test_serve_refuses_a_database_that_is_not_at_head(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
-def test_serve_with_migrate_starts_and_answers_readyz(tmp_path: Path) -> None:
+def test_serve_with_migrate_starts_and_is_not_ready_without_vllm(tmp_path: Path) -> None:
     port = free_port()
     server = ManagedProcess(
         "control plane",
@@ -44,5 +47,15 @@ def test_serve_with_migrate_starts_and_answers_readyz(tmp_path: Path) -> None:
         env=_serve_env(tmp_path, port),
     )
     with server:
-        server.wait_http_ok(f"http://127.0.0.1:{port}/readyz", timeout_s=60)
+        server.wait_http_ok(f"http://127.0.0.1:{port}/healthz", timeout_s=60)
+        # no vLLM at the configured URL: alive, migrated, but not ready, and it says why
+        deadline = time.monotonic() + 30
+        while True:
+            ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=10)
+            if ready.json().get("code") == "no_healthy_upstream" or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert ready.status_code == 503
+        assert ready.json()["code"] == "no_healthy_upstream"
+        assert "ConnectError" in ready.json()["detail"]
     assert (tmp_path / "registry.db").is_file()

@@ -1,0 +1,163 @@
+"""The health monitor against a real vLLM (CPU): healthy, no-effect and broken adapters, and a
+vLLM that is stopped and started again; plus the fleet picture's status rules."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import httpx
+import pytest
+
+from hi_moe_lora.app.embedded import EmbeddedStack
+from hi_moe_lora.tinymodel import TinyFleet
+from registry.operations.health import AdapterHealth, FleetHealth, UpstreamHealth
+from tests.metrics.scrape import value
+from tests.openai.live import register
+from tests.operations.conftest import HEALTH_INTERVAL_S, demo_adapter, zeroed_copy
+from tests.operations.live import adapter_health, eventually, health, metrics_text, vllm_models
+
+NOW = datetime(2026, 11, 23, tzinfo=timezone.utc)
+
+
+def _adapter(healthy: bool) -> AdapterHealth:
+    return AdapterHealth("a", "1.0.0", "a@1.0.0", healthy, None if healthy else "x", 1.0, NOW)
+
+
+def test_fleet_status_rules() -> None:
+    up = UpstreamHealth("http://a", True, adapters=(_adapter(True),))
+    sick = UpstreamHealth("http://a", True, adapters=(_adapter(False),))
+    down = UpstreamHealth("http://b", False, "ConnectError")
+    unchecked = UpstreamHealth("http://b", None)
+    assert FleetHealth((unchecked,)).status == "unknown"
+    assert FleetHealth((up,)).status == "ok"
+    assert FleetHealth((sick,)).status == "degraded"
+    assert FleetHealth((up, down)).status == "degraded"
+    assert FleetHealth((down,)).status == "down"
+    picture = FleetHealth((sick,)).as_json()
+    assert picture["upstreams"][0]["adapters"][0]["reason"] == "x"
+
+
+@pytest.mark.vllm
+def test_an_adapter_with_no_effect_is_unhealthy_and_a_real_one_healthy(
+    ops_stack: EmbeddedStack, tiny_fleet: TinyFleet, tmp_path: Path
+) -> None:
+    url = ops_stack.control_plane_url
+    source = demo_adapter(tiny_fleet)
+    register(url, "probe-good", "1.0.0", source)
+    register(url, "probe-zero", "1.0.0", zeroed_copy(source, tmp_path / "zero"))
+    good = eventually(
+        lambda: adapter_health(ops_stack, "probe-good@1.0.0"), lambda h: h is not None
+    )
+    zero = eventually(
+        lambda: adapter_health(ops_stack, "probe-zero@1.0.0"), lambda h: h is not None
+    )
+    assert good is not None
+    assert good["healthy"], good
+    assert good["latency_ms"] > 0
+    assert zero is not None
+    assert not zero["healthy"]
+    assert "answers exactly as the base model does" in zero["reason"]
+    assert health(ops_stack)["status"] == "degraded"
+    text = metrics_text(ops_stack)
+    assert value(text, "hi_moe_lora_adapter_healthy", specialist="probe-good") == 1
+    assert value(text, "hi_moe_lora_adapter_healthy", specialist="probe-zero") == 0
+    assert value(text, "hi_moe_lora_upstream_up", upstream=ops_stack.vllm_url) == 1
+    # probes are not user traffic: no statistics moved
+    info = httpx.get(f"{url}/admin/v1/adapters/probe-good", timeout=30).json()
+    assert info["versions"][0]["request_count"] == 0
+
+
+@pytest.mark.vllm
+def test_weights_replaced_or_removed_on_disk_are_reported_within_an_interval(
+    ops_stack: EmbeddedStack, tiny_fleet: TinyFleet, tmp_path: Path
+) -> None:
+    url = ops_stack.control_plane_url
+    info = register(url, "probe-broken", "1.0.0", demo_adapter(tiny_fleet, "math-lora"))
+    served = "probe-broken@1.0.0"
+    first = eventually(
+        lambda: adapter_health(ops_stack, served), lambda h: h is not None and h["healthy"]
+    )
+    assert first is not None
+    assert first["healthy"], first
+    stored = Path(info["local_path"])
+    zeroed = zeroed_copy(stored, tmp_path / "zeroed")
+    shutil.copyfile(zeroed / "adapter_model.safetensors", stored / "adapter_model.safetensors")
+    changed_at = time.monotonic()
+    broken = eventually(
+        lambda: adapter_health(ops_stack, served), lambda h: h is not None and not h["healthy"]
+    )
+    assert broken is not None
+    assert not broken["healthy"]
+    assert "changed on disk" in broken["reason"]
+    assert time.monotonic() - changed_at < 3 * HEALTH_INTERVAL_S + 10  # one round, plus probes
+    shutil.rmtree(stored)
+    gone = eventually(
+        lambda: adapter_health(ops_stack, served),
+        lambda h: h is not None and "missing" in (h["reason"] or ""),
+    )
+    assert gone is not None
+    assert "its artifact is missing" in gone["reason"]
+    # vLLM's engine dies reloading a version whose files are gone: the front door refuses it
+    body = {"model": served, "prompt": "hello", "max_tokens": 2}
+    refused = httpx.post(f"{url}/v1/completions", json=body, timeout=60)
+    assert refused.status_code == 503
+    assert "its artifact is missing" in refused.json()["error"]["message"]
+    assert _complete(ops_stack).status_code == 200  # vLLM is still serving
+
+
+def _complete(stack: EmbeddedStack, model: str | None = None) -> httpx.Response:
+    body = {"model": model or str(stack.model_dir), "prompt": "hello", "max_tokens": 2}
+    return httpx.post(f"{stack.control_plane_url}/v1/completions", json=body, timeout=60)
+
+
+def _ready(stack: EmbeddedStack) -> httpx.Response:
+    return httpx.get(f"{stack.control_plane_url}/readyz", timeout=30)
+
+
+@pytest.mark.vllm
+def test_a_stopped_vllm_fails_fast_turns_unready_and_both_recover_on_restart(
+    ops_stack: EmbeddedStack, tiny_fleet: TinyFleet
+) -> None:
+    url = ops_stack.control_plane_url
+    register(url, "restart-warm", "1.0.0", demo_adapter(tiny_fleet))
+    assert _ready(ops_stack).status_code == 200
+    assert _complete(ops_stack).status_code == 200
+    assert _complete(ops_stack, "restart-warm").status_code == 200  # the most recently used
+
+    ops_stack.stop_vllm()
+    started = time.monotonic()
+    failed = _complete(ops_stack)
+    assert failed.status_code == 503
+    assert failed.json()["error"]["type"] == "server_error"
+    assert time.monotonic() - started < 5
+    unready = eventually(lambda: _ready(ops_stack), lambda r: r.status_code == 503, 10)
+    assert unready.status_code == 503
+    assert unready.json()["code"] == "no_healthy_upstream"
+    assert time.monotonic() - started < 2 * HEALTH_INTERVAL_S + 5
+    picture = health(ops_stack)
+    assert picture["status"] == "down"
+    assert picture["upstreams"][0]["up"] is False
+    assert picture["upstreams"][0]["reason"]
+    assert value(metrics_text(ops_stack), "hi_moe_lora_upstream_up") == 0
+    started = time.monotonic()
+    fast = _complete(ops_stack)  # the monitor knows: no connection attempt at all
+    assert fast.status_code == 503
+    assert "no healthy vLLM replica" in fast.json()["error"]["message"]
+    assert time.monotonic() - started < 1
+
+    ops_stack.start_vllm()  # same port; the control plane keeps running
+    ready = eventually(lambda: _ready(ops_stack), lambda r: r.status_code == 200, 30)
+    assert ready.status_code == 200
+    assert _complete(ops_stack).status_code == 200
+    # the restarted vLLM had nothing loaded: warm-up loaded the plan before any user request
+    report = eventually(
+        lambda: httpx.get(f"{url}/admin/v1/warmup", timeout=30).json(),
+        lambda r: "came up" in r.get("reason", ""),
+    )
+    assert "came up" in report["reason"], report
+    loaded = [r["served_name"] for r in report["results"] if r["outcome"] == "loaded"]
+    assert "restart-warm@1.0.0" in loaded
+    assert "restart-warm@1.0.0" in vllm_models(ops_stack)
