@@ -9,7 +9,11 @@ model vLLM serves. Any doubt declines (``None``): the resolver never raises, sin
 turn an exception into a 500 for the client.
 
 The lookup is blocking ``urllib`` run through :func:`asyncio.to_thread`: the plugin runs in every
-vLLM process and must not pull in the control plane's dependencies.
+vLLM process and must not pull in the control plane's dependencies. Each resolve is timed into
+``hi_moe_lora_resolver_duration_seconds{outcome}`` (:mod:`plugins.metrics`).
+
+:func:`register` also installs :mod:`plugins.load_timing`, which times vLLM's own adapter loads in
+the worker.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +37,9 @@ from hi_moe_lora.control_api import (
     NotFound,
     ResolvedAdapter,
 )
+from plugins import load_timing
 from plugins.logs import route_to_vllm_log
+from plugins.metrics import PluginMetrics, ResolveOutcome, plugin_metrics
 from plugins.settings import ENV_REGISTRY_URL, PluginSettings, PluginSettingsError
 
 logger = logging.getLogger(__name__)
@@ -56,6 +63,7 @@ class HiMoeLoraResolver(LoRAResolver):
         self,
         settings: PluginSettings,
         checksums: ChecksumCache | None = None,
+        metrics: PluginMetrics | None = None,
     ) -> None:
         if settings.registry_url is None:
             raise PluginSettingsError(ENV_REGISTRY_URL, "", "a registry URL")
@@ -63,23 +71,33 @@ class HiMoeLoraResolver(LoRAResolver):
             settings.registry_url, timeout_s=settings.resolver_timeout_s
         )
         self._checksums = checksums if checksums is not None else ChecksumCache()
+        self._metrics = metrics if metrics is not None else plugin_metrics()
 
     async def resolve_lora(self, base_model_name: str, lora_name: str) -> LoRARequest | None:
+        started = time.perf_counter()
+        outcome: ResolveOutcome = "error"
+        request: LoRARequest | None = None
         try:
-            return await asyncio.to_thread(self._resolve_blocking, base_model_name, lora_name)
+            outcome, request = await asyncio.to_thread(
+                self._resolve_blocking, base_model_name, lora_name
+            )
         except Exception:  # never let an exception reach vLLM: it would answer a 500
             logger.exception("hi-moe-lora resolver failed on %r; declining", lora_name)
-            return None
+        finally:  # also when the request is cancelled (client gone) while the thread works
+            self._metrics.observe_resolve(outcome, time.perf_counter() - started)
+        return request
 
-    def _resolve_blocking(self, base_model_name: str, lora_name: str) -> LoRARequest | None:
+    def _resolve_blocking(
+        self, base_model_name: str, lora_name: str
+    ) -> tuple[ResolveOutcome, LoRARequest | None]:
         try:
             resolved = self._client.resolve(lora_name)
         except NotFound as exc:
             logger.info("LoRA %r is not in the hi-moe-lora registry (%s)", lora_name, exc.detail)
-            return None
+            return "not_found", None
         except (ControlPlaneError, AnswerError) as exc:
             logger.warning("hi-moe-lora registry lookup of %r failed: %s", lora_name, exc)
-            return None
+            return "error", None
         # Loose, as at registration: equal ids, or equal last path component
         # (``meta-llama/Llama-3-8B`` matches ``/models/Llama-3-8B``).
         if not base_models_match(resolved.base_model, base_model_name):
@@ -89,7 +107,7 @@ class HiMoeLoraResolver(LoRAResolver):
                 resolved.base_model,
                 base_model_name,
             )
-            return None
+            return "declined", None
         if resolved.variant == "dora":
             # vLLM rejects DoRA, and our kernels do not have the magnitude epilogue yet: loading
             # it would only fail later with vLLM's generic 400.
@@ -97,13 +115,13 @@ class HiMoeLoraResolver(LoRAResolver):
                 "LoRA %r is a DoRA adapter, which no serving kernel supports yet; declining",
                 lora_name,
             )
-            return None
+            return "declined", None
         path = self._verified_path(lora_name, resolved)
         if path is None:
-            return None
+            return "declined", None
         logger.info("Resolved LoRA %r to %s (%s)", lora_name, path, resolved.served_name)
         # vLLM replaces lora_int_id with its own counter but rejects ids < 1.
-        return make_lora_request(lora_name, max(resolved.lora_int_id, 1), str(path))
+        return "resolved", make_lora_request(lora_name, max(resolved.lora_int_id, 1), str(path))
 
     def _verified_path(self, lora_name: str, resolved: ResolvedAdapter) -> Path | None:
         path = Path(resolved.local_path).expanduser()
@@ -142,10 +160,13 @@ def register() -> None:
     """Entry point (``vllm.general_plugins``): register the resolver once per process.
 
     Cheap and idempotent; does nothing (one INFO line) when ``HI_MOE_LORA_REGISTRY_URL`` is unset,
-    and never raises, since vLLM calls it in every process it starts.
+    and never raises, since vLLM calls it in every process it starts. Whatever the settings, it
+    times vLLM's own adapter loads (:func:`plugins.load_timing.install`): adapters reach the
+    worker through other resolvers and ``--lora-modules`` too.
     """
     global _disabled_logged
     route_to_vllm_log()
+    load_timing.install()
     try:
         settings = PluginSettings.from_env()
     except PluginSettingsError as exc:

@@ -32,4 +32,6 @@ for pkg in torchvision torchaudio torchcodec; do
 done
 echo "==> installing hi-moe-lora[dev] (editable)"
 python -m pip install -q -e ".[dev]"
+# promtool (Debian's prometheus package, binary only) for the alert-rule tests
+bash deploy/prometheus/install-promtool.sh
 python -c "import torch, vllm, hi_moe_lora; print(f'torch {torch.__version__}, vllm {vllm.__version__}')"

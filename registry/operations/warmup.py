@@ -8,10 +8,12 @@ concurrency and its own timeout, straight to the upstream (never counted as user
 version that vLLM had not loaded yet on that upstream gets a second request at once; cold minus
 warm is its load latency (``hi_moe_lora_adapter_load_seconds{source="warmup"}``).
 
-Runs happen in the background when an upstream comes (back) up (the health monitor tells) and
-after every change of what is served (promote, rollback, traffic split, a first version), and on
-demand (``POST /admin/v1/warmup``). Failures are logged and reported, never raised: warm-up never
-blocks or breaks serving. Versions the health monitor quarantined (broken files) are skipped.
+Runs happen in the background: the plan when an upstream comes (back) up (the health monitor
+tells: a (re)started vLLM holds nothing), an adapter's served versions after every change of
+what it serves (promote, rollback, traffic split, a first version: warming the whole plan again
+would only make vLLM reload versions it holds), and on demand (``POST /admin/v1/warmup``).
+Failures are logged and reported, never raised: warm-up never blocks or breaks serving.
+Versions the health monitor quarantined (broken files) are skipped.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Literal
 
+from registry.errors import NotFoundError
 from registry.fleet.loaded import LoadedAdapters
 from registry.fleet.quarantine import Quarantine
 from registry.fleet.upstreams import Replica, UpstreamPool, UpstreamUnavailable
@@ -108,7 +111,7 @@ class WarmUp:
         self._metrics = metrics
         self._settings = settings
         self._fleet_run: asyncio.Task[None] | None = None
-        self._fleet_again = False
+        self._changed: set[str] = set()
         self.last_report: WarmUpReport | None = None
 
     @property
@@ -120,8 +123,8 @@ class WarmUp:
 
     async def plan(self, names: Sequence[str] | None = None) -> list[WarmTarget]:
         """The versions to warm: the ``max_loras`` most recently used served versions (not
-        quarantined ones), or the ones ``names`` designate. An unknown name raises :class:`registry.errors.NotFoundError`
-        before anything is sent."""
+        quarantined ones), or the ones ``names`` designate. An unknown name raises
+        :class:`registry.errors.NotFoundError` before anything is sent."""
         if names is None:
             served = served_versions(await self._adapters.list_adapters())
             servable = [v for v in served if self._quarantine.reason(v.served_name) is None]
@@ -236,29 +239,27 @@ class WarmUp:
             await self.run(targets, replicas=[replica], reason=f"{replica.url} came up")
 
     async def served_changed(self, name: str) -> None:
-        """What is served changed (adapter-service listener): warm the plan in the background.
+        """What ``name`` serves changed (adapter-service listener): warm its served versions in
+        the background, so a promoted version is loaded before its traffic arrives.
 
-        Runs that arrive while one is going coalesce into one more run after it.
+        Changes that arrive while a run is going are gathered into one more run after it.
         """
-        if self._fleet_run is not None and not self._fleet_run.done():
-            self._fleet_again = True
-            return
-        self._fleet_run = asyncio.get_running_loop().create_task(self._fleet_loop(name))
+        self._changed.add(name)
+        if self._fleet_run is None or self._fleet_run.done():
+            self._fleet_run = asyncio.get_running_loop().create_task(self._fleet_loop())
 
-    async def _fleet_loop(self, name: str) -> None:
-        reason = f"{name} changed"
-        while True:
-            self._fleet_again = False
+    async def _fleet_loop(self) -> None:
+        while self._changed:
+            names, self._changed = sorted(self._changed), set()
             try:
-                targets = await self.plan()
+                targets = await self.plan(names)
                 up = [r for r in self._upstreams.replicas if r.healthy is not False]
                 if targets and up:
-                    await self.run(targets, replicas=up, reason=reason)
+                    await self.run(targets, replicas=up, reason=f"{', '.join(names)} changed")
+            except NotFoundError:
+                logger.info("warm-up skipped: %s no longer registered", ", ".join(names))
             except Exception:
                 logger.exception("background warm-up failed")
-            if not self._fleet_again:
-                return
-            reason = "further changes"
 
     async def stop(self) -> None:
         if self._fleet_run is not None:

@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from hi_moe_lora.app.vllm_launch import ALL_PLUGINS, VllmLaunch
+from hi_moe_lora.app.vllm_launch import ALL_PLUGINS, ENV_PROMETHEUS_MULTIPROC_DIR, VllmLaunch
 from plugins.settings import PluginSettings, PluginSettingsError
 
 
@@ -60,3 +62,25 @@ def test_plugin_variables_come_from_the_plugins_settings() -> None:
 def test_a_malformed_plugin_variable_is_refused_before_vllm_starts() -> None:
     with pytest.raises(PluginSettingsError, match="HI_MOE_LORA_KERNELS"):
         VllmLaunch(model="m").variables({"HI_MOE_LORA_KERNELS": "fastest"})
+
+
+def test_without_a_metrics_dir_vllm_keeps_prometheus_single_process() -> None:
+    launch = VllmLaunch(model="m")
+    assert ENV_PROMETHEUS_MULTIPROC_DIR not in launch.variables({})
+    assert launch.prepare_metrics_dir() is None
+
+
+def test_a_metrics_dir_puts_every_vllm_process_in_multiprocess_mode(tmp_path: Path) -> None:
+    directory = tmp_path / "metrics" / "vllm"
+    launch = VllmLaunch(model="m", metrics_dir=str(directory))
+    assert launch.variables({})[ENV_PROMETHEUS_MULTIPROC_DIR] == str(directory)
+    assert launch.prepare_metrics_dir() == directory
+    assert directory.is_dir()  # prometheus_client and vLLM's /metrics need it to exist
+
+
+def test_prepare_metrics_dir_drops_a_previous_runs_samples(tmp_path: Path) -> None:
+    (tmp_path / "histogram_4242.db").write_bytes(b"stale")  # summed again if left there
+    (tmp_path / "counter_4243.db").write_bytes(b"stale")
+    (tmp_path / "notes.txt").write_text("not ours")
+    VllmLaunch(model="m", metrics_dir=str(tmp_path)).prepare_metrics_dir()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]

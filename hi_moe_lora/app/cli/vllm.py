@@ -46,6 +46,12 @@ def add_parser(subparsers: Any) -> None:
         help="comma-separated VLLM_PLUGINS allow-list (default: %(default)s)",
     )
     parser.add_argument(
+        "--metrics-dir",
+        default=None,
+        help="prometheus_client multiprocess directory (emptied at start): vLLM's /metrics then "
+        "also shows the worker-side adapter load times of our plugins",
+    )
+    parser.add_argument(
         "--print-only",
         action="store_true",
         help="print the environment and command instead of starting vLLM",
@@ -71,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
         kernels=args.kernels,
         plugins=tuple(name for name in args.plugins.split(",") if name),
         extra_args=tuple(extra),
+        metrics_dir=args.metrics_dir,
     )
     argv = launch.command()
     try:
@@ -89,4 +96,5 @@ def run(args: argparse.Namespace) -> int:
             print(f"{key}={shlex.quote(value)}")
         print(shlex.join(argv))
         return 0
+    launch.prepare_metrics_dir()
     os.execvpe(argv[0], argv, {**os.environ, **variables})

@@ -59,3 +59,12 @@ def test_a_malformed_plugin_variable_exits_2(
     monkeypatch.setenv("HI_MOE_LORA_RESOLVER_TIMEOUT_S", "soon")
     assert main(["vllm", "--model", "m", "--print-only"]) == 2
     assert "HI_MOE_LORA_RESOLVER_TIMEOUT_S='soon'" in capsys.readouterr().err
+
+
+def test_metrics_dir_is_passed_as_prometheus_multiproc_dir(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(["vllm", "--model", "m", "--metrics-dir", "/tmp/vllm-metrics", "--print-only"])
+    assert code == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert "PROMETHEUS_MULTIPROC_DIR=/tmp/vllm-metrics" in lines

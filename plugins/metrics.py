@@ -1,0 +1,175 @@
+"""The Prometheus families our plugins record inside vLLM, and the one way to record them.
+
+Families (all histograms of seconds; ``_count`` per label value counts the events):
+
+- ``hi_moe_lora_resolver_duration_seconds{outcome}``: one resolve by our resolver, in vLLM's API
+  server (registry look-up + checks + checksum). ``outcome``: ``resolved``, ``not_found``
+  (registry 404), ``declined`` (base model, DoRA, path or checksum refused) or ``error``
+  (registry unreachable / bad answer, unexpected exception).
+- ``hi_moe_lora_vllm_adapter_load_seconds{outcome}``: one cold load of an adapter by vLLM's worker
+  (``add_adapter`` calls that read the adapter from disk: read, CPU cache, activation into a
+  device slot). ``outcome``: ``loaded`` or ``error``.
+- ``hi_moe_lora_vllm_adapter_read_seconds{outcome}``: the disk-to-CPU part of that load alone
+  (vLLM's ``_load_adapter``).
+
+The families live in prometheus_client's default registry, which vLLM's API server serves at
+``/metrics`` when it runs as one process. When ``PROMETHEUS_MULTIPROC_DIR`` is set in vLLM's
+environment before it starts, every vLLM process writes its samples to files there and the API
+server's ``/metrics`` merges all of them (``MultiProcessCollector``): that is how the worker's
+families reach Prometheus. prometheus_client picks its mode when it is first imported, so this
+module imports it only when a family is first used (vLLM has imported it long before).
+
+A family is built on first use in the process that records it, with all its label values at
+zero. Recording never raises: vLLM must not fail because a metric could not be written. The first
+failure of each family is logged; a family that cannot be built stays off.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry, Histogram
+
+logger = logging.getLogger(__name__)
+
+RESOLVER_DURATION = "hi_moe_lora_resolver_duration_seconds"
+ADAPTER_LOAD = "hi_moe_lora_vllm_adapter_load_seconds"
+ADAPTER_READ = "hi_moe_lora_vllm_adapter_read_seconds"
+
+ResolveOutcome = Literal["resolved", "not_found", "declined", "error"]
+RESOLVE_OUTCOMES: tuple[ResolveOutcome, ...] = ("resolved", "not_found", "declined", "error")
+LoadOutcome = Literal["loaded", "error"]
+LOAD_OUTCOMES: tuple[LoadOutcome, ...] = ("loaded", "error")
+
+#: From a cached checksum on a local registry (milliseconds) to a timed-out registry look-up or a
+#: large adapter read from a network volume (tens of seconds).
+BUCKETS_S = (
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+)
+
+
+class _Family:
+    """One histogram with an ``outcome`` label, built on first use."""
+
+    def __init__(self, name: str, documentation: str, outcomes: Sequence[str]) -> None:
+        self.name = name
+        self.documentation = documentation
+        self.outcomes = tuple(outcomes)
+        self.histogram: Histogram | None = None
+        self.broken = False  # could not be built: stays off
+        self.failure_logged = False
+
+
+class PluginMetrics:
+    """Our families in one registry (default: prometheus_client's global ``REGISTRY``)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self._registry = registry
+        self._lock = threading.Lock()
+        self._resolver = _Family(
+            RESOLVER_DURATION,
+            "Time the hi-moe-lora resolver took for one adapter name in vLLM's API server "
+            "(registry look-up, checks, checksum), by outcome.",
+            RESOLVE_OUTCOMES,
+        )
+        self._load = _Family(
+            ADAPTER_LOAD,
+            "Time vLLM's worker took to load one adapter it did not hold (read from disk, CPU "
+            "cache, activation into a device slot), by outcome.",
+            LOAD_OUTCOMES,
+        )
+        self._read = _Family(
+            ADAPTER_READ,
+            "Time vLLM's worker took to read one adapter from disk into CPU memory, by outcome.",
+            LOAD_OUTCOMES,
+        )
+
+    def observe_resolve(self, outcome: ResolveOutcome, seconds: float) -> None:
+        """Record one resolve; never raises."""
+        self._observe(self._resolver, outcome, seconds)
+
+    def observe_load(self, outcome: LoadOutcome, seconds: float) -> None:
+        """Record one cold adapter load in vLLM's worker; never raises."""
+        self._observe(self._load, outcome, seconds)
+
+    def observe_read(self, outcome: LoadOutcome, seconds: float) -> None:
+        """Record one disk-to-CPU adapter read in vLLM's worker; never raises."""
+        self._observe(self._read, outcome, seconds)
+
+    def _observe(self, family: _Family, outcome: str, seconds: float) -> None:
+        try:
+            if outcome not in family.outcomes:  # a fixed set: no series made up by mistake
+                raise ValueError(f"{outcome!r} is not one of {family.outcomes}")
+            histogram = self._histogram(family)
+            if histogram is not None:
+                histogram.labels(outcome=outcome).observe(max(seconds, 0.0))
+        except Exception as exc:
+            self._failed(family, exc)
+
+    def _histogram(self, family: _Family) -> Histogram | None:
+        if family.histogram is not None or family.broken:
+            return family.histogram
+        with self._lock:
+            if family.histogram is None and not family.broken:
+                try:
+                    family.histogram = self._build(family)
+                except Exception as exc:
+                    family.broken = True
+                    self._failed(family, exc)
+        return family.histogram
+
+    def _build(self, family: _Family) -> Histogram:
+        from prometheus_client import REGISTRY, Histogram
+
+        histogram = Histogram(
+            family.name,
+            family.documentation,
+            labelnames=("outcome",),
+            buckets=BUCKETS_S,
+            registry=self._registry if self._registry is not None else REGISTRY,
+        )
+        for outcome in family.outcomes:  # every series exists from the start, at zero
+            histogram.labels(outcome=outcome)
+        return histogram
+
+    def _failed(self, family: _Family, exc: Exception) -> None:
+        if family.failure_logged:
+            return
+        family.failure_logged = True
+        logger.warning(
+            "hi-moe-lora metric %s cannot be recorded; vLLM goes on without it",
+            family.name,
+            exc_info=exc,
+        )
+
+
+_default: PluginMetrics | None = None
+_default_lock = threading.Lock()
+
+
+def plugin_metrics() -> PluginMetrics:
+    """This process's families in prometheus_client's global registry (the one vLLM serves)."""
+    global _default
+    if _default is None:
+        with _default_lock:
+            if _default is None:
+                _default = PluginMetrics()
+    return _default
