@@ -15,7 +15,7 @@ versions come from the registry (``SPECIALIST_BASE`` for the base model,
 from __future__ import annotations
 
 import contextlib
-from typing import Final
+from typing import Final, get_args
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -31,6 +31,7 @@ from registry.metrics.labels import (
     SPECIALIST_BASE,
     SPECIALIST_NONE,
     LoadSource,
+    RequestOutcome,
     WarmupOutcome,
     outcome_of,
 )
@@ -148,6 +149,7 @@ class ControlPlaneMetrics:
         )
         # statistics_flush_lag_seconds, statistics_pending, statistics_dropped_total and
         # traffic_share_ratio are read at scrape time: registry/metrics/live.py
+        self._seen: set[tuple[str, str]] = set()
         self._traffic = TrafficWindow()
         self._live = LiveCollector(self._traffic)
         r.register(self._live)
@@ -162,6 +164,11 @@ class ControlPlaneMetrics:
         self, specialist: str, version: str, status: int, duration_s: float
     ) -> None:
         """One answered completion request (``version`` is ``""`` for the base model)."""
+        if (specialist, version) not in self._seen:
+            # every outcome exists from the first request on, so rate() sees the first error
+            self._seen.add((specialist, version))
+            for outcome in get_args(RequestOutcome):
+                self.requests.labels(specialist, version, outcome)
         self.requests.labels(specialist, version, outcome_of(status)).inc()
         self.request_duration.labels(specialist).observe(duration_s)
         if specialist != SPECIALIST_NONE:

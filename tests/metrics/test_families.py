@@ -24,6 +24,13 @@ def test_request_families_move_with_requests() -> None:
     assert value(text, "hi_moe_lora_requests_total", specialist="python-lora") == 2
     assert value(text, "hi_moe_lora_requests_total", outcome="unavailable") == 1
     assert value(text, "hi_moe_lora_requests_total", specialist=SPECIALIST_NONE) == 1
+    # every outcome of a seen specialist exists (at 0), so rate() catches its first error
+    assert (
+        "hi_moe_lora_requests_total",
+        frozenset(
+            {("specialist", "python-lora"), ("version", "1.0.0"), ("outcome", "server_error")}
+        ),
+    ) in samples(text)
     assert value(text, "hi_moe_lora_request_duration_seconds_count") == 3
     assert value(text, "hi_moe_lora_time_to_first_token_seconds_count") == 1
     assert value(text, "hi_moe_lora_requests_in_flight") == 0

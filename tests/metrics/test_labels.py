@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from registry.metrics.labels import SPECIALIST_BASE, SPECIALIST_NONE, outcome_of
 from hi_moe_lora.served_names import NAME_PATTERN
+from registry.metrics.labels import SPECIALIST_BASE, SPECIALIST_NONE, outcome_of
 
 
 @pytest.mark.parametrize(
