@@ -6,7 +6,8 @@ It owns the paths (:mod:`.paths`), the error shapes (RFC 9457 problems of the ad
 OpenAI-style errors of ``/v1`` both become :class:`ControlPlaneError` with their ``code``) and
 the answers code reads
 (:class:`.answers.ResolvedAdapter`); other answers come back as the JSON objects the admin API
-documents.
+documents. A warm-up can also be followed as it happens (:meth:`ControlPlaneClient.warmup_events`:
+the admin API's NDJSON lines, read one by one).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
+from http.client import HTTPException, HTTPResponse
 from typing import Any
 
 from hi_moe_lora.control_api import paths
@@ -23,6 +25,8 @@ from hi_moe_lora.control_api.answers import ResolvedAdapter
 
 #: Answers larger than this are refused (the largest real one, a listing, is far smaller).
 MAX_ANSWER_BYTES = 64 << 20
+#: One line of a streamed (NDJSON) answer larger than this is refused (a result is < 1 KiB).
+MAX_EVENT_BYTES = 1 << 20
 JsonObject = dict[str, Any]
 
 
@@ -136,6 +140,43 @@ class ControlPlaneClient:
             query["since"] = since
         return self._object(self._call("GET", paths.ROUTING_GAP_SUMMARY, query=query))
 
+    # ------------------------------------------------------------------ warm-up
+
+    def warmup(self, adapters: Sequence[str] | None = None) -> JsonObject:
+        """``POST /admin/v1/warmup``: warm ``adapters`` (names or ``name@version``; ``None``: the
+        control plane's plan) on every upstream and return the whole report once it is done."""
+        return self._object(self._call("POST", paths.WARMUP, _warmup_body(adapters)))
+
+    def warmup_events(
+        self, adapters: Sequence[str] | None = None
+    ) -> Generator[JsonObject, None, None]:
+        """The same warm-up, as its events arrive: ``plan``, one ``result`` per version and
+        upstream, then ``done``.
+
+        Nothing is sent before the first ``next()``; ``close()`` closes the connection (the run
+        itself goes on on the control plane). Errors (an unknown adapter, an unreachable control
+        plane, a stream that breaks off before ``done``) raise from the iteration as
+        :class:`ControlPlaneError` and its subclasses, like every other call.
+        """
+        request = self._request("POST", self.url(paths.WARMUP), _warmup_body(adapters))
+        request.add_header("Accept", paths.NDJSON)
+        with self._open(request) as response:
+            content_type = response.headers.get("Content-Type", "")
+            if paths.NDJSON not in content_type:
+                raise ControlPlaneError(f"answer is not {paths.NDJSON}: {content_type or '?'}")
+            last: object = None
+            for event in self._lines(response):
+                last = event.get("event")
+                yield event
+            if last != "done":
+                raise ControlPlaneUnreachable(
+                    f"the warm-up stream from {self.base_url} ended before its 'done' event"
+                )
+
+    def last_warmup(self) -> JsonObject:
+        """``GET /admin/v1/warmup``: the last warm-up's report (:class:`NotFound` before any)."""
+        return self._object(self._call("GET", paths.WARMUP))
+
     # ------------------------------------------------------------------ the front door's own
 
     def dispatch(self, objective: str, context_refs: Sequence[str] = ()) -> JsonObject:
@@ -170,28 +211,13 @@ class ControlPlaneClient:
         query: Mapping[str, str] | None = None,
         **params: str,
     ) -> Any:
-        data = None if body is None else json.dumps(body).encode()
         url = self.url(template, **params) if admin else self.base_url + template
         if query:
             url += "?" + urllib.parse.urlencode(query)
-        request = urllib.request.Request(url, data=data, method=method)
+        request = self._request(method, url, body)
         request.add_header("Accept", "application/json")
-        if data is not None:
-            request.add_header("Content-Type", "application/json")
-        if self._token:
-            request.add_header("Authorization", f"Bearer {self._token}")
-        try:
-            with urllib.request.urlopen(request, timeout=self._timeout_s) as response:
-                raw = response.read(MAX_ANSWER_BYTES + 1)
-        except urllib.error.HTTPError as exc:
-            raise _problem(exc) from None
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            # URLError wraps refused connections; TimeoutError/OSError the socket-level ones.
-            reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
-            raise ControlPlaneUnreachable(
-                f"cannot reach the control plane at {self.base_url}: "
-                f"{type(reason).__name__}: {reason}"
-            ) from None
+        with self._open(request) as response:
+            raw = self._read(response, MAX_ANSWER_BYTES + 1)
         if len(raw) > MAX_ANSWER_BYTES:
             raise ControlPlaneError("answer too large")
         if not raw:
@@ -200,6 +226,59 @@ class ControlPlaneClient:
             return json.loads(raw)
         except ValueError:
             raise ControlPlaneError("answer is not JSON") from None
+
+    def _request(self, method: str, url: str, body: Any = None) -> urllib.request.Request:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(url, data=data, method=method)
+        if data is not None:
+            request.add_header("Content-Type", "application/json")
+        if self._token:
+            request.add_header("Authorization", f"Bearer {self._token}")
+        return request
+
+    def _open(self, request: urllib.request.Request) -> HTTPResponse:
+        """The answer to ``request``; an error answer raised as :class:`ControlPlaneError`."""
+        try:
+            response: HTTPResponse = urllib.request.urlopen(request, timeout=self._timeout_s)
+        except urllib.error.HTTPError as exc:
+            raise _problem(exc) from None
+        except (urllib.error.URLError, OSError, ValueError, HTTPException) as exc:
+            raise self._unreachable(exc) from None
+        return response
+
+    def _read(self, response: HTTPResponse, limit: int, *, line: bool = False) -> bytes:
+        """Up to ``limit`` bytes (or one line) of ``response``; a broken connection raised."""
+        try:
+            return response.readline(limit) if line else response.read(limit)
+        except (OSError, ValueError, HTTPException) as exc:  # reset, timeout, IncompleteRead
+            raise self._unreachable(exc) from None
+
+    def _lines(self, response: HTTPResponse) -> Iterator[JsonObject]:
+        """The JSON objects of an NDJSON answer, one per line, as they arrive."""
+        while True:
+            raw = self._read(response, MAX_EVENT_BYTES + 1, line=True)
+            if not raw:
+                return
+            if len(raw) > MAX_EVENT_BYTES:
+                raise ControlPlaneError("streamed event too large")
+            if not raw.strip():
+                continue
+            try:
+                event = json.loads(raw)
+            except ValueError:
+                raise ControlPlaneError("streamed line is not JSON") from None
+            yield self._object(event)
+
+    def _unreachable(self, exc: BaseException) -> ControlPlaneUnreachable:
+        # URLError wraps refused connections; TimeoutError/OSError the socket-level ones.
+        reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+        return ControlPlaneUnreachable(
+            f"cannot reach the control plane at {self.base_url}: {type(reason).__name__}: {reason}"
+        )
+
+
+def _warmup_body(adapters: Sequence[str] | None) -> JsonObject:
+    return {} if adapters is None else {"adapters": list(adapters)}
 
 
 def _problem(exc: urllib.error.HTTPError) -> ControlPlaneError:

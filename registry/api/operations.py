@@ -76,9 +76,7 @@ async def last_warm_up(warmup: WarmUpDep) -> WarmUpOut:
 
 async def _events(warmup: WarmUp, targets: list[WarmTarget]) -> AsyncIterator[bytes]:
     queue: asyncio.Queue[WarmResult] = asyncio.Queue()
-    running = asyncio.get_running_loop().create_task(
-        warmup.run(targets, on_result=queue.put_nowait)
-    )
+    running = warmup.start_run(targets, queue.put_nowait)  # never raises; one result per pair
     upstreams = [replica.url for replica in warmup.replicas]
     total = len(targets) * len(upstreams)
     yield _line(

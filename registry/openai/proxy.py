@@ -66,6 +66,8 @@ logger = logging.getLogger(__name__)
 FORWARDED_HEADERS = ("x-request-id", "traceparent", "tracestate")
 #: Response headers passed back from vLLM.
 RETURNED_HEADERS = ("x-request-id",)
+#: The last event of an OpenAI stream.
+STREAM_END = b"data: [DONE]"
 #: Every front-door answer names its request (``POST /v1/feedback`` takes that id).
 REQUEST_ID_HEADER = "X-HiMoE-Request-Id"
 
@@ -297,10 +299,17 @@ class RelayedStream(StreamingResponse):
         try:
             async with aclosing(self._upstream.aiter_raw()) as chunks:
                 first = True
+                tail = b""
                 async for chunk in chunks:
                     if first:
                         first = False
                         self._account.first_chunk()
+                    tail = (tail + chunk)[-len(STREAM_END) - 8 :]
+                    if not self._completed and STREAM_END in tail:
+                        # the answer is complete: clients (openai's) may hang up right after
+                        # reading it, before vLLM's end of stream reaches us
+                        self._completed = True
+                        self._finish(self._upstream.status_code)
                     yield chunk
         except UpstreamUnavailable as exc:
             logger.warning("vLLM stream broke off: %s", exc.message)
@@ -309,8 +318,9 @@ class RelayedStream(StreamingResponse):
             self._finish(503)
             self._completed = True
             return
-        self._completed = True
-        self._finish(self._upstream.status_code)
+        if not self._completed:
+            self._completed = True
+            self._finish(self._upstream.status_code)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:

@@ -19,7 +19,6 @@ Versions the health monitor quarantined (broken files) are skipped.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -112,6 +111,7 @@ class WarmUp:
         self._settings = settings
         self._fleet_run: asyncio.Task[None] | None = None
         self._changed: set[str] = set()
+        self._runs: set[asyncio.Task[WarmUpReport]] = set()
         self.last_report: WarmUpReport | None = None
 
     @property
@@ -158,7 +158,12 @@ class WarmUp:
 
         async def one(target: WarmTarget, replica: Replica) -> WarmResult:
             async with semaphore:
-                result = await self._warm(target, replica)
+                try:
+                    result = await self._warm(target, replica)
+                except Exception as exc:  # reported, never raised
+                    logger.exception("warm-up of %s on %s failed", target.served_name, replica.url)
+                    detail = f"internal error: {type(exc).__name__}: {exc}"
+                    result = WarmResult(target, replica.url, "failed", 0.0, detail=detail)
             self._metrics.warmed(result.outcome)
             if on_result is not None:
                 on_result(result)
@@ -261,8 +266,18 @@ class WarmUp:
             except Exception:
                 logger.exception("background warm-up failed")
 
+    def start_run(
+        self, targets: Sequence[WarmTarget], on_result: ResultListener
+    ) -> asyncio.Task[WarmUpReport]:
+        """:meth:`run` as a task that finishes even if its caller goes away (a client that
+        left a streamed warm-up); held until done, cancelled by :meth:`stop`."""
+        task = asyncio.get_running_loop().create_task(self.run(targets, on_result=on_result))
+        self._runs.add(task)
+        task.add_done_callback(self._runs.discard)
+        return task
+
     async def stop(self) -> None:
-        if self._fleet_run is not None:
-            self._fleet_run.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._fleet_run
+        tasks = [*self._runs, *([self._fleet_run] if self._fleet_run is not None else [])]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

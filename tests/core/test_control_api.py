@@ -1,7 +1,8 @@
 """The control plane's API as clients see it: paths, the resolve answer, errors.
 
-The client against the real control plane is exercised by the CLI, resolver and demo tests;
-here a scripted stdlib server plays what the real one cannot be made to answer on demand.
+The client against the real control plane is exercised by the CLI, resolver and demo tests, and
+its warm-up calls here against a real one (whose upstream does not listen); a scripted stdlib
+server plays what the real one cannot be made to answer on demand (broken streams).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import http.server
 import json
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import ClassVar
 
 import pytest
@@ -23,6 +25,8 @@ from hi_moe_lora.control_api import (
     ResolvedAdapter,
     paths,
 )
+from tests.openai.live import control_plane_settings, serve_control_plane
+from tests.support.adapter_files import DEFAULT_BASE_MODEL, write_adapter
 
 RESOLVED = {
     "name": "a",
@@ -145,3 +149,119 @@ def test_unreachable(unused_tcp_port: int) -> None:
     client = ControlPlaneClient(f"http://127.0.0.1:{unused_tcp_port}", timeout_s=2)
     with pytest.raises(ControlPlaneUnreachable, match="cannot reach the control plane"):
         client.resolve("a")
+
+
+# ---------------------------------------------------------------------- warm-up
+
+NOWHERE = "http://127.0.0.1:9"  # refuses connections: every warm-up result fails
+
+
+@pytest.fixture
+def real_plane(tmp_path: Path) -> Iterator[str]:
+    """A real control plane serving sql-lora@1.0.0 (active) and 1.1.0 (inactive)."""
+    served = serve_control_plane(control_plane_settings(tmp_path, DEFAULT_BASE_MODEL, [NOWHERE]))
+    client = ControlPlaneClient(served.url, timeout_s=30)
+    client.register("sql-lora", "1.0.0", str(write_adapter(tmp_path / "a")))
+    client.register("sql-lora", "1.1.0", str(write_adapter(tmp_path / "b", seed=1)))
+    yield served.url
+    served.stop()
+
+
+def test_warmup_report_and_last_report(real_plane: str) -> None:
+    client = ControlPlaneClient(real_plane, timeout_s=30)
+    with pytest.raises(NotFound) as none_yet:
+        client.last_warmup()
+    assert none_yet.value.code == "no_warmup_yet"
+
+    report = client.warmup()  # the plan: the served versions (1.1.0 is not served)
+    assert report["targets"] == [
+        {"adapter": "sql-lora", "version": "1.0.0", "served_name": "sql-lora@1.0.0"}
+    ]
+    assert (report["upstreams"], report["loaded"], report["failed"]) == ([NOWHERE], 0, 1)
+    (result,) = report["results"]
+    assert (result["upstream"], result["outcome"], result["load_ms"]) == (NOWHERE, "failed", None)
+    assert "ConnectError" in result["detail"]
+    assert client.last_warmup() == report
+
+    named = client.warmup(["sql-lora@1.1.0", "sql-lora@1.1.0"])  # duplicates warmed once
+    assert [r["served_name"] for r in named["results"]] == ["sql-lora@1.1.0"]
+    assert client.last_warmup() == named
+
+
+def test_warmup_events_arrive_in_order(real_plane: str) -> None:
+    client = ControlPlaneClient(real_plane, timeout_s=30)
+    events = list(client.warmup_events(["sql-lora", "sql-lora@1.1.0"]))
+    assert [e["event"] for e in events] == ["plan", "result", "result", "done"]
+    plan, *results, done = events
+    assert (plan["total"], plan["upstreams"]) == (2, [NOWHERE])
+    served = ["sql-lora@1.0.0", "sql-lora@1.1.0"]
+    assert [t["served_name"] for t in plan["targets"]] == served
+    assert sorted(r["served_name"] for r in results) == served
+    assert {r["outcome"] for r in results} == {"failed"}
+    assert (done["loaded"], done["failed"]) == (0, 2)
+    assert done["time_ms"] >= 0
+    last = client.last_warmup()
+    assert sorted(r["served_name"] for r in last["results"]) == served
+
+    # leaving early closes the stream; the run still finishes on the control plane
+    stream = client.warmup_events(["sql-lora@1.0.0"])
+    assert next(stream)["event"] == "plan"
+    stream.close()
+
+
+def test_warmup_errors_are_typed(real_plane: str) -> None:
+    client = ControlPlaneClient(real_plane, timeout_s=30)
+    events = client.warmup_events(["ghost-lora"])  # nothing is sent yet
+    with pytest.raises(NotFound) as missing:
+        next(events)
+    assert (missing.value.status, missing.value.code) == (404, "adapter_not_found")
+    with pytest.raises(NotFound) as no_version:
+        client.warmup(["sql-lora@9.9.9"])
+    assert no_version.value.code == "version_not_found"
+    with pytest.raises(ControlPlaneError) as empty:
+        client.warmup([])
+    assert empty.value.status == 422
+    with pytest.raises(NotFound):  # none of them ran
+        client.last_warmup()
+
+
+def test_warmup_events_unreachable(unused_tcp_port: int) -> None:
+    client = ControlPlaneClient(f"http://127.0.0.1:{unused_tcp_port}", timeout_s=2)
+    with pytest.raises(ControlPlaneUnreachable, match="cannot reach the control plane"):
+        next(client.warmup_events())
+
+
+def _ndjson(*lines: bytes) -> tuple[int, str, bytes]:
+    return 200, paths.NDJSON, b"".join(line + b"\n" for line in lines)
+
+
+@pytest.mark.parametrize(
+    ("answer", "error", "message"),
+    [
+        (_ndjson(b'{"event": "plan", "total": 1}'), ControlPlaneUnreachable, "before its 'done'"),
+        (_ndjson(b'{"event": "plan"}', b"<html>"), ControlPlaneError, "line is not JSON"),
+        (_ndjson(b"[1, 2]"), ControlPlaneError, "not a JSON object"),
+        ((200, "application/json", b"{}"), ControlPlaneError, "not application/x-ndjson"),
+    ],
+)
+def test_broken_warmup_streams(
+    scripted: tuple[str, type[_Scripted]],
+    answer: tuple[int, str, bytes],
+    error: type[ControlPlaneError],
+    message: str,
+) -> None:
+    url, handler = scripted
+    handler.answers["/admin/v1/warmup"] = answer
+    client = ControlPlaneClient(url, timeout_s=5)
+    with pytest.raises(error, match=message):
+        list(client.warmup_events(["a"]))
+    method, path, _, body = handler.seen[-1]
+    assert (method, path, json.loads(body)) == ("POST", "/admin/v1/warmup", {"adapters": ["a"]})
+
+
+def test_warmup_events_skip_blank_lines(scripted: tuple[str, type[_Scripted]]) -> None:
+    url, handler = scripted
+    handler.answers["/admin/v1/warmup"] = _ndjson(b'{"event": "plan"}', b"", b'{"event": "done"}')
+    client = ControlPlaneClient(url, timeout_s=5)
+    assert [e["event"] for e in client.warmup_events()] == ["plan", "done"]
+    assert json.loads(handler.seen[-1][3]) == {}

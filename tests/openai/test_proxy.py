@@ -28,6 +28,7 @@ from registry.fleet.upstreams import UpstreamUnavailable
 from registry.openai.errors import InvalidRequest
 from registry.openai.proxy import CHAT_COMPLETIONS, COMPLETIONS, parse_body
 from tests.conftest import VllmServer
+from tests.metrics.scrape import value
 from tests.openai.live import ServedApp, control_plane_settings, register, serve_control_plane
 from tests.support.adapter_files import DEFAULT_BASE_MODEL, write_adapter
 
@@ -164,6 +165,8 @@ class ScriptedVllm:
             )
         if body["prompt"] == "break":
             return StreamingResponse(self._broken(body["model"]), media_type="text/event-stream")
+        if body["prompt"] == "linger":
+            return StreamingResponse(self._lingering(body["model"]), media_type="text/event-stream")
         if not body.get("stream"):
             return JSONResponse(
                 {
@@ -180,6 +183,13 @@ class ScriptedVllm:
         yield f"data: {json.dumps(chunk)}\n\n".encode()
         await asyncio.sleep(0.05)
         raise RuntimeError("vLLM died mid-stream")  # uvicorn drops the connection
+
+    async def _lingering(self, model: str) -> AsyncIterator[bytes]:
+        """A complete answer, but the end of the stream comes a while after ``[DONE]``."""
+        chunk = {"model": model, "choices": [{"index": 0, "text": "x"}]}
+        yield f"data: {json.dumps(chunk)}\n\n".encode()
+        yield b"data: [DONE]\n\n"
+        await asyncio.sleep(1.0)
 
     async def _endless(self, model: str) -> AsyncIterator[bytes]:
         try:
@@ -438,3 +448,20 @@ def test_vllm_rejections_reach_the_client_in_openai_form(
         gateway.completions.create(model=name, prompt=PROMPT, max_tokens=100_000)
     assert caught.value.status_code == 400
     assert caught.value.body is not None
+
+
+def test_a_client_that_hangs_up_after_done_got_a_complete_answer(
+    scripted: tuple[ScriptedVllm, ServedApp, ServedApp],
+) -> None:
+    _, _, plane = scripted
+    client = openai.OpenAI(base_url=f"{plane.url}/v1", api_key="x", max_retries=0)
+    with client:
+        for _ in range(3):  # openai's client closes the connection right after [DONE]
+            stream = client.completions.create(
+                model="known", prompt="linger", max_tokens=2, stream=True
+            )
+            assert [c.choices[0].text for c in stream] == ["x"]
+    metrics = httpx.get(f"{plane.url}/metrics").text
+    assert value(metrics, "hi_moe_lora_requests_total", outcome="success") == 3
+    assert value(metrics, "hi_moe_lora_requests_total", outcome="client_error") == 0
+    assert value(metrics, "hi_moe_lora_requests_in_flight") == 0

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 
 # module name -> its sub-commands are registered by that module's add_parser()
-_COMMAND_MODULES = ("serve", "db", "admin", "dispatch", "vllm", "tiny", "demo")
+_COMMAND_MODULES = ("serve", "db", "admin", "dispatch", "warmup", "vllm", "tiny", "demo")
 
 
 def build_parser() -> argparse.ArgumentParser:
