@@ -4,7 +4,9 @@ It builds the tiny model and adapters, starts the control plane and vLLM with ou
 registers two versions of ``python-lora`` and one ``math-lora`` through the admin API, sends
 requests with the stock ``openai`` client naming each, promotes, rolls back, sends
 ``model="auto"`` tasks that the dispatcher routes (or leaves to the base model), and prints
-which model answered each time. Everything is shut down at the end, also on Ctrl-C or failure.
+which model answered each time; then warms the specialists up on demand and shows the health
+monitor's picture and the request metrics. Everything is shut down at the end, also on Ctrl-C
+or failure.
 
 Needs the ``demo`` extra (control plane + openai + tiny-model builders) and vLLM.
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -95,6 +98,29 @@ def _show(step: str, answer: DemoAnswer) -> None:
     )
 
 
+def _operations(admin: ControlPlaneClient, control_plane_url: str) -> None:
+    """Warm-up on demand, the health picture and a few metrics."""
+    print("\nWarm-up (POST /admin/v1/warmup), health (GET /v1/health), metrics (GET /metrics):")
+    report = admin.warmup(["python-lora", "math-lora"])
+    for result in report["results"]:
+        load = f", load {result['load_ms']:.0f} ms" if result["load_ms"] is not None else ""
+        print(
+            f"  warm-up {result['served_name']}: {result['outcome']} in "
+            f"{result['time_ms']:.0f} ms{load}"
+        )
+    for upstream in admin.health()["upstreams"]:
+        print(f"  upstream {upstream['url']}: {'up' if upstream['up'] else 'down'}")
+        for adapter in upstream["adapters"]:
+            verdict = "healthy" if adapter["healthy"] else f"unhealthy: {adapter['reason']}"
+            print(f"    {adapter['served_name']}: {verdict}")
+    with urllib.request.urlopen(f"{control_plane_url}/metrics", timeout=30) as answer:
+        text = answer.read().decode()
+    shown = ("hi_moe_lora_requests_total{", "hi_moe_lora_adapter_cache_requests_total{")
+    for line in text.splitlines():
+        if line.startswith(shown) and not line.endswith(" 0.0"):
+            print(f"  {line}")
+
+
 def run_demo(workdir: Path) -> list[DemoAnswer]:
     """Run the whole demo under ``workdir``; returns the answers in order."""
     import openai
@@ -104,7 +130,10 @@ def run_demo(workdir: Path) -> list[DemoAnswer]:
     shutil.rmtree(stack_dir, ignore_errors=True)
     answers: list[DemoAnswer] = []
     print("Starting the control plane and vLLM (CPU); vLLM takes about a minute...", flush=True)
-    with EmbeddedStack(workdir=stack_dir, model_dir=fleet.model_dir) as stack:
+    # probes every 5 s (default 30) so the health picture covers the adapters registered here
+    with EmbeddedStack(
+        workdir=stack_dir, model_dir=fleet.model_dir, health_interval_s=5.0
+    ) as stack:
         print(f"  control plane: {stack.control_plane_url}   vLLM: {stack.vllm_url}")
         print(f"  logs: {stack.log_dir}")
         admin = ControlPlaneClient(stack.control_plane_url, timeout_s=60.0)
@@ -156,6 +185,7 @@ def run_demo(workdir: Path) -> list[DemoAnswer]:
                 f"  dry run (POST /v1/dispatch): {decision['specialist']} by {decision['tier']},"
                 f" scores {decision['scores']}"
             )
+            _operations(admin, stack.control_plane_url)
         print("\nShutting down...", flush=True)
     print("Done: both servers stopped.")
     return answers

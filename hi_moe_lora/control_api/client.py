@@ -193,6 +193,10 @@ class ControlPlaneClient:
         body = {"request_id": request_id, "success": success}
         return self._object(self._call("POST", paths.V1_FEEDBACK, body, admin=False))
 
+    def health(self) -> JsonObject:
+        """``GET /v1/health``: every upstream and served version as the last probes saw them."""
+        return self._object(self._call("GET", paths.V1_HEALTH, admin=False))
+
     # ------------------------------------------------------------------ transport
 
     @staticmethod

@@ -265,3 +265,11 @@ def test_warmup_events_skip_blank_lines(scripted: tuple[str, type[_Scripted]]) -
     client = ControlPlaneClient(url, timeout_s=5)
     assert [e["event"] for e in client.warmup_events()] == ["plan", "done"]
     assert json.loads(handler.seen[-1][3]) == {}
+
+
+def test_health_reads_the_monitors_picture(real_plane: str) -> None:
+    picture = ControlPlaneClient(real_plane, timeout_s=30).health()
+    # health checks are off in this plane: nothing has been checked
+    assert picture["status"] == "unknown"
+    assert [u["url"] for u in picture["upstreams"]] == [NOWHERE]
+    assert picture["upstreams"][0]["up"] is None
