@@ -53,7 +53,7 @@ UpListener = Callable[[Replica], Awaitable[None]]
 @dataclass(frozen=True)
 class HealthSettings:
     interval_s: float = 30.0
-    #: How often an upstream found down is checked again (only its ``/health``).
+    #: How often an upstream found down is checked again (instead of every ``interval_s``).
     down_recheck_s: float = 2.0
     probe_timeout_s: float = 10.0
     probe_concurrency: int = 4

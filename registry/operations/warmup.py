@@ -9,9 +9,10 @@ version that vLLM had not loaded yet on that upstream gets a second request at o
 warm is its load latency (``hi_moe_lora_adapter_load_seconds{source="warmup"}``).
 
 Runs happen in the background: the plan when an upstream comes (back) up (the health monitor
-tells: a (re)started vLLM holds nothing), an adapter's served versions after every change of
-what it serves (promote, rollback, traffic split, a first version: warming the whole plan again
-would only make vLLM reload versions it holds), and on demand (``POST /admin/v1/warmup``).
+tells: a (re)started vLLM holds nothing), and after every change of what an adapter serves
+(promote, rollback, traffic split, a first version) that adapter's served versions first, then
+the plan; a background run leaves out what the replica already has loaded (sending it again
+would only make vLLM reload versions it holds). And on demand (``POST /admin/v1/warmup``).
 Failures are logged and reported, never raised: warm-up never blocks or breaks serving.
 Versions the health monitor quarantined (broken files) are skipped.
 """
@@ -149,8 +150,13 @@ class WarmUp:
         replicas: Sequence[Replica] | None = None,
         reason: str = "on demand",
         on_result: ResultListener | None = None,
+        skip_loaded: bool = False,
     ) -> WarmUpReport:
-        """Warm ``targets`` on ``replicas`` (default: every upstream); never raises."""
+        """Warm ``targets`` on ``replicas`` (default: every upstream); never raises.
+
+        ``skip_loaded``: leave out the pairs whose version the replica already has loaded (a
+        background run must not make vLLM reload what it holds); on demand, every pair is sent.
+        """
         replicas = list(self._upstreams.replicas if replicas is None else replicas)
         started_at = datetime.now(timezone.utc)
         started = time.perf_counter()
@@ -169,7 +175,13 @@ class WarmUp:
                 on_result(result)
             return result
 
-        results = await asyncio.gather(*(one(t, r) for t in targets for r in replicas))
+        pairs = [
+            (t, r)
+            for t in targets
+            for r in replicas
+            if not (skip_loaded and self._loaded.knows(r.url, t.served_name))
+        ]
+        results = await asyncio.gather(*(one(t, r) for t, r in pairs))
         report = WarmUpReport(
             reason,
             tuple(targets),
@@ -241,7 +253,8 @@ class WarmUp:
         """A (re)started vLLM has nothing loaded: warm the plan on it (health-monitor listener)."""
         targets = await self.plan()
         if targets:
-            await self.run(targets, replicas=[replica], reason=f"{replica.url} came up")
+            reason = f"{replica.url} came up"
+            await self.run(targets, replicas=[replica], reason=reason, skip_loaded=True)
 
     async def served_changed(self, name: str) -> None:
         """What ``name`` serves changed (adapter-service listener): warm its served versions in
@@ -257,10 +270,15 @@ class WarmUp:
         while self._changed:
             names, self._changed = sorted(self._changed), set()
             try:
-                targets = await self.plan(names)
+                # the changed adapters' served versions first, then the usual plan: the top
+                # max_loras versions vLLM should hold now (those it holds already are skipped)
+                changed = await self.plan(names)
+                room = max(self._settings.max_loras, len(changed))
+                targets = list(dict.fromkeys([*changed, *await self.plan()]))[:room]
                 up = [r for r in self._upstreams.replicas if r.healthy is not False]
                 if targets and up:
-                    await self.run(targets, replicas=up, reason=f"{', '.join(names)} changed")
+                    reason = f"{', '.join(names)} changed"
+                    await self.run(targets, replicas=up, reason=reason, skip_loaded=True)
             except NotFoundError:
                 logger.info("warm-up skipped: %s no longer registered", ", ".join(names))
             except Exception:

@@ -30,12 +30,16 @@ def test_a_new_version_is_loaded_in_the_background_before_any_request(
 ) -> None:
     url = ops_stack.control_plane_url
     before = metrics_text(ops_stack)
+    held = vllm_models(ops_stack)
     register(url, "warm-bg", "1.0.0", demo_adapter(tiny_fleet))
     report = eventually(
         lambda: httpx.get(f"{url}/admin/v1/warmup", timeout=30).json(),
         lambda r: r.get("reason") == "warm-bg changed",
     )
     assert report["reason"] == "warm-bg changed"
+    assert report["targets"][0]["served_name"] == "warm-bg@1.0.0"  # the change first, then the plan
+    # what vLLM already held is not sent again (it would only reload it)
+    assert not {r["served_name"] for r in report["results"]} & held
     result = next(r for r in report["results"] if r["served_name"] == "warm-bg@1.0.0")
     assert result["outcome"] == "loaded", result
     assert result["load_ms"] is not None  # it was cold: cold minus warm was measured
