@@ -30,7 +30,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from typing import Any, Literal
+from typing import Any
 
 from registry.fleet.loaded import LoadedAdapters
 from registry.fleet.model_cards import adapter_ids, base_model_ids
@@ -38,6 +38,7 @@ from registry.fleet.quarantine import Quarantine
 from registry.fleet.upstreams import Replica, UpstreamPool, UpstreamUnavailable
 from registry.metrics.families import ControlPlaneMetrics
 from registry.operations.artifacts import ArtifactCheck
+from registry.operations.health_picture import AdapterHealth, FleetHealth, UpstreamHealth
 from registry.operations.served import served_versions
 from registry.services.adapters import AdapterService
 from registry.services.records import AdapterVersionInfo
@@ -58,78 +59,6 @@ class HealthSettings:
     probe_timeout_s: float = 10.0
     probe_concurrency: int = 4
     probe_tokens: int = 8
-
-
-@dataclass(frozen=True)
-class AdapterHealth:
-    adapter: str
-    version: str
-    served_name: str
-    healthy: bool
-    reason: str | None
-    latency_ms: float | None
-    checked_at: datetime
-
-
-@dataclass(frozen=True)
-class UpstreamHealth:
-    url: str
-    up: bool | None  # None: not checked yet
-    reason: str | None = None
-    checked_at: datetime | None = None
-    latency_ms: float | None = None
-    base_model: str | None = None
-    adapters: tuple[AdapterHealth, ...] = ()
-
-
-@dataclass(frozen=True)
-class FleetHealth:
-    upstreams: tuple[UpstreamHealth, ...]
-
-    @property
-    def status(self) -> Literal["unknown", "down", "degraded", "ok"]:
-        """``ok``: every upstream and version healthy; ``down``: no upstream up."""
-        if all(u.up is None for u in self.upstreams):
-            return "unknown"
-        if not any(u.up for u in self.upstreams):
-            return "down"
-        healthy = all(u.up for u in self.upstreams) and all(
-            a.healthy for u in self.upstreams for a in u.adapters
-        )
-        return "ok" if healthy else "degraded"
-
-    def as_json(self) -> dict[str, Any]:
-        """The picture as ``GET /v1/health`` answers it."""
-
-        def moment(value: datetime | None) -> str | None:
-            return value.isoformat() if value is not None else None
-
-        return {
-            "status": self.status,
-            "upstreams": [
-                {
-                    "url": u.url,
-                    "up": u.up,
-                    "reason": u.reason,
-                    "checked_at": moment(u.checked_at),
-                    "latency_ms": u.latency_ms,
-                    "base_model": u.base_model,
-                    "adapters": [
-                        {
-                            "adapter": a.adapter,
-                            "version": a.version,
-                            "served_name": a.served_name,
-                            "healthy": a.healthy,
-                            "reason": a.reason,
-                            "latency_ms": a.latency_ms,
-                            "checked_at": moment(a.checked_at),
-                        }
-                        for a in u.adapters
-                    ],
-                }
-                for u in self.upstreams
-            ],
-        }
 
 
 @dataclass

@@ -1,11 +1,10 @@
 """The health monitor against a real vLLM (CPU): healthy, no-effect and broken adapters, and a
-vLLM that is stopped and started again; plus the fleet picture's status rules."""
+vLLM that is stopped and started again."""
 
 from __future__ import annotations
 
 import shutil
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import httpx
@@ -13,31 +12,10 @@ import pytest
 
 from hi_moe_lora.app.embedded import EmbeddedStack
 from hi_moe_lora.tinymodel import TinyFleet
-from registry.operations.health import AdapterHealth, FleetHealth, UpstreamHealth
 from tests.metrics.scrape import value
 from tests.openai.live import register
 from tests.operations.conftest import HEALTH_INTERVAL_S, demo_adapter, zeroed_copy
 from tests.operations.live import adapter_health, eventually, health, metrics_text, vllm_models
-
-NOW = datetime(2026, 11, 23, tzinfo=timezone.utc)
-
-
-def _adapter(healthy: bool) -> AdapterHealth:
-    return AdapterHealth("a", "1.0.0", "a@1.0.0", healthy, None if healthy else "x", 1.0, NOW)
-
-
-def test_fleet_status_rules() -> None:
-    up = UpstreamHealth("http://a", True, adapters=(_adapter(True),))
-    sick = UpstreamHealth("http://a", True, adapters=(_adapter(False),))
-    down = UpstreamHealth("http://b", False, "ConnectError")
-    unchecked = UpstreamHealth("http://b", None)
-    assert FleetHealth((unchecked,)).status == "unknown"
-    assert FleetHealth((up,)).status == "ok"
-    assert FleetHealth((sick,)).status == "degraded"
-    assert FleetHealth((up, down)).status == "degraded"
-    assert FleetHealth((down,)).status == "down"
-    picture = FleetHealth((sick,)).as_json()
-    assert picture["upstreams"][0]["adapters"][0]["reason"] == "x"
 
 
 @pytest.mark.vllm
