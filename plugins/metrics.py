@@ -4,8 +4,9 @@ Families (all histograms of seconds; ``_count`` per label value counts the event
 
 - ``hi_moe_lora_resolver_duration_seconds{outcome}``: one resolve by our resolver, in vLLM's API
   server (registry look-up + checks + checksum). ``outcome``: ``resolved``, ``not_found``
-  (registry 404), ``declined`` (base model, DoRA, path or checksum refused) or ``error``
-  (registry unreachable / bad answer, unexpected exception).
+  (registry 404), ``declined`` (base model, DoRA or path refused), ``checksum_mismatch`` (the
+  files on this host are not the ones registered: tampering or corruption; alert on any) or
+  ``error`` (registry unreachable / bad answer, unexpected exception).
 - ``hi_moe_lora_vllm_adapter_load_seconds{outcome}``: one cold load of an adapter by vLLM's worker
   (``add_adapter`` calls that read the adapter from disk: read, CPU cache, activation into a
   device slot). ``outcome``: ``loaded`` or ``error``.
@@ -40,8 +41,14 @@ RESOLVER_DURATION = "hi_moe_lora_resolver_duration_seconds"
 ADAPTER_LOAD = "hi_moe_lora_vllm_adapter_load_seconds"
 ADAPTER_READ = "hi_moe_lora_vllm_adapter_read_seconds"
 
-ResolveOutcome = Literal["resolved", "not_found", "declined", "error"]
-RESOLVE_OUTCOMES: tuple[ResolveOutcome, ...] = ("resolved", "not_found", "declined", "error")
+ResolveOutcome = Literal["resolved", "not_found", "declined", "checksum_mismatch", "error"]
+RESOLVE_OUTCOMES: tuple[ResolveOutcome, ...] = (
+    "resolved",
+    "not_found",
+    "declined",
+    "checksum_mismatch",
+    "error",
+)
 LoadOutcome = Literal["loaded", "error"]
 LOAD_OUTCOMES: tuple[LoadOutcome, ...] = ("loaded", "error")
 

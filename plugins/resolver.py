@@ -98,8 +98,7 @@ class HiMoeLoraResolver(LoRAResolver):
         except (ControlPlaneError, AnswerError) as exc:
             logger.warning("hi-moe-lora registry lookup of %r failed: %s", lora_name, exc)
             return "error", None
-        # Loose, as at registration: equal ids, or equal last path component
-        # (``meta-llama/Llama-3-8B`` matches ``/models/Llama-3-8B``).
+        # Full identity, as at registration: the same hub id or the same normalised local path.
         if not base_models_match(resolved.base_model, base_model_name):
             logger.info(
                 "LoRA %r was trained for base model %r, vLLM serves %r; declining",
@@ -116,14 +115,16 @@ class HiMoeLoraResolver(LoRAResolver):
                 lora_name,
             )
             return "declined", None
-        path = self._verified_path(lora_name, resolved)
+        outcome, path = self._verified_path(lora_name, resolved)
         if path is None:
-            return "declined", None
+            return outcome, None
         logger.info("Resolved LoRA %r to %s (%s)", lora_name, path, resolved.served_name)
         # vLLM replaces lora_int_id with its own counter but rejects ids < 1.
         return "resolved", make_lora_request(lora_name, max(resolved.lora_int_id, 1), str(path))
 
-    def _verified_path(self, lora_name: str, resolved: ResolvedAdapter) -> Path | None:
+    def _verified_path(
+        self, lora_name: str, resolved: ResolvedAdapter
+    ) -> tuple[ResolveOutcome, Path | None]:
         path = Path(resolved.local_path).expanduser()
         if not path.is_absolute():
             logger.warning(
@@ -132,15 +133,15 @@ class HiMoeLoraResolver(LoRAResolver):
                 lora_name,
                 resolved.local_path,
             )
-            return None
+            return "declined", None
         if not path.is_dir():
             logger.warning("LoRA %r: %s does not exist on this host; declining", lora_name, path)
-            return None
+            return "declined", None
         try:
             verified = self._checksums.verify(path, resolved.sha256)
         except OSError as exc:
             logger.warning("LoRA %r: cannot read %s (%s); declining", lora_name, path, exc)
-            return None
+            return "declined", None
         if not verified:
             logger.error(
                 "LoRA %r: checksum of %s does not match the registry's %s; declining",
@@ -148,8 +149,8 @@ class HiMoeLoraResolver(LoRAResolver):
                 path,
                 resolved.sha256,
             )
-            return None
-        return path.resolve()
+            return "checksum_mismatch", None
+        return "resolved", path.resolve()
 
 
 _register_lock = threading.Lock()

@@ -12,6 +12,7 @@ same way.
 from __future__ import annotations
 
 from registry.api import admin, dispatcher, health, metrics, operations
+from registry.api.limits import BodyLimit
 from registry.api.problems import install_problem_handler
 from registry.components import Components, ControlPlaneApp
 from registry.db.engine import make_engine
@@ -34,6 +35,7 @@ from registry.services.artifacts import ArtifactStore
 from registry.services.dispatching import DispatchService, DispatchSettings
 from registry.services.requests import RequestLog
 from registry.services.routing_gaps import RoutingGapLog
+from registry.services.sources import SourceLimits, SourcePolicy
 from registry.settings import ControlPlaneSettings
 
 
@@ -46,18 +48,28 @@ def create_app(settings: ControlPlaneSettings | None = None) -> ControlPlaneApp:
         ArtifactStore(settings.artifact_dir),
         base_model=settings.base_model,
         max_lora_rank=settings.max_lora_rank,
+        sources=SourcePolicy(
+            settings.source_roots,
+            SourceLimits(
+                max_file_bytes=settings.source_max_file_bytes,
+                max_artifact_bytes=settings.source_max_artifact_bytes,
+                max_files=settings.source_max_files,
+            ),
+        ),
     )
     upstreams = UpstreamPool(
         settings.vllm_urls,
-        request_timeout_s=settings.request_timeout_s,
+        read_timeout_s=settings.upstream_read_timeout_s,
+        connect_timeout_s=settings.upstream_connect_timeout_s,
         api_key=settings.api_key.get_secret_value() if settings.api_key else None,
     )
     loaded = LoadedAdapters()
     quarantine = Quarantine()
     versions = VersionTable(adapters)
-    adapters.add_active_changed_listener(
-        ActiveVersionChanged(versions, BareNameInvalidator(upstreams))
+    invalidator = BareNameInvalidator(
+        upstreams, control_plane_metrics, deadline_s=settings.upstream_unload_timeout_s
     )
+    adapters.add_active_changed_listener(ActiveVersionChanged(versions, invalidator))
     requests = RequestLog(database)
     outcomes = OutcomeRecorder(requests)
     routing_gaps = RoutingGapLog(database)
@@ -121,6 +133,7 @@ def create_app(settings: ControlPlaneSettings | None = None) -> ControlPlaneApp:
         database=database,
         adapters=adapters,
         upstreams=upstreams,
+        invalidator=invalidator,
         requests=requests,
         outcomes=outcomes,
         routing_gaps=routing_gaps,
@@ -133,6 +146,7 @@ def create_app(settings: ControlPlaneSettings | None = None) -> ControlPlaneApp:
 
     app = ControlPlaneApp(components)
     install_problem_handler(app)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.include_router(health.router)
     app.include_router(admin.router)
     app.include_router(dispatcher.router)

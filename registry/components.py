@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from fastapi import FastAPI
 
 from registry.db.session import Database
+from registry.fleet.invalidation import BareNameInvalidator
 from registry.fleet.upstreams import UpstreamPool
 from registry.metrics.families import ControlPlaneMetrics
 from registry.openai.outcomes import OutcomeRecorder
@@ -40,6 +41,7 @@ class Components:
     database: Database
     adapters: AdapterService
     upstreams: UpstreamPool
+    invalidator: BareNameInvalidator
     requests: RequestLog
     outcomes: OutcomeRecorder
     routing_gaps: RoutingGapLog
@@ -56,8 +58,9 @@ class Components:
         Start: the database must be at the Alembic head (else :class:`SchemaNotAtHeadError`);
         the dispatcher loads its embedding model and reads the fleet; the health monitor starts
         checking the upstreams (in the background: each upstream it finds up is warmed up).
-        Stop: stop health checks and warm-ups, write the outcomes still buffered, close the
-        upstream client, write the routing gaps still buffered, dispose the engine.
+        Stop: stop health checks and warm-ups, write the outcomes still buffered, cancel the
+        bare-name unloads still running, close the upstream client, write the routing gaps
+        still buffered, dispose the engine.
         """
         async with AsyncExitStack() as stack:
             stack.callback(self.database.dispose)
@@ -65,6 +68,7 @@ class Components:
             await self.dispatch.start()
             stack.push_async_callback(self.dispatch.stop)
             stack.push_async_callback(self.upstreams.aclose)
+            stack.push_async_callback(self.invalidator.stop)
             stack.push_async_callback(self.outcomes.drain)
             stack.push_async_callback(self.warmup.stop)
             if self.settings.health_checks:

@@ -68,3 +68,11 @@ class ServiceUnavailableError(RegistryError):
     status = 503
     title = "Service unavailable"
     default_code = "unavailable"
+
+
+class BodyTooLargeError(RegistryError):
+    """The request body exceeds ``max_body_bytes`` (raised while it streams in)."""
+
+    status = 413
+    title = "Request body too large"
+    default_code = "body_too_large"

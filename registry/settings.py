@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ENV_PREFIX = "HI_MOE_LORA_"
@@ -30,10 +30,24 @@ class ControlPlaneSettings(BaseSettings):
     # The served base model path/id; adapters are validated against it at registration.
     base_model: str | None = None
     max_lora_rank: int = Field(default=64, ge=1)
+    # Registration reads adapter sources only below these directories (JSON list; symbolic links
+    # must resolve inside them too). Empty, the default, refuses every source: name the
+    # directories adapters are published to. Limits per file, per adapter, entries per directory.
+    source_roots: list[Path] = Field(default_factory=list)
+    source_max_file_bytes: int = Field(default=4 << 30, ge=1)
+    source_max_artifact_bytes: int = Field(default=4 << 30, ge=1)
+    source_max_files: int = Field(default=1000, ge=2)
     vllm_urls: list[str] = Field(default_factory=lambda: ["http://127.0.0.1:8000"])
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=1, le=65535)
-    request_timeout_s: float = Field(default=600.0, gt=0)
+    # Bounds on talking to vLLM: making a connection (a refused or silent replica fails over,
+    # then 503) and each read of an answer (a hung replica: 504; long, for slow generations).
+    upstream_connect_timeout_s: float = Field(default=3.0, gt=0)
+    upstream_read_timeout_s: float = Field(default=600.0, gt=0)
+    # After a promote/rollback, each replica's unload of the bare name (in the background).
+    upstream_unload_timeout_s: float = Field(default=10.0, gt=0)
+    # Deprecated: the former name of upstream_read_timeout_s (used when that one is not set).
+    request_timeout_s: float | None = Field(default=None, gt=0)
     # Bearer token vLLM expects (vLLM's --api-key), if any.
     api_key: SecretStr | None = None
     # The dispatcher (model="auto"): tier 3 compares tasks with exemplars by embeddings (needs
@@ -57,6 +71,17 @@ class ControlPlaneSettings(BaseSettings):
     warmup: bool = True
     warmup_concurrency: int = Field(default=4, ge=1)
     warmup_timeout_s: float = Field(default=120.0, gt=0)
+    # Hostile input: a request body larger than this is refused with 413 (admin API and /v1),
+    # from its Content-Length or as it streams in; generous for long chat requests.
+    max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+
+    @model_validator(mode="after")
+    def _deprecated_names(self) -> ControlPlaneSettings:
+        if self.request_timeout_s is not None and "upstream_read_timeout_s" not in (
+            self.model_fields_set
+        ):
+            self.upstream_read_timeout_s = self.request_timeout_s
+        return self
 
     def to_env(self) -> dict[str, str]:
         """Every setting that has a value, as the environment variable that sets it."""
@@ -68,6 +93,6 @@ class ControlPlaneSettings(BaseSettings):
             if isinstance(value, SecretStr):
                 value = value.get_secret_value()
             elif isinstance(value, list):
-                value = json.dumps(value)
+                value = json.dumps(value, default=str)  # Path items as strings
             env[ENV_PREFIX + name.upper()] = str(value)
         return env

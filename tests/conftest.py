@@ -53,7 +53,10 @@ def vllm_server(
 ) -> Iterator[VllmServer]:
     """vLLM (CPU) with our plugins + the control plane on SQLite, started once per session."""
     stack = EmbeddedStack(
-        workdir=tmp_path_factory.mktemp("embedded-stack"), model_dir=tiny_fleet.model_dir
+        workdir=tmp_path_factory.mktemp("embedded-stack"),
+        model_dir=tiny_fleet.model_dir,
+        # the fleet, and copies tests make of it in their own tmp_path
+        source_roots=[tiny_fleet.model_dir.parent, tmp_path_factory.getbasetemp()],
     )
     stack.start()
     adapters: dict[str, list[Path]] = {}

@@ -1,8 +1,10 @@
-"""Inspecting a PEFT adapter directory without loading any tensor.
+"""Inspecting a PEFT adapter directory: config, safetensors header, tensor names and values.
 
-Reads ``adapter_config.json`` and the header of ``adapter_model.safetensors`` (or checks that
-``adapter_model.bin``/``.pt`` is present and non-empty) and returns an :class:`AdapterManifest`.
-Stdlib only: this module is imported inside vLLM as well as by the control plane.
+Reads ``adapter_config.json`` and ``adapter_model.safetensors`` (header, tensor names and shapes,
+and every value, streamed: weights must be finite) and returns an :class:`AdapterManifest`.
+Pickled weights (``adapter_model.bin``/``.pt``) are refused (``pickle_weights``): loading a
+pickle runs arbitrary code. Messages name files by their adapter file name only, never the
+directory. Stdlib only: this module is imported inside vLLM as well as by the control plane.
 """
 
 from __future__ import annotations
@@ -13,16 +15,19 @@ import re
 from pathlib import Path
 from typing import Any
 
+from hi_moe_lora.adapters.architecture import check_tensor_names
 from hi_moe_lora.adapters.checksum import CONFIG_FILE, adapter_sha256
 from hi_moe_lora.adapters.errors import AdapterValidationError
 from hi_moe_lora.adapters.manifest import AdapterManifest, Variant
-from hi_moe_lora.adapters.safetensors_header import read_safetensors_header
+from hi_moe_lora.adapters.safetensors_header import TensorInfo, read_safetensors_layout
+from hi_moe_lora.adapters.tensors import check_tensor_values
 
 logger = logging.getLogger(__name__)
 
 SAFETENSORS_FILE = "adapter_model.safetensors"
 PICKLE_WEIGHT_FILES = ("adapter_model.bin", "adapter_model.pt")
 SUPPORTED_PEFT_TYPES = frozenset({"LORA"})
+MAX_CONFIG_BYTES = 1 << 20
 # Module names typical of decoder LLMs; others are accepted (logged) since architectures vary.
 KNOWN_TARGET_MODULES = frozenset(
     {
@@ -43,14 +48,22 @@ KNOWN_TARGET_MODULES = frozenset(
 
 def _read_config(directory: Path) -> dict[str, Any]:
     if not directory.is_dir():
-        raise AdapterValidationError("missing_config", f"{directory} is not a directory")
+        raise AdapterValidationError("missing_config", "the adapter source is not a directory")
     path = directory / CONFIG_FILE
     if not path.is_file():
-        raise AdapterValidationError("missing_config", f"{CONFIG_FILE} not found in {directory}")
+        raise AdapterValidationError("missing_config", f"{CONFIG_FILE} not found")
+    with path.open("rb") as handle:
+        raw = handle.read(MAX_CONFIG_BYTES + 1)
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise AdapterValidationError(
+            "malformed_config", f"{CONFIG_FILE} is larger than {MAX_CONFIG_BYTES} bytes"
+        )
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise AdapterValidationError("malformed_config", f"{CONFIG_FILE}: {exc}") from exc
+        config = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise AdapterValidationError(
+            "malformed_config", f"{CONFIG_FILE} is not valid JSON"
+        ) from exc
     if not isinstance(config, dict):
         raise AdapterValidationError("malformed_config", f"{CONFIG_FILE} is not a JSON object")
     return config
@@ -78,7 +91,7 @@ def _rank(config: dict[str, Any]) -> int:
     """The largest rank of any module: ``r``, or a bigger one from ``rank_pattern``."""
     rank = config.get("r")
     if not _positive_int(rank):
-        raise AdapterValidationError("malformed_config", f"r must be a positive integer: {rank!r}")
+        raise AdapterValidationError("malformed_config", "r must be a positive integer")
     assert isinstance(rank, int)
     pattern = config.get("rank_pattern") or {}
     if not isinstance(pattern, dict) or not all(_positive_int(v) for v in pattern.values()):
@@ -90,9 +103,7 @@ def _rank(config: dict[str, Any]) -> int:
 def _alpha(config: dict[str, Any]) -> float:
     alpha = config.get("lora_alpha")
     if isinstance(alpha, bool) or not isinstance(alpha, int | float) or alpha <= 0:
-        raise AdapterValidationError(
-            "malformed_config", f"lora_alpha must be a positive number: {alpha!r}"
-        )
+        raise AdapterValidationError("malformed_config", "lora_alpha must be a positive number")
     return float(alpha)
 
 
@@ -103,7 +114,7 @@ def _target_modules(config: dict[str, Any]) -> tuple[str, ...]:
             re.compile(modules)
         except re.error as exc:
             raise AdapterValidationError(
-                "bad_target_modules", f"target_modules regex {modules!r}: {exc}"
+                "bad_target_modules", f"target_modules is not a valid regular expression ({exc})"
             ) from exc
         if not modules.strip():
             raise AdapterValidationError("bad_target_modules", "target_modules is empty")
@@ -114,8 +125,7 @@ def _target_modules(config: dict[str, Any]) -> tuple[str, ...]:
         or not all(isinstance(m, str) and m.strip() for m in modules)
     ):
         raise AdapterValidationError(
-            "bad_target_modules",
-            f"target_modules must be a non-empty list of names or a regex: {modules!r}",
+            "bad_target_modules", "target_modules must be a non-empty list of names or a regex"
         )
     unknown = sorted(set(modules) - KNOWN_TARGET_MODULES)
     if unknown:
@@ -130,30 +140,23 @@ def _base_model(config: dict[str, Any]) -> str | None:
     return base or None
 
 
-def _weights(directory: Path, rank: int) -> tuple[str, int | None]:
-    """Name of the weight file and its tensor count (None for pickled weights)."""
+def _weights(directory: Path) -> tuple[str, list[TensorInfo]]:
+    """Name of the weight file and its tensors (header checked, every value finite)."""
     safetensors = directory / SAFETENSORS_FILE
     if safetensors.is_file():
-        tensors = read_safetensors_header(safetensors)
-        if not tensors:
+        layout = read_safetensors_layout(safetensors)
+        if not layout.tensors:
             raise AdapterValidationError("corrupt_weights", f"{SAFETENSORS_FILE} has no tensors")
-        for tensor in tensors:
-            if "lora_A" in tensor.name and tensor.shape and tensor.shape[0] > rank:
-                raise AdapterValidationError(
-                    "corrupt_weights",
-                    f"{tensor.name} has rank {tensor.shape[0]} but the config allows {rank}",
-                )
-        return SAFETENSORS_FILE, len(tensors)
+        check_tensor_values(safetensors, layout)
+        return SAFETENSORS_FILE, layout.tensors
     for name in PICKLE_WEIGHT_FILES:
-        path = directory / name
-        if path.is_file():
-            if path.stat().st_size == 0:
-                raise AdapterValidationError("corrupt_weights", f"{name} is empty")
-            return name, None
-    raise AdapterValidationError(
-        "missing_weights",
-        f"none of {SAFETENSORS_FILE}, {', '.join(PICKLE_WEIGHT_FILES)} found in {directory}",
-    )
+        if (directory / name).exists():
+            raise AdapterValidationError(
+                "pickle_weights",
+                f"{name} is a pickle, which can run code when loaded: only {SAFETENSORS_FILE} "
+                "is accepted (convert with safetensors' torch save_file)",
+            )
+    raise AdapterValidationError("missing_weights", f"{SAFETENSORS_FILE} not found")
 
 
 def inspect_adapter(directory: Path) -> AdapterManifest:
@@ -164,7 +167,13 @@ def inspect_adapter(directory: Path) -> AdapterManifest:
     alpha = _alpha(config)
     target_modules = _target_modules(config)
     base_model = _base_model(config)
-    weight_file, tensor_count = _weights(directory, rank)
+    weight_file, tensors = _weights(directory)
+    check_tensor_names(
+        tensors,
+        target_modules=target_modules,
+        is_regex=isinstance(config.get("target_modules"), str),
+        rank=rank,
+    )
     return AdapterManifest(
         rank=rank,
         alpha=alpha,
@@ -172,6 +181,8 @@ def inspect_adapter(directory: Path) -> AdapterManifest:
         variant=variant,
         base_model=base_model,
         weight_file=weight_file,
-        tensor_count=tensor_count,
+        tensor_count=len(tensors),
         sha256=adapter_sha256(directory),
+        tensors=tuple(tensors),
+        target_modules_regex=isinstance(config.get("target_modules"), str),
     )

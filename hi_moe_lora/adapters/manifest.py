@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
+
+from hi_moe_lora.adapters.safetensors_header import TensorInfo
 
 Variant = Literal["lora", "dora"]
 
@@ -13,8 +15,9 @@ class AdapterManifest:
     """What :func:`hi_moe_lora.adapters.inspection.inspect_adapter` learned from a PEFT directory.
 
     ``target_modules`` is a tuple of module names, or a one-element tuple holding the regular
-    expression when the config gives a string. ``tensor_count`` is ``None`` for ``.bin`` weights,
-    whose pickle we never open.
+    expression when the config gives a string (``target_modules_regex``). ``tensors`` is the
+    safetensors header (names, dtypes, shapes), kept for the checks against the served model.
+    ``tensor_count`` is ``None`` only for manifests built by hand.
     """
 
     rank: int
@@ -25,3 +28,5 @@ class AdapterManifest:
     weight_file: str
     tensor_count: int | None
     sha256: str
+    tensors: tuple[TensorInfo, ...] = field(default=(), repr=False, compare=False)
+    target_modules_regex: bool = False

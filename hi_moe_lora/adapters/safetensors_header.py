@@ -3,7 +3,12 @@
 Layout: 8-byte little-endian header length N, N bytes of JSON, then the raw tensor data. Each
 entry of the JSON maps a tensor name to ``{"dtype", "shape", "data_offsets": [begin, end]}``
 (offsets relative to the end of the header); ``__metadata__`` is an optional string map. We check
-the structure and that every tensor lies inside the file; tensor bytes are never read.
+the structure, that the tensors tile the data exactly (no gap, no overlap, no trailing bytes: what
+the safetensors library itself demands before vLLM can load the file); tensor bytes are not read
+here (:mod:`hi_moe_lora.adapters.tensors` scans them).
+
+Errors name the file and the tensor, never a value read from a file that failed to parse (the
+first bytes of a file that is not safetensors at all could be anything, e.g. a secret).
 """
 
 from __future__ import annotations
@@ -41,6 +46,10 @@ MAX_HEADER_BYTES = 100 * 1024 * 1024  # the safetensors reference implementation
 _LENGTH_BYTES = 8
 
 
+#: Longest tensor name quoted in an error message.
+_MAX_QUOTED = 120
+
+
 @dataclass(frozen=True)
 class TensorInfo:
     name: str
@@ -50,41 +59,70 @@ class TensorInfo:
     end: int
 
 
+@dataclass(frozen=True)
+class SafetensorsLayout:
+    """Where the data starts (bytes from the start of the file) and the tensors, in header order."""
+
+    data_start: int
+    tensors: list[TensorInfo]
+
+
+def quoted(name: str) -> str:
+    """A tensor or module name as error messages show it (repr, bounded)."""
+    if len(name) > _MAX_QUOTED:
+        name = name[:_MAX_QUOTED] + "..."
+    return repr(name)
+
+
 def _corrupt(path: Path, why: str) -> AdapterValidationError:
     return AdapterValidationError("corrupt_weights", f"{path.name}: {why}")
 
 
 def _parse_entry(path: Path, name: str, entry: object, data_size: int) -> TensorInfo:
     if not isinstance(entry, dict):
-        raise _corrupt(path, f"tensor {name!r} is not an object")
+        raise _corrupt(path, f"tensor {quoted(name)} is not an object")
     dtype = entry.get("dtype")
     shape = entry.get("shape")
     offsets = entry.get("data_offsets")
     if not isinstance(dtype, str) or dtype not in DTYPE_SIZES:
-        raise _corrupt(path, f"tensor {name!r} has unknown dtype {dtype!r}")
+        raise _corrupt(path, f"tensor {quoted(name)} has an unknown dtype")
     if not isinstance(shape, list) or not all(
         isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape
     ):
-        raise _corrupt(path, f"tensor {name!r} has an invalid shape {shape!r}")
+        raise _corrupt(path, f"tensor {quoted(name)} has an invalid shape")
     if (
         not isinstance(offsets, list)
         or len(offsets) != 2
         or not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)
     ):
-        raise _corrupt(path, f"tensor {name!r} has invalid data_offsets {offsets!r}")
+        raise _corrupt(path, f"tensor {quoted(name)} has invalid data_offsets")
     begin, end = offsets
     if not 0 <= begin <= end <= data_size:
-        raise _corrupt(
-            path, f"tensor {name!r} spans bytes {begin}..{end} outside the {data_size}-byte data"
-        )
+        raise _corrupt(path, f"tensor {quoted(name)} lies outside the file's data")
     item_size = DTYPE_SIZES[dtype]
     if item_size is not None and (end - begin) != math.prod(shape) * item_size:
-        raise _corrupt(path, f"tensor {name!r}: {end - begin} bytes do not match {dtype}{shape}")
+        raise _corrupt(path, f"tensor {quoted(name)}: its byte size does not match {dtype}{shape}")
     return TensorInfo(name, dtype, tuple(shape), begin, end)
+
+
+def _check_tiling(path: Path, tensors: list[TensorInfo], data_size: int) -> None:
+    """The tensors cover the data exactly once: no overlap, no gap, nothing after the last."""
+    position = 0
+    for tensor in sorted(tensors, key=lambda t: (t.begin, t.end)):
+        if tensor.begin != position:
+            raise _corrupt(path, f"tensor {quoted(tensor.name)} overlaps or leaves a gap")
+        position = tensor.end
+    if position != data_size:
+        raise _corrupt(path, "bytes after the last tensor")
 
 
 def read_safetensors_header(path: Path) -> list[TensorInfo]:
     """Parse and check the header of ``path``; raise ``corrupt_weights`` on any inconsistency."""
+    return read_safetensors_layout(path).tensors
+
+
+def read_safetensors_layout(path: Path) -> SafetensorsLayout:
+    """The header of ``path`` and where its data starts; ``corrupt_weights`` if inconsistent."""
     file_size = path.stat().st_size
     with path.open("rb") as handle:
         raw_length = handle.read(_LENGTH_BYTES)
@@ -92,16 +130,16 @@ def read_safetensors_header(path: Path) -> list[TensorInfo]:
             raise _corrupt(path, "file is shorter than the 8-byte header length")
         header_length = int.from_bytes(raw_length, "little")
         if header_length == 0 or header_length > MAX_HEADER_BYTES:
-            raise _corrupt(path, f"implausible header length {header_length}")
+            raise _corrupt(path, "not safetensors: implausible header length")
         if _LENGTH_BYTES + header_length > file_size:
-            raise _corrupt(path, f"header length {header_length} exceeds the file size")
+            raise _corrupt(path, "not safetensors: header length exceeds the file size")
         raw_header = handle.read(header_length)
     try:
         header = json.loads(raw_header.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise _corrupt(path, f"header is not valid JSON ({exc})") from exc
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise _corrupt(path, "not safetensors: header is not valid JSON") from exc
     if not isinstance(header, dict):
-        raise _corrupt(path, "header is not a JSON object")
+        raise _corrupt(path, "not safetensors: header is not a JSON object")
     data_size = file_size - _LENGTH_BYTES - header_length
     tensors = [
         _parse_entry(path, name, entry, data_size)
@@ -111,4 +149,5 @@ def read_safetensors_header(path: Path) -> list[TensorInfo]:
     metadata = header.get("__metadata__")
     if metadata is not None and not isinstance(metadata, dict):
         raise _corrupt(path, "__metadata__ is not an object")
-    return tensors
+    _check_tiling(path, tensors, data_size)
+    return SafetensorsLayout(_LENGTH_BYTES + header_length, tensors)

@@ -153,6 +153,11 @@ def run_demo(workdir: Path) -> list[DemoAnswer]:
                 print(f"  {name}@{version}: lora_int_id={info.get('lora_int_id')} ({state})")
 
             print("\nRequests through the control plane (openai client):")
+            print(
+                "  (the tiny model and its adapters have random weights, so the replies are"
+                " gibberish;\n   what matters is which model answered, and that each adapter"
+                " changes the output)"
+            )
             for step, model, stream in (
                 ("base model", str(fleet.model_dir), False),
                 ("specialist (active version)", "python-lora", False),

@@ -43,6 +43,10 @@ class EmbeddedStack(StartStop):
     #: How often the control plane probes vLLM and every served adapter version.
     health_interval_s: float = 30.0
     host: str = "127.0.0.1"
+    #: Where registration may read adapters (``HI_MOE_LORA_SOURCE_ROOTS``). ``None``: the work
+    #: directory and the directory that holds the model (the tiny fleet keeps its adapters
+    #: beside its model).
+    source_roots: list[Path] | None = None
     control_plane_port: int = field(default_factory=free_port)
     vllm_port: int = field(default_factory=free_port)
     _processes: list[ManagedProcess] = field(default_factory=list, init=False, repr=False)
@@ -69,6 +73,9 @@ class EmbeddedStack(StartStop):
             artifact_dir=self.workdir / "artifacts",
             base_model=str(self.model_dir),
             max_lora_rank=self.max_lora_rank,
+            source_roots=self.source_roots
+            if self.source_roots is not None
+            else [self.workdir, self.model_dir.parent],
             vllm_urls=[self.vllm_url],
             host=self.host,
             port=self.control_plane_port,

@@ -132,20 +132,67 @@ class ManagedProcess(StartStop):
         )
 
     def stop(self, grace_s: float = 20.0) -> None:
-        """SIGTERM the process group, then SIGKILL whatever is left after ``grace_s``."""
+        """Stop the whole process group: SIGTERM, then SIGKILL whatever is left after ``grace_s``.
+
+        The group is the leader's session (``start_new_session``): vLLM's API server, its engine
+        core and workers. It is signalled also when the leader has already exited, since its
+        children may not have (they would be orphaned, holding memory and ports).
+        """
         process = self._process
-        if process is None or process.poll() is not None:
+        if process is None:
             return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            logger.warning("%s did not stop in %.0f s; killing it", self.name, grace_s)
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=10)
-        # Workers in the same group may outlive the leader briefly.
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
+        group = process.pid  # the leader of a new session leads its process group
+        if process.poll() is not None and not _group_alive(group):
+            return
+        _signal_group(group, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        while process.poll() is None or _group_alive(group):
+            if time.monotonic() >= deadline:
+                logger.warning("%s did not stop in %.0f s; killing it", self.name, grace_s)
+                _signal_group(group, signal.SIGKILL)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(timeout=10)
+                _wait_group_gone(group, timeout_s=10)
+                break
+            time.sleep(0.05)
         logger.info("stopped %s", self.name)
+
+
+def _signal_group(group: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(group, sig)
+
+
+def _group_alive(group: int) -> bool:
+    """Whether a live (not zombie) process is still in process group ``group``.
+
+    Reads ``/proc`` where there is one (a zombie, exited but not yet reaped by its parent, is
+    gone for our purpose), else asks the kernel with signal 0.
+    """
+    proc = Path("/proc")
+    if not proc.is_dir():
+        try:
+            os.killpg(group, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:  # exited meanwhile
+            continue
+        # "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) >= 3 and int(fields[2]) == group and fields[0] != "Z":
+            return True
+    return False
+
+
+def _wait_group_gone(group: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while _group_alive(group) and time.monotonic() < deadline:
+        time.sleep(0.05)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
+from pydantic import BeforeValidator
 
 from hi_moe_lora.control_api import paths
 from registry.api.schemas import (
@@ -19,6 +21,18 @@ from registry.dependencies import DispatchDep, RoutingGapsDep
 from registry.errors import InvalidRequestError
 
 router = APIRouter(prefix=paths.ADMIN_PREFIX, tags=["dispatcher"])
+
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def _iso_8601(value: Any) -> Any:
+    """Only ISO 8601, as documented: pydantic would also read ``0.0`` as a Unix time."""
+    if isinstance(value, str) and not _ISO_DATE.match(value):
+        raise ValueError("expected an ISO 8601 date-time, e.g. 2026-11-23T10:00:00Z")
+    return value
+
+
+Moment = Annotated[datetime | None, BeforeValidator(_iso_8601)]
 
 
 @router.get(paths.DISPATCHER, response_model=DispatcherStatusOut)
@@ -43,8 +57,8 @@ async def list_gaps(
     gaps: RoutingGapsDep,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
-    since: datetime | None = None,
-    until: datetime | None = None,
+    since: Moment = None,
+    until: Moment = None,
 ) -> RoutingGapPageOut:
     """Newest first; ``since`` inclusive, ``until`` exclusive (ISO 8601 with a time zone)."""
     _check_window(since, until)
@@ -61,7 +75,7 @@ async def list_gaps(
 async def summarise_gaps(
     gaps: RoutingGapsDep,
     top: Annotated[int, Query(ge=1, le=100)] = 20,
-    since: datetime | None = None,
+    since: Moment = None,
 ) -> RoutingGapSummaryOut:
     """The most frequent unmatched terms and nearest domains: material for a new specialist."""
     _check_window(since, None)

@@ -16,7 +16,7 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz")
+@router.get("/readyz", responses={503: {"description": "not ready (problem+json)"}})
 async def readyz(database: DatabaseDep, health: HealthDep, settings: SettingsDep) -> dict[str, str]:
     head = await require_ready(database, health if settings.health_checks else None)
     return {"status": "ready", "revision": head}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from http import HTTPStatus
 from typing import Any
@@ -56,6 +57,15 @@ def _problem_for(exc: Exception) -> tuple[Problem, dict[str, str] | None]:
         )
         return problem, None
     if isinstance(exc, StarletteHTTPException):
+        if isinstance(exc.__cause__, RecursionError):  # FastAPI's JSON parsing gave up
+            problem = Problem(
+                type=PROBLEM_TYPE_BASE + "malformed_json",
+                title="Malformed JSON",
+                status=400,
+                detail="request body is not valid JSON: nested too deeply",
+                code="malformed_json",
+            )
+            return problem, None
         phrase = HTTPStatus(exc.status_code).phrase
         code = phrase.lower().replace(" ", "_").replace("-", "_")
         problem = Problem(title=phrase, status=exc.status_code, detail=str(exc.detail), code=code)
@@ -73,6 +83,48 @@ async def problem_handler(request: Request, exc: Exception) -> Response:
 
 
 def install_problem_handler(app: FastAPI) -> None:
-    """Route domain errors, validation errors and HTTP errors through one handler."""
+    """Route domain errors, validation errors and HTTP errors through one handler, and say so
+    in the OpenAPI document (:func:`document_problems`)."""
     for exc_type in (RegistryError, RequestValidationError, StarletteHTTPException):
         app.add_exception_handler(exc_type, problem_handler)
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = document_problems(generate())
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+#: Paths that answer in OpenAI's error shape (the front door documents its own errors).
+OPENAI_PREFIX = "/v1/"
+_BODY_ERRORS = (400, 413, 422)
+
+
+def document_problems(schema: dict[str, Any]) -> dict[str, Any]:
+    """Every error answer outside ``/v1`` as what it is: ``application/problem+json`` with the
+    :class:`Problem` schema (FastAPI documents its own 422 body and puts a response ``model``
+    under ``application/json``); operations with a body also answer 400 (malformed JSON), 413
+    (too large) and 422."""
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    components.setdefault(
+        "Problem", Problem.model_json_schema(ref_template="#/components/schemas/{model}")
+    )
+    content = {PROBLEM_JSON: {"schema": {"$ref": "#/components/schemas/Problem"}}}
+    for path, operations in schema.get("paths", {}).items():
+        if path.startswith(OPENAI_PREFIX):
+            continue
+        for operation in operations.values():
+            responses = operation.setdefault("responses", {})
+            if "requestBody" in operation:
+                for status in _BODY_ERRORS:
+                    responses.setdefault(str(status), {})
+            for status, response in responses.items():
+                if status.isdigit() and int(status) >= 400:
+                    response["content"] = dict(content)
+                    response["description"] = HTTPStatus(int(status)).phrase
+    for name in ("HTTPValidationError", "ValidationError"):  # FastAPI's 422 body, now unused
+        if f'"#/components/schemas/{name}"' not in json.dumps(schema):
+            components.pop(name, None)
+    return schema

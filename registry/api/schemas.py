@@ -7,21 +7,48 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
+# Bounds of the admin API's request bodies (hostile input is refused with 422 before any work;
+# a body over HI_MOE_LORA_MAX_BODY_BYTES never gets this far: 413). Text that is stored holds
+# no NUL (PostgreSQL refuses it); one-line values hold no control character at all.
+MAX_VERSION_CHARS = 128
+MAX_SOURCE_CHARS = 4_096
+MAX_DOMAINS = 64
+MAX_DOMAIN_CHARS = 64
+MAX_DESCRIPTION_CHARS = 2_000
+MAX_TRAFFIC_VERSIONS = 64
+MAX_KEYWORDS = 200
+MAX_KEYWORD_CHARS = 64
+MAX_EXEMPLARS = 100
+MAX_EXEMPLAR_CHARS = 1_000
+MAX_WARMUP_ADAPTERS = 256
+MAX_SERVED_NAME_CHARS = 256
+ONE_LINE = r"^[^\x00-\x1f\x7f]*$"
+NO_NUL = r"^[^\x00]*$"
+
+VersionText = Annotated[str, Field(min_length=1, max_length=MAX_VERSION_CHARS, pattern=ONE_LINE)]
+Domain = Annotated[str, Field(min_length=1, max_length=MAX_DOMAIN_CHARS, pattern=ONE_LINE)]
+
 
 class RegisterVersionIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    version: str = Field(min_length=1, max_length=128, examples=["1.2.0"])
-    source: str = Field(min_length=1, description="local directory path or file:// URI")
-    domains: list[str] = Field(default_factory=list)
-    description: str | None = None
+    version: VersionText = Field(examples=["1.2.0"])
+    source: str = Field(
+        min_length=1,
+        max_length=MAX_SOURCE_CHARS,
+        pattern=ONE_LINE,
+        description="local directory path or file:// URI",
+    )
+    domains: list[Domain] = Field(default_factory=list, max_length=MAX_DOMAINS)
+    description: str | None = Field(default=None, max_length=MAX_DESCRIPTION_CHARS, pattern=NO_NUL)
 
 
 class TrafficIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    weights: dict[str, float] = Field(
-        description="version -> fraction of requests; the active version gets the remainder"
+    weights: dict[VersionText, float] = Field(
+        max_length=MAX_TRAFFIC_VERSIONS,
+        description="version -> fraction of requests; the active version gets the remainder",
     )
 
 
@@ -72,12 +99,12 @@ class DispatchHintsIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    keywords: list[Annotated[str, Field(min_length=1, max_length=64)]] = Field(
-        default_factory=list, max_length=200
-    )
-    exemplars: list[Annotated[str, Field(min_length=1, max_length=1_000)]] = Field(
-        default_factory=list, max_length=100
-    )
+    keywords: list[
+        Annotated[str, Field(min_length=1, max_length=MAX_KEYWORD_CHARS, pattern=ONE_LINE)]
+    ] = Field(default_factory=list, max_length=MAX_KEYWORDS)
+    exemplars: list[
+        Annotated[str, Field(min_length=1, max_length=MAX_EXEMPLAR_CHARS, pattern=NO_NUL)]
+    ] = Field(default_factory=list, max_length=MAX_EXEMPLARS)
 
 
 class AdapterListOut(BaseModel):
@@ -153,7 +180,12 @@ class WarmUpIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    adapters: list[str] | None = Field(default=None, min_length=1, max_length=256)
+    adapters: (
+        list[
+            Annotated[str, Field(min_length=1, max_length=MAX_SERVED_NAME_CHARS, pattern=ONE_LINE)]
+        ]
+        | None
+    ) = Field(default=None, min_length=1, max_length=MAX_WARMUP_ADAPTERS)
 
 
 class WarmTargetOut(BaseModel):

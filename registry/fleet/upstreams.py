@@ -5,6 +5,12 @@ to the next one when a connection cannot be made (the request was not sent, so r
 and turns every transport failure into :class:`UpstreamUnavailable` within bounded timeouts.
 Answers come back as :class:`UpstreamResponse`.
 
+Two bounds, two answers: making a connection is bounded by ``connect_timeout_s`` (seconds: a
+refused or unanswered connection fails over to the next replica, and when none is left the front
+door answers 503); each socket read by ``read_timeout_s`` (long: a long generation may stream
+slowly), and a replica that accepted a request but went silent for that long raises
+:class:`UpstreamTimeout` (the front door answers 504).
+
 The client is an ``aiohttp.ClientSession``, the control plane's only HTTP client library: it was
 measured 0.4 ms faster per proxied request than httpx at the median (benchmarks/frontdoor/), a
 large share of the front door's sub-millisecond budget. It is created on first use inside the
@@ -28,9 +34,8 @@ logger = logging.getLogger(__name__)
 
 #: How long a replica that refused a connection is skipped (unless all are down).
 DOWN_FOR_S = 5.0
-CONNECT_TIMEOUT_S = 5.0
-#: Bound on getting a connection at all (pool wait + connect), as httpx's pool timeout was.
-POOL_TIMEOUT_S = 10.0
+#: Default bound on making a connection (the connector has no limit, so there is no pool wait).
+CONNECT_TIMEOUT_S = 3.0
 #: Idle keep-alive connections are dropped before uvicorn's (vLLM's) own 5 s idle timeout, so a
 #: request is not written onto a connection the server is closing.
 KEEPALIVE_EXPIRY_S = 4.0
@@ -46,6 +51,12 @@ class UpstreamUnavailable(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+
+class UpstreamTimeout(UpstreamUnavailable):
+    """A replica took the request (or its connection) but did not answer within the read
+    timeout: vLLM is hung or overloaded. The request may have reached vLLM, so it is not
+    retried elsewhere."""
 
 
 class Replica:
@@ -148,19 +159,21 @@ class UpstreamPool:
         self,
         urls: Sequence[str],
         *,
-        request_timeout_s: float,
+        read_timeout_s: float,
+        connect_timeout_s: float = CONNECT_TIMEOUT_S,
         api_key: str | None = None,
     ) -> None:
         if not urls:
             raise ValueError("at least one vLLM URL is needed")
         self.replicas = [Replica(url) for url in urls]
         self._cycle = itertools.cycle(range(len(self.replicas)))
-        # read: per socket read (time to the first byte, then between chunks), as httpx's was
+        # connect: the TCP (and, for https, TLS) handshake; read: per socket read (time to the
+        # first byte, then between chunks), so a slow stream lives while it keeps sending
         self._timeout = aiohttp.ClientTimeout(
             total=None,
-            connect=min(POOL_TIMEOUT_S, request_timeout_s),
-            sock_connect=min(CONNECT_TIMEOUT_S, request_timeout_s),
-            sock_read=request_timeout_s,
+            connect=connect_timeout_s,
+            sock_connect=connect_timeout_s,
+            sock_read=read_timeout_s,
         )
         # identity: streams are relayed byte for byte, so they must not arrive compressed
         self._headers = {"Accept-Encoding": "identity"}
@@ -205,7 +218,8 @@ class UpstreamPool:
         """Send to the first replica that accepts a connection.
 
         With ``stream=True`` the body is not read: the caller must close the response.
-        Raises :class:`UpstreamUnavailable` when no replica answers, and at once, without
+        Raises :class:`UpstreamTimeout` when the replica that took the request went silent for
+        the read timeout, :class:`UpstreamUnavailable` when no replica answers, and at once, without
         trying, when the health monitor found every replica down (a hung vLLM would otherwise
         hold each request until its read timeout); the monitor re-checks a down replica every
         few seconds, so serving resumes soon after vLLM is back.
@@ -265,17 +279,22 @@ class UpstreamPool:
         return response
 
     async def broadcast(
-        self, method: str, path: str, json_body: Any
+        self, method: str, path: str, json_body: Any, *, timeout_s: float | None = None
     ) -> list[tuple[Replica, UpstreamResponse | Exception]]:
         """Send the same request to every replica concurrently; never raises transport errors.
 
-        Responses come back read (and their connections released).
+        Responses come back read (and their connections released). ``timeout_s`` bounds each
+        replica's request in all (default: the pool's connect and read timeouts).
         """
         client = self.client
+        # (never timeout=None: aiohttp reads it as "no timeout at all")
+        timeout = self._timeout if timeout_s is None else aiohttp.ClientTimeout(total=timeout_s)
 
         async def one(replica: Replica) -> tuple[Replica, UpstreamResponse | Exception]:
             try:
-                raw = await client.request(method, replica.url + path, json=json_body)
+                raw = await client.request(
+                    method, replica.url + path, json=json_body, timeout=timeout
+                )
                 response = UpstreamResponse(replica, raw)
                 await response.aread()
             except (*TRANSPORT_ERRORS, UpstreamUnavailable) as exc:
@@ -287,7 +306,7 @@ class UpstreamPool:
 
 def _unavailable(replica: Replica, exc: BaseException) -> UpstreamUnavailable:
     if isinstance(exc, asyncio.TimeoutError):
-        return UpstreamUnavailable(
+        return UpstreamTimeout(
             f"vLLM at {replica.url} did not answer in time ({describe_failure(exc)})"
         )
     return UpstreamUnavailable(f"vLLM at {replica.url} failed: {describe_failure(exc)}")

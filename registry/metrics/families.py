@@ -32,6 +32,7 @@ from registry.metrics.labels import (
     SPECIALIST_NONE,
     LoadSource,
     RequestOutcome,
+    UnloadOutcome,
     WarmupOutcome,
     outcome_of,
 )
@@ -129,6 +130,13 @@ class ControlPlaneMetrics:
             ["outcome"],
             registry=r,
         )
+        self.bare_name_unloads = Counter(
+            p + "bare_name_unloads",
+            "Unloads of a bare adapter name on one replica after a promote or rollback "
+            "(background, bounded), by outcome.",
+            ["outcome"],
+            registry=r,
+        )
         self.upstream_up = Gauge(
             p + "upstream_up",
             "1 while the upstream's last health check passed (/health and /v1/models), else 0.",
@@ -198,6 +206,9 @@ class ControlPlaneMetrics:
 
     def warmed(self, outcome: WarmupOutcome) -> None:
         self.warmups.labels(outcome).inc()
+
+    def bare_name_unloaded(self, outcome: UnloadOutcome) -> None:
+        self.bare_name_unloads.labels(outcome).inc()
 
     def upstream_checked(self, upstream: str, up: bool) -> None:
         self.upstream_up.labels(upstream).set(1.0 if up else 0.0)

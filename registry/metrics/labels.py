@@ -14,12 +14,15 @@ SPECIALIST_NONE: Final = "_none"
 RequestOutcome = Literal["success", "client_error", "server_error", "unavailable"]
 LoadSource = Literal["warmup", "request"]
 WarmupOutcome = Literal["loaded", "failed"]
+#: A bare name unloaded on one replica after a promote/rollback (``not_loaded``: nothing to do).
+UnloadOutcome = Literal["unloaded", "not_loaded", "failed"]
 
 
 def outcome_of(status: int) -> RequestOutcome:
-    """The outcome label of an HTTP status the front door answered."""
+    """The outcome label of an HTTP status the front door answered: ``unavailable`` when vLLM
+    could not be reached or did not answer in time (502, 503, 504)."""
     if status < 400:
         return "success"
-    if status == 503:
+    if status in (502, 503, 504):
         return "unavailable"
     return "client_error" if status < 500 else "server_error"

@@ -55,7 +55,10 @@ class DispatchHintIn(BaseModel):
 class FeedbackIn(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    request_id: str = Field(min_length=1, max_length=MAX_REQUEST_ID_CHARS)
+    # printable ASCII (ids are hex): NUL or look-alikes are a 400, never a database query
+    request_id: str = Field(
+        min_length=1, max_length=MAX_REQUEST_ID_CHARS, pattern=r"^[\x21-\x7e]+$"
+    )
     success: StrictBool
 
 
@@ -64,6 +67,8 @@ def json_object(raw: bytes) -> dict[str, Any]:
         body = json.loads(raw)
     except ValueError as exc:
         raise InvalidRequest(f"request body is not valid JSON: {exc}") from None
+    except RecursionError:  # e.g. 100,000 levels of '[': the parser gives up, not the server
+        raise InvalidRequest("request body is not valid JSON: nested too deeply") from None
     if not isinstance(body, dict):
         raise InvalidRequest("request body must be a JSON object")
     return body

@@ -11,23 +11,48 @@ from starlette.responses import JSONResponse, Response
 from hi_moe_lora.control_api import paths
 from registry.dependencies import FrontDoorDep, HealthDep
 from registry.openai.proxy import CHAT_COMPLETIONS, COMPLETIONS, guarded, new_request_id
+from registry.openai.schemas import (
+    CHAT_BODY,
+    COMPLETION_BODY,
+    DISPATCH_BATCH_BODY,
+    DISPATCH_BODY,
+    FEEDBACK_BODY,
+    DispatchBatchOut,
+    DispatchDecisionOut,
+    FeedbackOut,
+    HealthOut,
+    ModelListOut,
+    OpenAIErrorOut,
+    error_responses,
+)
 
 router = APIRouter(tags=["openai"])
 
+#: A completion's answer is vLLM's (JSON, or server-sent events with ``"stream": true``); so
+#: are its errors, relayed in OpenAI's shape with vLLM's status (``default``).
+_COMPLETION_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "vLLM's answer",
+        "content": {"application/json": {}, "text/event-stream": {"schema": {"type": "string"}}},
+    },
+    **error_responses(400, 404, 413, 503, 504),
+    "default": {"model": OpenAIErrorOut, "description": "vLLM's error, relayed"},
+}
 
-@router.post("/v1/chat/completions")
+
+@router.post("/v1/chat/completions", responses=_COMPLETION_RESPONSES, openapi_extra=CHAT_BODY)
 async def chat_completions(request: Request, door: FrontDoorDep) -> Response:
     request_id = new_request_id()
     return await guarded(lambda: door.handle(request, CHAT_COMPLETIONS, request_id), request_id)
 
 
-@router.post("/v1/completions")
+@router.post("/v1/completions", responses=_COMPLETION_RESPONSES, openapi_extra=COMPLETION_BODY)
 async def completions(request: Request, door: FrontDoorDep) -> Response:
     request_id = new_request_id()
     return await guarded(lambda: door.handle(request, COMPLETIONS, request_id), request_id)
 
 
-@router.get("/v1/models")
+@router.get("/v1/models", response_model=ModelListOut, responses=error_responses(503, 504))
 async def list_models(door: FrontDoorDep) -> Response:
     async def models() -> Response:
         return JSONResponse(await door.models())
@@ -35,7 +60,7 @@ async def list_models(door: FrontDoorDep) -> Response:
     return await guarded(models, new_request_id())
 
 
-@router.get(paths.V1_HEALTH)
+@router.get(paths.V1_HEALTH, response_model=HealthOut)
 async def health(monitor: HealthDep) -> Response:
     """Every upstream and served adapter version as the health monitor last saw them."""
 
@@ -45,18 +70,33 @@ async def health(monitor: HealthDep) -> Response:
     return await guarded(picture, new_request_id())
 
 
-@router.post(paths.V1_DISPATCH)
+@router.post(
+    paths.V1_DISPATCH,
+    response_model=DispatchDecisionOut,
+    responses=error_responses(400, 413, 503, 504),
+    openapi_extra=DISPATCH_BODY,
+)
 async def dispatch(request: Request, door: FrontDoorDep) -> Response:
     """Dry run: which specialist (and version) would serve this task, and why."""
     return await _json_answer(request, door.dry_run)
 
 
-@router.post(paths.V1_DISPATCH_BATCH)
+@router.post(
+    paths.V1_DISPATCH_BATCH,
+    response_model=DispatchBatchOut,
+    responses=error_responses(400, 413, 503, 504),
+    openapi_extra=DISPATCH_BATCH_BODY,
+)
 async def dispatch_batch(request: Request, door: FrontDoorDep) -> Response:
     return await _json_answer(request, door.dispatch_batch)
 
 
-@router.post(paths.V1_FEEDBACK)
+@router.post(
+    paths.V1_FEEDBACK,
+    response_model=FeedbackOut,
+    responses=error_responses(400, 404, 413),
+    openapi_extra=FEEDBACK_BODY,
+)
 async def feedback(request: Request, door: FrontDoorDep) -> Response:
     return await _json_answer(request, door.feedback)
 

@@ -49,11 +49,19 @@ class ModelNotFound(OpenAIError):
 
 
 class ServiceUnavailable(OpenAIError):
-    """No vLLM replica could be reached, or it did not answer in time."""
+    """No vLLM replica could be reached (or every one is known to be down)."""
 
     status = 503
     type = "server_error"
     code = "upstream_unavailable"
+
+
+class GatewayTimeout(OpenAIError):
+    """The vLLM replica that took the request did not answer within the read timeout."""
+
+    status = 504
+    type = "server_error"
+    code = "upstream_timeout"
 
 
 class RegistryRefusal(OpenAIError):

@@ -26,7 +26,12 @@ from registry.dispatch import Decision, Task
 from registry.errors import RegistryError
 from registry.fleet.loaded import LoadedAdapters
 from registry.fleet.quarantine import Quarantine
-from registry.fleet.upstreams import UpstreamPool, UpstreamResponse, UpstreamUnavailable
+from registry.fleet.upstreams import (
+    UpstreamPool,
+    UpstreamResponse,
+    UpstreamTimeout,
+    UpstreamUnavailable,
+)
 from registry.metrics.families import ControlPlaneMetrics
 from registry.openai.accounting import CLIENT_CLOSED, RequestAccount, WarmFirstTokens
 from registry.openai.auto import (
@@ -46,6 +51,7 @@ from registry.openai.bodies import (
 )
 from registry.openai.catalog import models_list
 from registry.openai.errors import (
+    GatewayTimeout,
     InvalidRequest,
     OpenAIError,
     RegistryRefusal,
@@ -162,7 +168,7 @@ class FrontDoor:
             raise ServiceUnavailable(f"{target.served_name} cannot be served: {quarantined}")
         if target.served_name != body["model"] or hinted:
             body["model"] = target.served_name
-            raw = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+            raw = _reencoded(body)
         headers = {"content-type": "application/json"}
         for name in FORWARDED_HEADERS:
             value = request.headers.get(name)
@@ -332,6 +338,13 @@ class RelayedStream(StreamingResponse):
                 self._account.finished(CLIENT_CLOSED)
 
 
+def _reencoded(body: dict[str, Any]) -> bytes:
+    try:
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+    except RecursionError:  # parsed just below the limit, deeper once re-encoded
+        raise InvalidRequest("request body is nested too deeply") from None
+
+
 def _returned_headers(headers: Mapping[str, str]) -> dict[str, str]:
     return {name: headers[name] for name in RETURNED_HEADERS if name in headers}
 
@@ -345,6 +358,8 @@ def as_openai_error(exc: BaseException) -> OpenAIError | None:
     """The OpenAI-style error an exception is answered with (``None``: an internal error)."""
     if isinstance(exc, OpenAIError):
         return exc
+    if isinstance(exc, UpstreamTimeout):
+        return GatewayTimeout(exc.message)
     if isinstance(exc, UpstreamUnavailable):
         return ServiceUnavailable(exc.message)
     if isinstance(exc, RegistryError):

@@ -97,8 +97,9 @@ class VersionTable:
 
 
 class ActiveVersionChanged:
-    """The adapter service's ``on_active_changed`` listener: route the adapter afresh, then make
-    every vLLM replica forget its bare name (``invalidate``)."""
+    """The adapter service's ``on_active_changed`` listener: route the adapter afresh (at once,
+    before the promote/rollback call returns), then make every vLLM replica forget its bare name
+    (``invalidate``: it returns quickly and lets slow replicas finish in the background)."""
 
     def __init__(
         self, versions: VersionTable, invalidate: Callable[[str], Awaitable[None]]

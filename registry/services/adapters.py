@@ -1,10 +1,11 @@
 """The adapter registry's rules: register, promote, rollback, delete, resolve, A/B traffic.
 
-Lifecycle. A version is registered from a local PEFT directory (validated, copied into the
-artifact store, checksummed, given a fresh ``lora_int_id``). An adapter's first version becomes
-active; later versions are registered inactive with ``previous_version`` = the then-active
-version. ``promote`` makes a version active and records the version it replaced as its
-``previous_version``; ``rollback`` re-activates the active version's ``previous_version`` (so
+Lifecycle. A version is registered from a local PEFT directory below the configured source roots
+(file-system checks in :mod:`registry.services.sources`, then copied into the artifact store,
+validated against the served base model, checksummed, given a fresh ``lora_int_id``). An adapter's
+first version becomes active; later versions are registered inactive with ``previous_version`` =
+the then-active version. ``promote`` makes a version active and records the version it replaced as
+its ``previous_version``; ``rollback`` re-activates the active version's ``previous_version`` (so
 repeated rollbacks walk the chain back). The database guarantees at most one active version per
 adapter (partial unique index); promotion deactivates the old version before activating the new.
 ``delete`` removes an inactive version and its artifact; the active version cannot be deleted, so
@@ -30,6 +31,7 @@ from hi_moe_lora.adapters import (
     check_policy,
     inspect_adapter,
 )
+from hi_moe_lora.adapters.architecture import ModelConfigError, ModelShape, load_model_shape
 from hi_moe_lora.control_api import ResolvedAdapter
 from registry.db.models import Adapter, AdapterVersion
 from registry.db.session import Database, UnitOfWork
@@ -43,8 +45,13 @@ from registry.errors import (
 from registry.repositories.adapters import AdapterRepository
 from registry.repositories.lora_ids import allocate_lora_int_id
 from registry.services import traffic
-from registry.services.artifacts import ArtifactStore, source_directory
-from registry.services.naming import check_name, check_version, served_name_or_not_found
+from registry.services.artifacts import ArtifactStore
+from registry.services.naming import (
+    check_name,
+    check_version,
+    name_or_not_found,
+    served_name_or_not_found,
+)
 from registry.services.records import (
     AdapterInfo,
     AdapterVersionInfo,
@@ -53,6 +60,7 @@ from registry.services.records import (
     traffic_shares,
     version_info,
 )
+from registry.services.sources import SourcePolicy
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +76,18 @@ class _Registration:
     description: str | None
     manifest: AdapterManifest
     staging: Path
+
+
+def _served_model_shape(base_model: str) -> ModelShape | None:
+    """The served model's architecture when it is a local directory we understand (else None)."""
+    try:
+        return load_model_shape(base_model)
+    except ModelConfigError as exc:
+        logger.error("the served base model's config cannot be used: %s", exc)
+        raise ConfigurationError(
+            "the served base model's config.json cannot be read; see the control plane's log",
+            code="base_model_config_unreadable",
+        ) from exc
 
 
 def _cleaned(values: Iterable[str], *, what: str, code: str, fold_case: bool) -> tuple[str, ...]:
@@ -93,9 +113,11 @@ class AdapterService:
         *,
         base_model: str | None,
         max_lora_rank: int,
+        sources: SourcePolicy,
     ) -> None:
         self.database = database
         self.store = store
+        self.sources = sources
         self.base_model = base_model
         self.max_lora_rank = max_lora_rank
         self._listeners: list[ActiveChangedListener] = []
@@ -150,18 +172,23 @@ class AdapterService:
         description: str | None,
         base_model: str,
     ) -> AdapterVersionInfo:
-        directory = source_directory(source)
+        checked = self.sources.check(source)  # reads nothing outside the roots, writes nothing
         self.database.run(lambda uow: self._ensure_version_free(uow, name, version), write=False)
-        staging = self.store.stage(directory)
+        model = _served_model_shape(base_model)
+        staging = self.store.stage(checked)
         try:
             try:
                 manifest = inspect_adapter(staging)
-                check_policy(manifest, max_rank=self.max_lora_rank, base_model=base_model)
+                check_policy(
+                    manifest, max_rank=self.max_lora_rank, base_model=base_model, model=model
+                )
             except AdapterValidationError as exc:
-                detail = exc.detail.replace(str(staging), str(directory))
-                raise InvalidAdapterError(detail, code=exc.code) from exc
+                logger.info(
+                    "registration of %s@%s from %s refused: %s", name, version, checked.uri, exc
+                )
+                raise InvalidAdapterError(exc.detail, code=exc.code) from exc
             registration = _Registration(
-                name, version, directory.as_uri(), domains, description, manifest, staging
+                name, version, checked.uri, domains, description, manifest, staging
             )
             info = self.database.run(lambda uow: self._insert_version(uow, registration))
         finally:
@@ -226,6 +253,8 @@ class AdapterService:
         return [adapter_info(a) for a in AdapterRepository(uow.session).list_with_versions()]
 
     async def get_adapter(self, name: str) -> AdapterInfo:
+        name_or_not_found(name)
+
         def work(uow: UnitOfWork) -> AdapterInfo:
             adapter = AdapterRepository(uow.session).get_with_versions(name)
             if adapter is None:
@@ -235,6 +264,7 @@ class AdapterService:
         return await asyncio.to_thread(self.database.run, work, write=False)
 
     async def get_version(self, name: str, version: str) -> AdapterVersionInfo:
+        name_or_not_found(name, version)
         info = await self.get_adapter(name)
         for candidate in info.versions:
             if candidate.version == version:
@@ -244,6 +274,7 @@ class AdapterService:
     # ---------------------------------------------------------------- promote / rollback
 
     async def promote(self, name: str, version: str) -> AdapterVersionInfo:
+        name_or_not_found(name, version)
         info, changed = await asyncio.to_thread(
             self.database.run, lambda uow: self._promote(uow, name, version)
         )
@@ -268,6 +299,7 @@ class AdapterService:
         return self._info(repo, adapter, target), True
 
     async def rollback(self, name: str) -> AdapterVersionInfo:
+        name_or_not_found(name)
         info = await asyncio.to_thread(self.database.run, lambda uow: self._rollback(uow, name))
         self.generation += 1
         logger.info("rolled %s back to %s", name, info.version)
@@ -306,6 +338,7 @@ class AdapterService:
     # ---------------------------------------------------------------- delete
 
     async def delete(self, name: str, version: str) -> None:
+        name_or_not_found(name, version)
         await asyncio.to_thread(self.database.run, lambda uow: self._delete(uow, name, version))
         self.generation += 1
         logger.info("deleted %s@%s", name, version)
@@ -342,6 +375,7 @@ class AdapterService:
 
     async def set_traffic(self, name: str, weights: Mapping[str, float]) -> AdapterInfo:
         """Replace the A/B split of ``name`` (see :mod:`registry.services.traffic`)."""
+        name_or_not_found(name)
         info = await asyncio.to_thread(
             self.database.run, lambda uow: self._set_traffic(uow, name, dict(weights))
         )
@@ -353,6 +387,7 @@ class AdapterService:
         self, name: str, *, keywords: Sequence[str], exemplars: Sequence[str]
     ) -> AdapterInfo:
         """Replace the dispatcher's keywords and exemplar tasks for specialist ``name``."""
+        name_or_not_found(name)
         cleaned_keywords = _cleaned(keywords, what="keywords", code="invalid_hint", fold_case=True)
         cleaned_exemplars = _cleaned(
             exemplars, what="exemplars", code="invalid_hint", fold_case=True

@@ -1,8 +1,9 @@
 """The artifact store: registered adapters live in ``artifact_dir/<name>/<version>/``.
 
-Registration copies the adapter's config and weights into a staging directory on the same file
-system, validates that copy, then publishes it with one ``rename``; deletion renames the version
-directory into a trash directory first, so both can be undone until the database commits.
+Registration copies the adapter's config and weights (a source that passed every check of
+:mod:`registry.services.sources`) into a staging directory on the same file system, validates that
+copy, then publishes it with one ``rename``; a copy that fails is removed. Deletion renames the
+version directory into a trash directory first, so both can be undone until the database commits.
 """
 
 from __future__ import annotations
@@ -13,38 +14,13 @@ import os
 import shutil
 import uuid
 from pathlib import Path
-from urllib.parse import unquote, urlparse
 
-from hi_moe_lora.adapters.checksum import adapter_files
-from registry.errors import InvalidRequestError
+from registry.services.sources import CheckedSource
 
 logger = logging.getLogger(__name__)
 
 _STAGING = ".staging"
 _TRASH = ".trash"
-
-
-def source_directory(source: str) -> Path:
-    """A local path or ``file://`` URI naming an existing directory."""
-    parsed = urlparse(source)
-    if parsed.scheme == "file":
-        if parsed.netloc not in ("", "localhost"):
-            raise InvalidRequestError(
-                f"file URI with a remote host is not supported: {source!r}",
-                code="unsupported_source",
-            )
-        path = Path(unquote(parsed.path))
-    elif parsed.scheme and len(parsed.scheme) > 1:
-        raise InvalidRequestError(
-            f"unsupported source {source!r}: give a local path or a file:// URI",
-            code="unsupported_source",
-        )
-    else:
-        path = Path(source)
-    path = path.expanduser()
-    if not path.is_dir():
-        raise InvalidRequestError(f"source {source!r} is not a directory", code="source_not_found")
-    return path.resolve()
 
 
 class ArtifactStore:
@@ -54,13 +30,12 @@ class ArtifactStore:
     def path_for(self, name: str, version: str) -> Path:
         return self.root / name / version
 
-    def stage(self, source: Path) -> Path:
-        """Copy the files vLLM reads from ``source`` into a fresh staging directory."""
+    def stage(self, source: CheckedSource) -> Path:
+        """Copy the files vLLM reads from a checked ``source`` into a fresh staging directory."""
         staging = self.root / _STAGING / uuid.uuid4().hex
         staging.mkdir(parents=True)
         try:
-            for path in adapter_files(source):
-                shutil.copyfile(path, staging / path.name)
+            source.copy_to(staging)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise

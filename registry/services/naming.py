@@ -10,10 +10,15 @@ from hi_moe_lora.served_names import ServedName, is_valid_name, is_valid_version
 from registry.errors import InvalidRequestError, NotFoundError
 
 
+def shown(value: str, limit: int = 80) -> str:
+    """``value`` as an error message quotes it: ``repr`` (NUL and look-alikes visible), cut."""
+    return repr(value) if len(value) <= limit else repr(value[:limit]) + "…"
+
+
 def check_name(name: str) -> str:
     if not is_valid_name(name):
         raise InvalidRequestError(
-            f"invalid adapter name {name!r}: lower-case letters, digits, '.', '_' and '-', "
+            f"invalid adapter name {shown(name)}: lower-case letters, digits, '.', '_' and '-', "
             "starting with a letter or digit, at most 64 characters",
             code="invalid_name",
         )
@@ -23,7 +28,7 @@ def check_name(name: str) -> str:
 def check_version(version: str) -> str:
     if not is_valid_version(version):
         raise InvalidRequestError(
-            f"invalid version {version!r}: expected semantic version MAJOR.MINOR.PATCH "
+            f"invalid version {shown(version)}: expected semantic version MAJOR.MINOR.PATCH "
             "with optional -prerelease and +build",
             code="invalid_version",
         )
@@ -34,5 +39,14 @@ def served_name_or_not_found(served_name: str) -> ServedName:
     """``name`` or ``name@version``; a malformed name is an adapter that does not exist."""
     parsed = parse_served_name(served_name)
     if parsed is None:
-        raise NotFoundError(f"no adapter named {served_name!r}", code="adapter_not_found")
+        raise NotFoundError(f"no adapter named {shown(served_name)}", code="adapter_not_found")
     return parsed
+
+
+def name_or_not_found(name: str, version: str | None = None) -> None:
+    """A malformed name (or version) is one that is not registered: 404 without a query, so
+    look-alikes, NUL or 10,000 characters never reach the database."""
+    if not is_valid_name(name):
+        raise NotFoundError(f"no adapter named {shown(name)}", code="adapter_not_found")
+    if version is not None and not is_valid_version(version):
+        raise NotFoundError(f"{name}@{shown(version)} is not registered", code="version_not_found")

@@ -85,6 +85,11 @@ def _info(row: RoutingGap) -> GapInfo:
     )
 
 
+def _storable(text: str) -> str:
+    """Client text as the database can store it (PostgreSQL refuses NUL in text and JSON)."""
+    return text.replace("\x00", "")
+
+
 class RoutingGapLog:
     def __init__(self, database: Database) -> None:
         self.database = database
@@ -93,10 +98,10 @@ class RoutingGapLog:
         rows = [
             {
                 "created_at": gap.created_at,
-                "task_excerpt": gap.objective[:EXCERPT_CHARS],
-                "context_refs": list(gap.context_refs),
+                "task_excerpt": _storable(gap.objective[:EXCERPT_CHARS]),
+                "context_refs": [_storable(ref) for ref in gap.context_refs],
                 "extracted_domains": list(gap.extracted_domains),
-                "terms": list(gap.terms),
+                "terms": [_storable(term) for term in gap.terms],
                 "tier_scores": dict(gap.tier_scores),
                 "nearest_domain": gap.nearest_domain,
                 "nearest_score": gap.nearest_score,

@@ -54,14 +54,21 @@ def test_rank_pattern_raises_the_rank(tmp_path: Path) -> None:
     assert inspect_adapter(directory).rank == 32
 
 
-def test_bin_weights_are_accepted_when_present(tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", ["adapter_model.bin", "adapter_model.pt"])
+def test_pickled_weights_are_refused(tmp_path: Path, name: str) -> None:
     directory = write_adapter(tmp_path / "a")
     (directory / "adapter_model.safetensors").unlink()
+    (directory / name).write_bytes(b"\x80\x02pickled")
+    with pytest.raises(AdapterValidationError) as caught:
+        inspect_adapter(directory)
+    assert caught.value.code == "pickle_weights"
+    assert "pickled" not in caught.value.detail
+
+
+def test_a_pickle_beside_safetensors_is_ignored(tmp_path: Path) -> None:
+    directory = write_adapter(tmp_path / "a")
     (directory / "adapter_model.bin").write_bytes(b"\x80\x02pickled")
-    manifest = inspect_adapter(directory)
-    assert (manifest.weight_file, manifest.tensor_count) == ("adapter_model.bin", None)
-    (directory / "adapter_model.bin").write_bytes(b"")
-    assert _code(directory) == "corrupt_weights"
+    assert inspect_adapter(directory).weight_file == "adapter_model.safetensors"
 
 
 def test_missing_config_and_directory(tmp_path: Path) -> None:

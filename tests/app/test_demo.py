@@ -16,7 +16,9 @@ pytestmark = pytest.mark.vllm
 def test_demo_shows_promote_and_rollback_switching_versions(
     tiny_fleet: TinyFleet, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    shutil.copytree(tiny_fleet.model_dir.parent, tmp_path / "fleet")  # skip rebuilding the model
+    # skip rebuilding the model; the adapters are built again, for the copy's path (registration
+    # compares the adapter's base model with the served one by full path)
+    shutil.copytree(tiny_fleet.model_dir, tmp_path / "fleet" / "model")
     answers = run_demo(tmp_path)
     served = [answer.served_by for answer in answers]
     assert served[1:6] == [

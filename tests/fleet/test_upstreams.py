@@ -1,4 +1,4 @@
-"""UpstreamPool: round-robin, connect-failure failover, bounded timeouts."""
+"""UpstreamPool: round-robin, connect-failure failover, bounded connect and read timeouts."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from hi_moe_lora.app.processes import free_port
-from registry.fleet.upstreams import UpstreamPool, UpstreamUnavailable
+from registry.fleet.upstreams import UpstreamPool, UpstreamTimeout, UpstreamUnavailable
 from tests.openai.live import ServedApp
+from tests.support.sockets import silent_listener, unanswered_connects
 
 
 def _replica(name: str, delay_s: float = 0.0) -> Starlette:
@@ -34,7 +35,7 @@ def two_replicas() -> Iterator[list[ServedApp]]:
 
 
 async def test_round_robin(two_replicas: list[ServedApp]) -> None:
-    pool = UpstreamPool([r.url for r in two_replicas], request_timeout_s=5)
+    pool = UpstreamPool([r.url for r in two_replicas], read_timeout_s=5)
     answers = [(await pool.send("GET", "/who")).text for _ in range(4)]
     await pool.aclose()
     assert answers == ["a", "b", "a", "b"]
@@ -42,7 +43,7 @@ async def test_round_robin(two_replicas: list[ServedApp]) -> None:
 
 async def test_fails_over_and_skips_a_replica_that_is_down(two_replicas: list[ServedApp]) -> None:
     closed = f"http://127.0.0.1:{free_port()}"
-    pool = UpstreamPool([closed, two_replicas[0].url], request_timeout_s=5)
+    pool = UpstreamPool([closed, two_replicas[0].url], read_timeout_s=5)
     answers = [(await pool.send("GET", "/who")).text for _ in range(3)]
     assert answers == ["a", "a", "a"]
     assert not pool.replicas[0].is_up(time.monotonic())  # marked down
@@ -53,7 +54,7 @@ async def test_fails_over_and_skips_a_replica_that_is_down(two_replicas: list[Se
 async def test_all_down_is_unavailable() -> None:
     pool = UpstreamPool(
         [f"http://127.0.0.1:{free_port()}", f"http://127.0.0.1:{free_port()}"],
-        request_timeout_s=5,
+        read_timeout_s=5,
     )
     with pytest.raises(UpstreamUnavailable) as caught:
         await pool.send("GET", "/who")
@@ -64,9 +65,9 @@ async def test_all_down_is_unavailable() -> None:
 async def test_slow_replica_times_out_as_unavailable() -> None:
     slow = ServedApp(_replica("slow", delay_s=5)).start()
     try:
-        pool = UpstreamPool([slow.url], request_timeout_s=0.3)
+        pool = UpstreamPool([slow.url], read_timeout_s=0.3)
         started = asyncio.get_running_loop().time()
-        with pytest.raises(UpstreamUnavailable) as caught:
+        with pytest.raises(UpstreamTimeout) as caught:
             await pool.send("GET", "/who")
         assert asyncio.get_running_loop().time() - started < 3
         assert "did not answer in time" in caught.value.message
@@ -75,8 +76,59 @@ async def test_slow_replica_times_out_as_unavailable() -> None:
         slow.stop()
 
 
+async def test_a_silent_replica_is_a_timeout_after_the_read_bound() -> None:
+    with silent_listener() as url:
+        pool = UpstreamPool([url], read_timeout_s=0.5, connect_timeout_s=5)
+        started = time.monotonic()
+        with pytest.raises(UpstreamTimeout) as caught:
+            await pool.send("POST", "/v1/completions", content=b"{}")
+        elapsed = time.monotonic() - started
+        await pool.aclose()
+    assert 0.4 < elapsed < 2.5
+    assert "ReadTimeout" in caught.value.message
+
+
+async def test_a_connect_that_hangs_is_bounded_by_the_connect_timeout() -> None:
+    with unanswered_connects() as url:
+        pool = UpstreamPool([url], read_timeout_s=600, connect_timeout_s=0.5)
+        started = time.monotonic()
+        with pytest.raises(UpstreamUnavailable) as caught:
+            await pool.send("GET", "/who")
+        elapsed = time.monotonic() - started
+        await pool.aclose()
+    assert not isinstance(caught.value, UpstreamTimeout)  # never reached vLLM: 503, not 504
+    assert 0.4 < elapsed < 2.5
+    assert "ConnectTimeout" in caught.value.message
+
+
+async def test_a_hanging_connect_fails_over_to_the_next_replica(
+    two_replicas: list[ServedApp],
+) -> None:
+    with unanswered_connects() as url:
+        pool = UpstreamPool([url, two_replicas[0].url], read_timeout_s=600, connect_timeout_s=0.3)
+        started = time.monotonic()
+        assert (await pool.send("GET", "/who")).text == "a"
+        assert time.monotonic() - started < 2
+        assert not pool.replicas[0].is_up(time.monotonic())
+        await pool.aclose()
+
+
+async def test_broadcast_bounds_each_replica(two_replicas: list[ServedApp]) -> None:
+    with silent_listener() as silent:
+        pool = UpstreamPool([two_replicas[0].url, silent], read_timeout_s=600)
+        started = time.monotonic()
+        results = await pool.broadcast("GET", "/who", None, timeout_s=0.5)
+        elapsed = time.monotonic() - started
+        await pool.aclose()
+    assert elapsed < 2.5
+    first, second = (result for _, result in results)
+    assert not isinstance(first, Exception)
+    assert first.text == "a"
+    assert isinstance(second, TimeoutError)
+
+
 async def test_client_is_recreated_after_close(two_replicas: list[ServedApp]) -> None:
-    pool = UpstreamPool([two_replicas[0].url], request_timeout_s=5)
+    pool = UpstreamPool([two_replicas[0].url], read_timeout_s=5)
     assert (await pool.send("GET", "/who")).text == "a"
     await pool.aclose()
     assert (await pool.send("GET", "/who")).text == "a"
@@ -85,10 +137,10 @@ async def test_client_is_recreated_after_close(two_replicas: list[ServedApp]) ->
 
 def test_needs_a_replica() -> None:
     with pytest.raises(ValueError, match="at least one"):
-        UpstreamPool([], request_timeout_s=1)
+        UpstreamPool([], read_timeout_s=1)
 
 
 async def test_sends_the_api_key(two_replicas: list[ServedApp]) -> None:
-    pool = UpstreamPool([two_replicas[0].url], request_timeout_s=5, api_key="s3cret")
+    pool = UpstreamPool([two_replicas[0].url], read_timeout_s=5, api_key="s3cret")
     assert pool.client.headers["authorization"] == "Bearer s3cret"
     await pool.aclose()

@@ -19,8 +19,10 @@ from registry.metrics.labels import SPECIALIST_BASE, SPECIALIST_NONE, outcome_of
         (404, "client_error"),
         (499, "client_error"),
         (500, "server_error"),
-        (502, "server_error"),
+        (501, "server_error"),
+        (502, "unavailable"),
         (503, "unavailable"),
+        (504, "unavailable"),
     ],
 )
 def test_outcome_of(status: int, outcome: str) -> None:

@@ -60,6 +60,8 @@ def control_plane_settings(
         artifact_dir=workdir / "artifacts",
         base_model=base_model,
         vllm_urls=vllm_urls,
+        # tests write their adapters beside ``workdir`` (in the test's temporary tree)
+        source_roots=[workdir.parent],
         **{"dispatch_embeddings": False, "health_checks": False, "warmup": False, **overrides},
     )
     upgrade_to_head(settings.database_url)

@@ -18,7 +18,7 @@ from tests.support.adapter_files import DEFAULT_BASE_MODEL, write_adapter
 @pytest.fixture
 def plane(tmp_path: Path) -> Iterator[ServedApp]:
     settings = control_plane_settings(
-        tmp_path, DEFAULT_BASE_MODEL, [f"http://127.0.0.1:{free_port()}"], request_timeout_s=5
+        tmp_path, DEFAULT_BASE_MODEL, [f"http://127.0.0.1:{free_port()}"], upstream_read_timeout_s=5
     )
     served = serve_control_plane(settings)
     yield served

@@ -31,9 +31,12 @@ from tests.conftest import VllmServer
 from tests.metrics.scrape import value
 from tests.openai.live import ServedApp, control_plane_settings, register, serve_control_plane
 from tests.support.adapter_files import DEFAULT_BASE_MODEL, write_adapter
+from tests.support.sockets import unanswered_connects
 
 CHAT: list[ChatCompletionMessageParam] = [{"role": "user", "content": "def fibonacci(n):"}]
 PROMPT = "def fibonacci(n):"
+#: How long the scripted vLLM stays silent on ``prompt="hang"`` (longer than the read bound).
+HANG_S = 3.0
 
 
 def _error(response: httpx.Response) -> dict[str, Any]:
@@ -52,7 +55,7 @@ def unreachable_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serv
     """A control plane whose only vLLM replica is a closed port; one adapter registered."""
     workdir = tmp_path_factory.mktemp("unreachable")
     settings = control_plane_settings(
-        workdir, DEFAULT_BASE_MODEL, [f"http://127.0.0.1:{free_port()}"], request_timeout_s=5
+        workdir, DEFAULT_BASE_MODEL, [f"http://127.0.0.1:{free_port()}"], upstream_read_timeout_s=5
     )
     served = serve_control_plane(settings)
     register(served.url, "known", "1.0.0", write_adapter(workdir / "src"))
@@ -167,6 +170,8 @@ class ScriptedVllm:
             return StreamingResponse(self._broken(body["model"]), media_type="text/event-stream")
         if body["prompt"] == "linger":
             return StreamingResponse(self._lingering(body["model"]), media_type="text/event-stream")
+        if body["prompt"] == "hang":  # a hung vLLM: took the request, answers nothing for long
+            await asyncio.sleep(HANG_S)
         if not body.get("stream"):
             return JSONResponse(
                 {
@@ -207,7 +212,7 @@ def scripted(tmp_path: Path) -> Iterator[tuple[ScriptedVllm, ServedApp, ServedAp
     upstream = ScriptedVllm()
     served_upstream = ServedApp(upstream.app).start()
     settings = control_plane_settings(
-        tmp_path / "plane", DEFAULT_BASE_MODEL, [served_upstream.url], request_timeout_s=5
+        tmp_path / "plane", DEFAULT_BASE_MODEL, [served_upstream.url], upstream_read_timeout_s=5
     )
     plane = serve_control_plane(settings)
     register(plane.url, "known", "1.0.0", write_adapter(tmp_path / "src"))
@@ -336,10 +341,66 @@ def test_stream_broken_off_upstream_ends_with_an_error_event(
     assert error["code"] == 503
 
 
+@pytest.fixture
+def impatient(tmp_path: Path) -> Iterator[ServedApp]:
+    """A control plane with a 0.5 s read timeout in front of the scripted vLLM."""
+    served_upstream = ServedApp(ScriptedVllm().app).start()
+    settings = control_plane_settings(
+        tmp_path / "plane", DEFAULT_BASE_MODEL, [served_upstream.url], upstream_read_timeout_s=0.5
+    )
+    plane = serve_control_plane(settings)
+    register(plane.url, "known", "1.0.0", write_adapter(tmp_path / "src"))
+    yield plane
+    plane.stop()
+    served_upstream.stop()
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_hung_vllm_is_504_after_the_read_timeout(impatient: ServedApp, stream: bool) -> None:
+    started = time.monotonic()
+    response = httpx.post(
+        f"{impatient.url}/v1/completions",
+        json={"model": "known", "prompt": "hang", "stream": stream},
+        timeout=30,
+    )
+    elapsed = time.monotonic() - started
+    assert response.status_code == 504
+    error = _error(response)
+    assert (error["type"], error["code"]) == ("server_error", "upstream_timeout")
+    assert "did not answer in time" in error["message"]
+    assert 0.4 < elapsed < HANG_S  # the read bound, not vLLM, ended it
+    assert response.headers["x-himoe-request-id"]
+    # the replica was not marked down: the next request is served
+    ok = httpx.post(f"{impatient.url}/v1/completions", json={"model": "known", "prompt": "x"})
+    assert ok.status_code == 200
+
+
+def test_a_vllm_that_takes_no_connections_is_503_after_the_connect_timeout(
+    tmp_path: Path,
+) -> None:
+    with unanswered_connects() as url:
+        settings = control_plane_settings(
+            tmp_path / "plane", DEFAULT_BASE_MODEL, [url], upstream_connect_timeout_s=0.5
+        )
+        plane = serve_control_plane(settings)
+        try:
+            register(plane.url, "known", "1.0.0", write_adapter(tmp_path / "src"))
+            started = time.monotonic()
+            response = httpx.post(
+                f"{plane.url}/v1/completions", json={"model": "known", "prompt": "x"}, timeout=30
+            )
+            elapsed = time.monotonic() - started
+        finally:
+            plane.stop()
+    assert response.status_code == 503
+    assert _error(response)["code"] == "upstream_unavailable"
+    assert elapsed < 2.5
+
+
 async def test_upstream_unavailable_names_the_cause() -> None:
     from registry.fleet.upstreams import UpstreamPool
 
-    pool = UpstreamPool([f"http://127.0.0.1:{free_port()}"], request_timeout_s=2)
+    pool = UpstreamPool([f"http://127.0.0.1:{free_port()}"], read_timeout_s=2)
     with pytest.raises(UpstreamUnavailable) as caught:
         await pool.send("GET", "/v1/models")
     assert "ConnectError" in caught.value.message

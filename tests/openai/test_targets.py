@@ -61,7 +61,7 @@ async def service(tmp_path: Path) -> AdapterService:
 async def router(
     service: AdapterService, vllm_models: tuple[ModelsEndpoint, ServedApp]
 ) -> AsyncIterator[ModelRouter]:
-    pool = UpstreamPool([vllm_models[1].url], request_timeout_s=5)
+    pool = UpstreamPool([vllm_models[1].url], read_timeout_s=5)
     yield ModelRouter(VersionTable(service, ttl_s=0), pool, DEFAULT_BASE_MODEL)
     await pool.aclose()
 
@@ -107,7 +107,7 @@ async def test_unknown_names_refresh_vllms_models_at_most_once_per_ttl(
 async def test_base_is_forwarded_as_is_when_vllm_is_unreachable(
     service: AdapterService,
 ) -> None:
-    pool = UpstreamPool([f"http://127.0.0.1:{free_port()}"], request_timeout_s=2)
+    pool = UpstreamPool([f"http://127.0.0.1:{free_port()}"], read_timeout_s=2)
     router = ModelRouter(VersionTable(service), pool, DEFAULT_BASE_MODEL)
     assert await router.route(DEFAULT_BASE_MODEL) == Target(DEFAULT_BASE_MODEL, DEFAULT_BASE_MODEL)
     await pool.aclose()

@@ -33,7 +33,8 @@ async def service(tmp_path: Path) -> AsyncIterator[AdapterService]:
         source = write_adapter(tmp_path / f"s{index}", seed=index)
         await adapters.register("spec", version, str(source))
     yield adapters
-    # no lifespan runs here: close the front door's HTTP client that promotions opened
+    # no lifespan runs here: end the unloads promotions started, close their HTTP client
+    await app.components.invalidator.stop()
     await app.components.upstreams.aclose()
 
 

@@ -20,12 +20,14 @@ from tests.operations.live import adapter_health, eventually, health, metrics_te
 
 @pytest.mark.vllm
 def test_an_adapter_with_no_effect_is_unhealthy_and_a_real_one_healthy(
-    ops_stack: EmbeddedStack, tiny_fleet: TinyFleet, tmp_path: Path
+    ops_stack: EmbeddedStack, tiny_fleet: TinyFleet
 ) -> None:
     url = ops_stack.control_plane_url
     source = demo_adapter(tiny_fleet)
     register(url, "probe-good", "1.0.0", source)
-    register(url, "probe-zero", "1.0.0", zeroed_copy(source, tmp_path / "zero"))
+    # registration reads only below the stack's source roots (its work directory is one)
+    zero_source = zeroed_copy(source, ops_stack.workdir / "sources" / "zero")
+    register(url, "probe-zero", "1.0.0", zero_source)
     good = eventually(
         lambda: adapter_health(ops_stack, "probe-good@1.0.0"), lambda h: h is not None
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import http.server
 import logging
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from prometheus_client import CollectorRegistry
 from vllm.lora.request import LoRARequest
 from vllm.lora.resolver import LoRAResolverRegistry
 
@@ -24,6 +26,7 @@ import plugins.resolver as resolver_module
 from hi_moe_lora.adapters.checksum import adapter_sha256
 from hi_moe_lora.app.processes import free_port
 from hi_moe_lora.cache import ChecksumCache
+from plugins.metrics import RESOLVER_DURATION, PluginMetrics
 from plugins.resolver import (
     RESOLVER_NAME,
     HiMoeLoraResolver,
@@ -128,6 +131,31 @@ def test_checksum_mismatch_is_declined_with_an_error(
     assert "checksum" in errors[0].getMessage()
 
 
+def test_a_file_swapped_after_registration_is_declined_and_counted(
+    registry: ServedApp, adapters_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    info = register_version(
+        registry.url, "res-w", "1.0.0", write_adapter(adapters_dir / "w1", seed=11)
+    )
+    other = write_adapter(adapters_dir / "w2", seed=12)  # valid, same shapes: another adapter
+    collector = CollectorRegistry()
+    resolver = HiMoeLoraResolver(
+        PluginSettings(registry_url=registry.url), metrics=PluginMetrics(collector)
+    )
+    assert _resolve(resolver, "res-w") is not None
+    weights = Path(info["local_path"]) / "adapter_model.safetensors"
+    os.replace(other / "adapter_model.safetensors", weights)  # swapped in place, atomically
+    caplog.set_level(logging.INFO, logger="plugins.resolver")
+    assert _resolve(resolver, "res-w") is None
+    assert _resolve(resolver, "res-w@1.0.0") is None
+    assert any(r.levelno == logging.ERROR and "checksum" in r.getMessage() for r in caplog.records)
+
+    def count(outcome: str) -> float | None:
+        return collector.get_sample_value(f"{RESOLVER_DURATION}_count", {"outcome": outcome})
+
+    assert (count("resolved"), count("checksum_mismatch"), count("declined")) == (1, 2, 0)
+
+
 def test_missing_directory_is_declined(
     registry: ServedApp, adapters_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -149,8 +177,11 @@ def test_other_base_model_is_declined(
     caplog.set_level(logging.INFO, logger="plugins.resolver")
     assert _resolve(resolver, "res-b", base="/models/another-llama") is None
     assert any("trained for base model" in r.getMessage() for r in caplog.records)
-    # loose match: same last path component, other location (a hub id vs. a local path)
-    assert _resolve(resolver, "res-b", base="org/tiny-llama") is not None
+    # full identity: the same last path component elsewhere (or as a hub id) is another model
+    assert _resolve(resolver, "res-b", base="org/tiny-llama") is None
+    assert _resolve(resolver, "res-b", base="/srv/tiny-llama") is None
+    assert _resolve(resolver, "res-b", base=f"{BASE}/") is not None
+    assert _resolve(resolver, "res-b", base=f"{BASE}/../tiny-llama") is not None
 
 
 def test_checksum_is_not_recomputed_for_unchanged_files(

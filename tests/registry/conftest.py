@@ -33,12 +33,19 @@ def artifact_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def settings(migrated_url: str, artifact_dir: Path) -> ControlPlaneSettings:
+def source_root(tmp_path: Path) -> Path:
+    """The one directory registration may read from (``make_adapter`` writes below it)."""
+    return tmp_path / "sources"
+
+
+@pytest.fixture
+def settings(migrated_url: str, artifact_dir: Path, source_root: Path) -> ControlPlaneSettings:
     return ControlPlaneSettings(
         database_url=migrated_url,
         artifact_dir=artifact_dir,
         base_model=DEFAULT_BASE_MODEL,
         max_lora_rank=MAX_RANK,
+        source_roots=[source_root],
         # tier 3 loads a sentence model: the dispatcher's own tests and the live stack use it
         dispatch_embeddings=False,
         # no vLLM behind these apps: the health monitor would find its upstream down
@@ -48,11 +55,11 @@ def settings(migrated_url: str, artifact_dir: Path) -> ControlPlaneSettings:
 
 
 @pytest.fixture
-def make_adapter(tmp_path: Path) -> AdapterFactory:
-    """Write a PEFT adapter under ``tmp_path/sources/<label>`` and return its directory."""
+def make_adapter(source_root: Path) -> AdapterFactory:
+    """Write a PEFT adapter under ``source_root/<label>`` and return its directory."""
 
     def make(label: str = "adapter", **options: Any) -> Path:
-        return write_adapter(tmp_path / "sources" / label, **options)
+        return write_adapter(source_root / label, **options)
 
     return make
 

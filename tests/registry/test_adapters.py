@@ -14,6 +14,7 @@ from registry.db.session import Database
 from registry.errors import ConflictError, NotFoundError
 from registry.services.adapters import AdapterService
 from registry.services.artifacts import ArtifactStore
+from registry.services.sources import SourcePolicy
 from registry.settings import ControlPlaneSettings
 from tests.registry.conftest import AdapterFactory
 
@@ -24,6 +25,7 @@ def _service(settings: ControlPlaneSettings) -> AdapterService:
         ArtifactStore(settings.artifact_dir),
         base_model=settings.base_model,
         max_lora_rank=settings.max_lora_rank,
+        sources=SourcePolicy(settings.source_roots),
     )
 
 

@@ -229,9 +229,11 @@ async def test_duplicate_version_is_a_conflict(
     assert adapter_sha256(Path(first.json()["local_path"])) == first.json()["sha256"]
 
 
-async def test_bad_sources(client: httpx.AsyncClient, tmp_path: Path) -> None:
+async def test_bad_sources(client: httpx.AsyncClient, source_root: Path) -> None:
     _problem(
-        await _register(client, "a-lora", "1.0.0", tmp_path / "missing"), 422, "source_not_found"
+        await _register(client, "a-lora", "1.0.0", source_root / "missing"),
+        422,
+        "source_not_found",
     )
     _problem(
         await _register(client, "a-lora", "1.0.0", "s3://bucket/key"), 422, "unsupported_source"

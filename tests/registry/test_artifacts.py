@@ -2,31 +2,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from hi_moe_lora.adapters.checksum import adapter_sha256
-from registry.errors import InvalidRequestError
-from registry.services.artifacts import ArtifactStore, source_directory
+from registry.services.artifacts import ArtifactStore
+from registry.services.sources import SourcePolicy
 from tests.support.adapter_files import write_adapter
-
-
-def test_source_directory_forms(tmp_path: Path) -> None:
-    directory = write_adapter(tmp_path / "my adapter")
-    assert source_directory(str(directory)) == directory.resolve()
-    assert source_directory(directory.as_uri()) == directory.resolve()
-    with pytest.raises(InvalidRequestError):
-        source_directory("https://example.com/adapter")
-    with pytest.raises(InvalidRequestError):
-        source_directory("file://otherhost/x")
-    with pytest.raises(InvalidRequestError):
-        source_directory(str(tmp_path / "missing"))
 
 
 def test_stage_publish_retire_restore(tmp_path: Path) -> None:
     source = write_adapter(tmp_path / "src")
     (source / "README.md").write_text("not copied")
     store = ArtifactStore(tmp_path / "store")
-    staging = store.stage(source)
+    staging = store.stage(SourcePolicy([tmp_path]).check(str(source)))
     assert sorted(p.name for p in staging.iterdir()) == [
         "adapter_config.json",
         "adapter_model.safetensors",

@@ -16,6 +16,7 @@ from registry.errors import NotFoundError
 from registry.services.adapters import AdapterService
 from registry.services.artifacts import ArtifactStore
 from registry.services.requests import FinishedRequest, RequestLog
+from registry.services.sources import SourcePolicy
 from registry.settings import ControlPlaneSettings
 from tests.registry.conftest import AdapterFactory
 
@@ -34,6 +35,7 @@ def adapters(database: Database, settings: ControlPlaneSettings) -> AdapterServi
         ArtifactStore(settings.artifact_dir),
         base_model=settings.base_model,
         max_lora_rank=settings.max_lora_rank,
+        sources=SourcePolicy(settings.source_roots),
     )
 
 

@@ -66,3 +66,24 @@ def test_to_env_renders_what_the_settings_read(
 
 def test_unset_optional_settings_are_not_rendered() -> None:
     assert "HI_MOE_LORA_BASE_MODEL" not in ControlPlaneSettings(base_model=None).to_env()
+
+
+def test_upstream_timeouts_and_the_deprecated_request_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("CONNECT", "READ", "UNLOAD"):
+        monkeypatch.delenv(f"HI_MOE_LORA_UPSTREAM_{name}_TIMEOUT_S", raising=False)
+    monkeypatch.delenv("HI_MOE_LORA_REQUEST_TIMEOUT_S", raising=False)
+    defaults = ControlPlaneSettings()
+    assert (
+        defaults.upstream_connect_timeout_s,
+        defaults.upstream_read_timeout_s,
+        defaults.upstream_unload_timeout_s,
+    ) == (3.0, 600.0, 10.0)
+    monkeypatch.setenv("HI_MOE_LORA_REQUEST_TIMEOUT_S", "120")  # the former name still works
+    assert ControlPlaneSettings().upstream_read_timeout_s == 120.0
+    monkeypatch.setenv("HI_MOE_LORA_UPSTREAM_READ_TIMEOUT_S", "300")  # the new name wins
+    assert ControlPlaneSettings().upstream_read_timeout_s == 300.0
+    monkeypatch.delenv("HI_MOE_LORA_UPSTREAM_READ_TIMEOUT_S")
+    rendered = ControlPlaneSettings(request_timeout_s=60).to_env()  # launchers pass it on
+    assert rendered["HI_MOE_LORA_UPSTREAM_READ_TIMEOUT_S"] == "60.0"

@@ -17,6 +17,19 @@ from collections.abc import Sequence
 _COMMAND_MODULES = ("serve", "db", "admin", "dispatch", "warmup", "vllm", "tiny", "demo")
 
 
+#: Libraries that log routine work at INFO: httpx a line per request ("HTTP Request: …"), Alembic
+#: each of its plugins on every start. Their warnings still show; ``--log-level DEBUG`` shows all.
+QUIET_LIBRARIES = ("httpx", "httpcore", "openai", "alembic.runtime.plugins")
+
+
+def quiet_libraries(level: int) -> None:
+    """Keep third-party INFO lines out of the CLI's output unless ``level`` is DEBUG."""
+    if level <= logging.DEBUG:
+        return
+    for name in QUIET_LIBRARIES:
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="hi-moe-lora",
@@ -32,12 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    # Alembic announces each of its plugins at INFO on every start; keep the CLI's output useful.
-    logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
+    level = args.log_level.upper()
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    quiet_libraries(logging.getLevelNamesMapping().get(level, logging.INFO))
     handler = args.handler
     result: int = handler(args)
     return result

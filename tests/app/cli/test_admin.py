@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -31,7 +33,10 @@ def control_plane(tmp_path: Path) -> Iterator[str]:
     url = f"sqlite:///{tmp_path / 'registry.db'}"
     upgrade_to_head(url)
     settings = ControlPlaneSettings(
-        database_url=url, artifact_dir=tmp_path / "artifacts", base_model=DEFAULT_BASE_MODEL
+        database_url=url,
+        artifact_dir=tmp_path / "artifacts",
+        base_model=DEFAULT_BASE_MODEL,
+        source_roots=[tmp_path],
     )
     port = _free_port()
     config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
@@ -119,3 +124,38 @@ def test_unreachable_control_plane(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = _run(capsys, "adapters", "list", "--url", f"http://127.0.0.1:{_free_port()}")
     assert code == 1
     assert "cannot reach the control plane" in err
+
+
+#: Runs the CLI, then logs as a third-party HTTP client library does on every request.
+_CLI_THEN_LIBRARY_LOGS = (
+    "import logging, sys; from hi_moe_lora.app.cli import main; code = main(sys.argv[1:]);"
+    " logging.getLogger('httpx').info('HTTP Request: GET /x \"HTTP/1.1 200 OK\"');"
+    " logging.getLogger('httpx').warning('a library warning'); sys.exit(code)"
+)
+
+
+def _cli(*argv: str) -> subprocess.CompletedProcess[str]:
+    """The CLI in a process of its own (its logging set up as a user's shell gets it)."""
+    return subprocess.run(
+        [sys.executable, *argv], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def test_the_cli_prints_no_library_request_logs(control_plane: str, tmp_path: Path) -> None:
+    source = write_adapter(tmp_path / "v1")
+    url = ["--url", control_plane]
+    cli = ["-m", "hi_moe_lora.app.cli"]
+    registered = _cli(*cli, "adapters", "register", "quiet-lora", "1.0.0", str(source), *url)
+    listed = _cli(*cli, "adapters", "list", *url)
+    assert (registered.returncode, listed.returncode) == (0, 0), registered.stderr
+    assert "quiet-lora" in listed.stdout
+    for run in (registered, listed):
+        assert "HTTP Request:" not in run.stderr
+        assert " INFO http" not in run.stderr
+
+    quiet = _cli("-c", _CLI_THEN_LIBRARY_LOGS, "adapters", "list", *url)
+    assert quiet.returncode == 0
+    assert "HTTP Request:" not in quiet.stderr
+    assert "a library warning" in quiet.stderr  # warnings still show
+    debug = _cli("-c", _CLI_THEN_LIBRARY_LOGS, "--log-level", "DEBUG", "adapters", "list", *url)
+    assert "HTTP Request:" in debug.stderr  # asked for everything

@@ -68,3 +68,15 @@ def test_metrics_dir_is_passed_as_prometheus_multiproc_dir(
     assert code == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert "PROMETHEUS_MULTIPROC_DIR=/tmp/vllm-metrics" in lines
+
+
+def test_print_only_shows_the_cpu_kv_cache_space_it_sets(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    argv = ["vllm", "--model", "m", "--registry-url", "http://r:8080", "--print-only"]
+    monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE", raising=False)
+    assert main(argv) == 0
+    assert "VLLM_CPU_KVCACHE_SPACE=1" in capsys.readouterr().out.splitlines()
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "8")  # the operator's choice is kept
+    assert main(argv) == 0
+    assert "VLLM_CPU_KVCACHE_SPACE=8" in capsys.readouterr().out.splitlines()
