@@ -125,6 +125,7 @@ def create_app(settings: ControlPlaneSettings | None = None) -> ControlPlaneApp:
             timeout_s=settings.warmup_timeout_s,
         ),
     )
+    adapters.add_served_changed_listener(health_monitor.served_changed)
     if settings.warmup:
         health_monitor.add_up_listener(warmup.upstream_up)
         adapters.add_served_changed_listener(warmup.served_changed)

@@ -1,7 +1,8 @@
 """Probe-based health of every vLLM upstream and of every served adapter version on it.
 
 :class:`HealthMonitor` runs off the request path. Every ``interval_s`` (and every
-``down_recheck_s`` for an upstream found down) it checks each upstream:
+``down_recheck_s`` for an upstream found down, and at once after a change of what is served)
+it checks each upstream:
 
 1. ``GET /health`` and ``GET /v1/models`` answer 200, else the upstream is down (with the
    reason); ``/v1/models`` also tells which adapter names vLLM has loaded
@@ -25,6 +26,7 @@ gauges. When an upstream comes (back) up, the ``on_upstream_up`` listeners run (
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -105,6 +107,7 @@ class HealthMonitor:
         self._task: asyncio.Task[None] | None = None
         self._notifying: set[asyncio.Task[None]] = set()
         self._round_lock = asyncio.Lock()
+        self._fleet_changed = asyncio.Event()
 
     def add_up_listener(self, listener: UpListener) -> None:
         """Called (in the background) each time an upstream is found up after being down or
@@ -151,7 +154,16 @@ class HealthMonitor:
             delay = next_full - time.monotonic()
             if any_down:
                 delay = min(delay, settings.down_recheck_s)
-            await asyncio.sleep(max(delay, 0.0))
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._fleet_changed.wait(), max(delay, 0.0))
+            if self._fleet_changed.is_set():
+                self._fleet_changed.clear()
+                next_full = 0.0  # what is served changed: probe it now, not in an interval
+
+    async def served_changed(self, name: str) -> None:
+        """Adapter-service listener: what ``name`` serves changed, so check again soon (a
+        promoted version's health is known within seconds, not an interval)."""
+        self._fleet_changed.set()
 
     # ------------------------------------------------------------------ one round
 

@@ -9,13 +9,18 @@ from pathlib import Path
 
 import httpx
 import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 
 from hi_moe_lora.app.embedded import EmbeddedStack
 from hi_moe_lora.tinymodel import TinyFleet
 from tests.metrics.scrape import value
-from tests.openai.live import register
+from tests.openai.live import ServedApp, control_plane_settings, register, serve_control_plane
 from tests.operations.conftest import HEALTH_INTERVAL_S, demo_adapter, zeroed_copy
 from tests.operations.live import adapter_health, eventually, health, metrics_text, vllm_models
+from tests.support.adapter_files import DEFAULT_BASE_MODEL, write_adapter
 
 
 @pytest.mark.vllm
@@ -141,3 +146,57 @@ def test_a_stopped_vllm_fails_fast_turns_unready_and_both_recover_on_restart(
     loaded = [r["served_name"] for r in report["results"] if r["outcome"] == "loaded"]
     assert "restart-warm@1.0.0" in loaded
     assert "restart-warm@1.0.0" in vllm_models(ops_stack)
+
+
+class _EchoVllm:
+    """A stand-in for vLLM's HTTP surface that answers each model with its own name: enough to
+    watch *when* the monitor probes (the real vLLM tests above show *what* it finds)."""
+
+    def __init__(self) -> None:
+        self.app = Starlette(
+            routes=[
+                Route("/health", self.health),
+                Route("/v1/models", self.models),
+                Route("/v1/completions", self.completions, methods=["POST"]),
+            ]
+        )
+
+    async def health(self, request: Request) -> Response:
+        return JSONResponse({})
+
+    async def models(self, request: Request) -> Response:
+        return JSONResponse({"object": "list", "data": [{"id": DEFAULT_BASE_MODEL}]})
+
+    async def completions(self, request: Request) -> Response:
+        body = await request.json()
+        return JSONResponse({"choices": [{"index": 0, "text": f"from {body['model']}"}]})
+
+
+def test_a_fleet_change_is_probed_at_once_not_an_interval_later(tmp_path: Path) -> None:
+    upstream = ServedApp(_EchoVllm().app).start()
+    settings = control_plane_settings(
+        tmp_path / "plane",
+        DEFAULT_BASE_MODEL,
+        [upstream.url],
+        health_checks=True,
+        health_interval_s=3600.0,
+    )
+    plane = serve_control_plane(settings)
+    try:
+        url = plane.url
+        eventually(lambda: _ready_at(url), lambda status: status == 200, 10)
+        register(url, "soon", "1.0.0", write_adapter(tmp_path / "src"))
+        picture = eventually(
+            lambda: httpx.get(f"{url}/v1/health", timeout=10).json(),
+            lambda p: any(a["served_name"] == "soon@1.0.0" for a in p["upstreams"][0]["adapters"]),
+            10,
+        )
+        (soon,) = picture["upstreams"][0]["adapters"]
+        assert soon["healthy"], soon
+    finally:
+        plane.stop()
+        upstream.stop()
+
+
+def _ready_at(url: str) -> int:
+    return httpx.get(f"{url}/readyz", timeout=10).status_code
