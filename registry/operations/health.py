@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
+from registry.fleet.completions import Completion, greedy_completion
 from registry.fleet.loaded import LoadedAdapters
 from registry.fleet.model_cards import adapter_ids, base_model_ids
 from registry.fleet.quarantine import Quarantine
@@ -289,7 +290,8 @@ class HealthMonitor:
         if state.reference is not None and state.reference.base_model == base:
             return state.reference, ""
         async with semaphore:
-            text, problem, _ = await self._complete(replica, base)
+            answer = await self._complete(replica, base)
+        text, problem = answer.text, answer.problem
         if text is None:
             logger.warning("base-model probe on %s failed: %s", replica.url, problem)
             return None, f"the base model's probe failed: {problem}"
@@ -299,7 +301,8 @@ class HealthMonitor:
     async def _probe(
         self, replica: Replica, version: AdapterVersionInfo, reference: _Reference
     ) -> AdapterHealth:
-        text, problem, latency_ms = await self._complete(replica, version.served_name)
+        answer = await self._complete(replica, version.served_name)
+        text, problem, latency_ms = answer.text, answer.problem, answer.elapsed_ms
         if text is None:
             return self._verdict(replica, version, f"vLLM could not serve it: {problem}", None)
         self._loaded.mark(replica.url, version.served_name)
@@ -311,33 +314,15 @@ class HealthMonitor:
             return self._verdict(replica, version, reason, latency_ms)
         return self._verdict(replica, version, None, latency_ms)
 
-    async def _complete(self, replica: Replica, model: str) -> tuple[str | None, str, float]:
-        """The probe prompt's greedy completion by ``model``: (text or None, problem, ms)."""
-        body = {
-            "model": model,
-            "prompt": PROBE_PROMPT,
-            "max_tokens": self._settings.probe_tokens,
-            "temperature": 0,
-        }
-        started = time.perf_counter()
-        try:
-            response = await self._upstreams.send_to(
-                replica,
-                "POST",
-                "/v1/completions",
-                json_body=body,
-                timeout_s=self._settings.probe_timeout_s,
-            )
-        except UpstreamUnavailable as exc:
-            return None, exc.message, 0.0
-        latency_ms = round((time.perf_counter() - started) * 1000.0, 2)
-        if response.status_code != 200:
-            return None, response.failure(), latency_ms
-        try:
-            text = response.json()["choices"][0]["text"]
-        except (ValueError, KeyError, IndexError, TypeError):
-            return None, "the completion has no choices[0].text", latency_ms
-        return str(text), "", latency_ms
+    async def _complete(self, replica: Replica, model: str) -> Completion:
+        return await greedy_completion(
+            self._upstreams,
+            replica,
+            model,
+            PROBE_PROMPT,
+            max_tokens=self._settings.probe_tokens,
+            timeout_s=self._settings.probe_timeout_s,
+        )
 
     def _verdict(
         self,

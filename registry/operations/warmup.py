@@ -28,9 +28,10 @@ from datetime import datetime, timezone
 from typing import Literal
 
 from registry.errors import NotFoundError
+from registry.fleet.completions import greedy_completion
 from registry.fleet.loaded import LoadedAdapters
 from registry.fleet.quarantine import Quarantine
-from registry.fleet.upstreams import Replica, UpstreamPool, UpstreamUnavailable
+from registry.fleet.upstreams import Replica, UpstreamPool
 from registry.metrics.families import ControlPlaneMetrics
 from registry.operations.served import by_recent_use, served_versions
 from registry.services.adapters import AdapterService
@@ -225,27 +226,15 @@ class WarmUp:
         return WarmResult(target, replica.url, "loaded", cold_ms, load_ms)
 
     async def _one_token(self, target: WarmTarget, replica: Replica) -> tuple[float, str | None]:
-        body = {
-            "model": target.served_name,
-            "prompt": WARMUP_PROMPT,
-            "max_tokens": 1,
-            "temperature": 0,
-        }
-        started = time.perf_counter()
-        try:
-            response = await self._upstreams.send_to(
-                replica,
-                "POST",
-                "/v1/completions",
-                json_body=body,
-                timeout_s=self._settings.timeout_s,
-            )
-        except UpstreamUnavailable as exc:
-            return round((time.perf_counter() - started) * 1000.0, 2), exc.message
-        elapsed_ms = round((time.perf_counter() - started) * 1000.0, 2)
-        if response.status_code != 200:
-            return elapsed_ms, response.failure()
-        return elapsed_ms, None
+        answer = await greedy_completion(
+            self._upstreams,
+            replica,
+            target.served_name,
+            WARMUP_PROMPT,
+            max_tokens=1,
+            timeout_s=self._settings.timeout_s,
+        )
+        return answer.elapsed_ms, answer.problem
 
     # ------------------------------------------------------------------ background triggers
 
