@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,6 +99,16 @@ def _show(step: str, answer: DemoAnswer) -> None:
     )
 
 
+def _wait_for_probes(admin: ControlPlaneClient, served: list[str], timeout_s: float = 60) -> None:
+    """Until the health monitor has probed ``served`` (it does at once after a registration)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        seen = {a["served_name"] for u in admin.health()["upstreams"] for a in u["adapters"]}
+        if set(served) <= seen:
+            return
+        time.sleep(0.5)
+
+
 def _operations(admin: ControlPlaneClient, control_plane_url: str) -> None:
     """Warm-up on demand, the health picture and a few metrics."""
     print("\nWarm-up (POST /admin/v1/warmup), health (GET /v1/health), metrics (GET /metrics):")
@@ -130,10 +141,9 @@ def run_demo(workdir: Path) -> list[DemoAnswer]:
     shutil.rmtree(stack_dir, ignore_errors=True)
     answers: list[DemoAnswer] = []
     print("Starting the control plane and vLLM (CPU); vLLM takes about a minute...", flush=True)
-    # probes every 5 s (default 30) so the health picture covers the adapters registered here
-    with EmbeddedStack(
-        workdir=stack_dir, model_dir=fleet.model_dir, health_interval_s=5.0
-    ) as stack:
+    # No background warm-ups (the demo warms up on demand, at the end): the demo compares
+    # outputs, and background requests batched with its own could blur them (tests/conftest.py)
+    with EmbeddedStack(workdir=stack_dir, model_dir=fleet.model_dir, warmup=False) as stack:
         print(f"  control plane: {stack.control_plane_url}   vLLM: {stack.vllm_url}")
         print(f"  logs: {stack.log_dir}")
         admin = ControlPlaneClient(stack.control_plane_url, timeout_s=60.0)
@@ -152,6 +162,7 @@ def run_demo(workdir: Path) -> list[DemoAnswer]:
                 state = "active" if info.get("is_active") else "inactive"
                 print(f"  {name}@{version}: lora_int_id={info.get('lora_int_id')} ({state})")
 
+            _wait_for_probes(admin, ["python-lora@1.0.0", "math-lora@1.0.0"])
             print("\nRequests through the control plane (openai client):")
             print(
                 "  (the tiny model and its adapters have random weights, so the replies are"

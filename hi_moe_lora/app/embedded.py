@@ -42,6 +42,9 @@ class EmbeddedStack(StartStop):
     max_model_len: int = 512
     #: How often the control plane probes vLLM and every served adapter version.
     health_interval_s: float = 30.0
+    #: The control plane's background traffic to vLLM: health probes and warm-ups.
+    health_checks: bool = True
+    warmup: bool = True
     host: str = "127.0.0.1"
     #: Where registration may read adapters (``HI_MOE_LORA_SOURCE_ROOTS``). ``None``: the work
     #: directory and the directory that holds the model (the tiny fleet keeps its adapters
@@ -81,6 +84,8 @@ class EmbeddedStack(StartStop):
             port=self.control_plane_port,
             max_loras=self.max_loras,
             health_interval_s=self.health_interval_s,
+            health_checks=self.health_checks,
+            warmup=self.warmup,
         )
 
     def control_plane_env(self) -> dict[str, str]:
