@@ -6,6 +6,7 @@ API server has loaded; a LoRA card carries a ``parent`` (the base model it sits 
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 
@@ -24,3 +25,11 @@ def base_model_ids(models_list: Any) -> list[str]:
 def adapter_ids(models_list: Any) -> list[str]:
     """The LoRA names vLLM has loaded (cards with a ``parent``)."""
     return [str(card["id"]) for card in _cards(models_list) if card.get("parent")]
+
+
+def served_base_name(bases: Collection[str], configured: str | None) -> str | None:
+    """The name to send base-model requests under: the configured base model when vLLM lists
+    it, else the first listed base (in name order), else ``None``."""
+    if configured in bases:
+        return configured
+    return min(bases) if bases else None

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 
 from registry.errors import NotFoundError
-from registry.fleet.model_cards import base_model_ids
+from registry.fleet.model_cards import base_model_ids, served_base_name
 from registry.fleet.upstreams import UpstreamPool, UpstreamUnavailable
 from registry.openai.errors import ModelNotFound
 from registry.openai.versions import ServedVersion, VersionTable
@@ -65,9 +65,7 @@ class ModelRouter:
 
     def upstream_base_name(self) -> str | None:
         """The name vLLM serves its base model under, if known."""
-        if self._configured_base in self._upstream_bases:
-            return self._configured_base
-        return min(self._upstream_bases) if self._upstream_bases else None
+        return served_base_name(self._upstream_bases, self._configured_base)
 
     async def route(self, model: str) -> Target:
         """Raises :class:`ModelNotFound` for a name that is neither base model nor adapter."""

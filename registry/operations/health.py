@@ -36,7 +36,7 @@ from typing import Any
 
 from registry.fleet.completions import Completion, greedy_completion
 from registry.fleet.loaded import LoadedAdapters
-from registry.fleet.model_cards import adapter_ids, base_model_ids
+from registry.fleet.model_cards import adapter_ids, base_model_ids, served_base_name
 from registry.fleet.quarantine import Quarantine
 from registry.fleet.upstreams import Replica, UpstreamPool, UpstreamUnavailable
 from registry.metrics.families import ControlPlaneMetrics
@@ -249,10 +249,7 @@ class HealthMonitor:
             return "GET /v1/models answered something that is not JSON", None
 
     def _base_name(self, models: Any) -> str | None:
-        bases = base_model_ids(models)
-        if self._configured_base in bases:
-            return self._configured_base
-        return min(bases) if bases else None
+        return served_base_name(base_model_ids(models), self._configured_base)
 
     # ------------------------------------------------------------------ adapter probes
 

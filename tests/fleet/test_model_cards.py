@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from registry.fleet.model_cards import adapter_ids, base_model_ids
+from registry.fleet.model_cards import adapter_ids, base_model_ids, served_base_name
 
 
 def test_base_models_and_adapters_are_told_apart() -> None:
@@ -15,3 +15,9 @@ def test_malformed_listings_read_as_empty() -> None:
     for listing in ({"data": None}, [], None, {"data": [{"id": ""}]}):
         assert base_model_ids(listing) == []
         assert adapter_ids(listing) == []
+
+
+def test_the_served_base_name_prefers_the_configured_one() -> None:
+    assert served_base_name({"/m", "alias"}, "alias") == "alias"
+    assert served_base_name({"/m", "alias"}, "other") == "/m"
+    assert served_base_name(set(), "alias") is None
