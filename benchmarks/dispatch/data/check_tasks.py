@@ -5,10 +5,16 @@ or null), tag consistency, the ``no-signal`` rules, the minimum sizes, and that 
 field is exactly the seeded, stratified 30 % hold-out that ``expected_split`` computes (so no
 task was moved between ``tune`` and ``heldout`` by hand).
 
-Run: ``.venv/bin/python benchmarks/dispatch/data/check_tasks.py [PATH] [--assign-split]``
+A held-out-only file such as ``heldout_v2.jsonl`` (every id is ``h`` + 4 digits) is checked by
+the same per-task rules, but instead of the seeded split it must have every ``split`` equal to
+``heldout``, its own minimum sizes, and no id or objective (normalised whitespace and case)
+shared with the main set (``--against``, default ``tasks.jsonl``).
+
+Run: ``.venv/bin/python benchmarks/dispatch/data/check_tasks.py [--data PATH] [--assign-split]``
+(PATH may also be given positionally; the default is ``tasks.jsonl``).
 
 ``--assign-split`` rewrites the ``split`` field of every task in PATH from ``expected_split``;
-use it after adding or relabelling tasks, never to move a single task.
+use it after adding or relabelling tasks, never to move a single task. It refuses a held-out file.
 """
 
 from __future__ import annotations
@@ -60,6 +66,13 @@ TAGS = frozenset(
     }
 )
 ID_RE = re.compile(r"^t\d{4}$")
+
+# A held-out-only file (heldout_v2.jsonl): written after the main set, never tuned on.
+HELDOUT_ID_PREFIX = "h"
+HELDOUT_ID_RE = re.compile(r"^h\d{4}$")
+HELDOUT_MIN_TASKS = 200
+HELDOUT_MIN_NO_SIGNAL = 45
+HELDOUT_MIN_OVERLAP = 40
 
 # A no-signal objective names no technology: none of these words may appear in it ...
 NO_SIGNAL_DENY_GROUPS = (
@@ -143,16 +156,30 @@ def load(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
     return tasks, errors
 
 
-def check_task(task: dict[str, Any]) -> list[str]:
-    """Schema and tag rules of one task."""
+def is_heldout_file(tasks: list[dict[str, Any]]) -> bool:
+    """Whether the tasks form a held-out-only file: every id starts with ``h``."""
+    return bool(tasks) and all(
+        isinstance(task.get("id"), str) and task["id"].startswith(HELDOUT_ID_PREFIX)
+        for task in tasks
+    )
+
+
+def normalise_objective(objective: str) -> str:
+    """An objective with case and whitespace normalised, for duplicate detection."""
+    return " ".join(objective.lower().split())
+
+
+def check_task(task: dict[str, Any], *, heldout_file: bool = False) -> list[str]:
+    """Schema and tag rules of one task (``heldout_file``: ids are ``h0001``…)."""
     where = f"task {task.get('id', '?')}"
     errors: list[str] = []
     missing = [name for name in REQUIRED_FIELDS if name not in task]
     extra = sorted(set(task) - set(REQUIRED_FIELDS) - set(OPTIONAL_FIELDS))
     if missing or extra:
         return [f"{where}: missing fields {missing}, unknown fields {extra}"]
-    if not isinstance(task["id"], str) or not ID_RE.match(task["id"]):
-        errors.append(f"{where}: id must look like t0001")
+    id_re, id_example = (HELDOUT_ID_RE, "h0001") if heldout_file else (ID_RE, "t0001")
+    if not isinstance(task["id"], str) or not id_re.match(task["id"]):
+        errors.append(f"{where}: id must look like {id_example}")
     objective = task["objective"]
     if not isinstance(objective, str) or not objective.strip():
         errors.append(f"{where}: objective must be a non-empty string")
@@ -229,6 +256,25 @@ def counts_table(tasks: list[dict[str, Any]]) -> str:
     return "\n".join(rows)
 
 
+def _check_duplicates_and_sizes(
+    tasks: list[dict[str, Any]], min_tasks: int, min_no_signal: int, min_overlap: int
+) -> list[str]:
+    """Unique ids and objectives within the file, and its minimum sizes."""
+    errors: list[str] = []
+    ids = Counter(task["id"] for task in tasks)
+    errors.extend(f"duplicate id {i}" for i, n in ids.items() if n > 1)
+    objectives = Counter(normalise_objective(task["objective"]) for task in tasks)
+    errors.extend(f"duplicate objective: {o[:60]!r}" for o, n in objectives.items() if n > 1)
+    if len(tasks) < min_tasks:
+        errors.append(f"{len(tasks)} tasks, need at least {min_tasks}")
+    tag_counts = Counter(tag for task in tasks for tag in task["tags"])
+    if tag_counts["no-signal"] < min_no_signal:
+        errors.append(f"{tag_counts['no-signal']} no-signal tasks, need {min_no_signal}")
+    if tag_counts["overlap"] < min_overlap:
+        errors.append(f"{tag_counts['overlap']} overlap tasks, need {min_overlap}")
+    return errors
+
+
 def check(tasks: list[dict[str, Any]]) -> list[str]:
     """Every rule over the whole file; returns the violations."""
     errors: list[str] = []
@@ -236,17 +282,7 @@ def check(tasks: list[dict[str, Any]]) -> list[str]:
         errors.extend(check_task(task))
     if errors:
         return errors  # the set-level checks below assume a valid schema
-    ids = Counter(task["id"] for task in tasks)
-    errors.extend(f"duplicate id {i}" for i, n in ids.items() if n > 1)
-    objectives = Counter(" ".join(task["objective"].lower().split()) for task in tasks)
-    errors.extend(f"duplicate objective: {o[:60]!r}" for o, n in objectives.items() if n > 1)
-    if len(tasks) < MIN_TASKS:
-        errors.append(f"{len(tasks)} tasks, need at least {MIN_TASKS}")
-    tag_counts = Counter(tag for task in tasks for tag in task["tags"])
-    if tag_counts["no-signal"] < MIN_NO_SIGNAL:
-        errors.append(f"{tag_counts['no-signal']} no-signal tasks, need {MIN_NO_SIGNAL}")
-    if tag_counts["overlap"] < MIN_OVERLAP:
-        errors.append(f"{tag_counts['overlap']} overlap tasks, need {MIN_OVERLAP}")
+    errors.extend(_check_duplicates_and_sizes(tasks, MIN_TASKS, MIN_NO_SIGNAL, MIN_OVERLAP))
     for key in [*FLEET, NULL_KEY]:
         group = [t for t in tasks if label_key(t["label"]) == key]
         if not group:
@@ -268,6 +304,46 @@ def check(tasks: list[dict[str, Any]]) -> list[str]:
     return errors
 
 
+def check_heldout(
+    tasks: list[dict[str, Any]], reference: list[dict[str, Any]], reference_name: str
+) -> list[str]:
+    """Every rule over a held-out-only file; ``reference`` is the main set it must not share.
+
+    The per-task rules are those of ``check``; instead of the seeded split, every task must be
+    ``heldout``, and no id or (normalised) objective may also occur in ``reference``.
+    """
+    errors: list[str] = []
+    for task in tasks:
+        errors.extend(check_task(task, heldout_file=True))
+    if errors:
+        return errors  # the set-level checks below assume a valid schema
+    errors.extend(
+        _check_duplicates_and_sizes(
+            tasks, HELDOUT_MIN_TASKS, HELDOUT_MIN_NO_SIGNAL, HELDOUT_MIN_OVERLAP
+        )
+    )
+    for key in [*FLEET, NULL_KEY]:
+        if not any(label_key(t["label"]) == key for t in tasks):
+            errors.append(f"no tasks labelled {key}")
+    errors.extend(
+        f"task {t['id']}: split must be 'heldout' in a held-out file"
+        for t in tasks
+        if t["split"] != "heldout"
+    )
+    reference_ids = {t.get("id") for t in reference}
+    reference_objectives = {
+        normalise_objective(t["objective"])
+        for t in reference
+        if isinstance(t.get("objective"), str)
+    }
+    for task in tasks:
+        if task["id"] in reference_ids:
+            errors.append(f"task {task['id']}: id also used in {reference_name}")
+        if normalise_objective(task["objective"]) in reference_objectives:
+            errors.append(f"task {task['id']}: objective duplicates one in {reference_name}")
+    return errors
+
+
 def assign_split(path: Path, tasks: list[dict[str, Any]]) -> None:
     """Rewrite PATH with every task's split set from ``expected_split``."""
     expected = expected_split(tasks)
@@ -280,21 +356,42 @@ def assign_split(path: Path, tasks: list[dict[str, Any]]) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("path", nargs="?", type=Path, default=DEFAULT_PATH)
+    parser.add_argument("path", nargs="?", type=Path, help="same as --data")
+    parser.add_argument(
+        "--data", type=Path, help=f"the JSONL file to check (default {DEFAULT_PATH.name})"
+    )
+    parser.add_argument(
+        "--against",
+        type=Path,
+        default=DEFAULT_PATH,
+        help="for a held-out file: the set it must share no id or objective with "
+        f"(default {DEFAULT_PATH.name})",
+    )
     parser.add_argument(
         "--assign-split", action="store_true", help="rewrite every split from the seeded rule"
     )
     args = parser.parse_args()
-    tasks, errors = load(args.path)
+    if args.path is not None and args.data is not None and args.path != args.data:
+        parser.error("give the file either as PATH or as --data, not both")
+    path: Path = args.data or args.path or DEFAULT_PATH
+    tasks, errors = load(path)
+    heldout_file = not errors and is_heldout_file(tasks)
+    if heldout_file and args.assign_split:
+        errors = ["--assign-split is only for a tune/heldout set; a held-out file is all heldout"]
     if not errors and args.assign_split:
-        assign_split(args.path, tasks)
-    if not errors:
+        assign_split(path, tasks)
+    if not errors and heldout_file:
+        reference, reference_errors = load(args.against)
+        errors = [f"{args.against}: {e}" for e in reference_errors] or check_heldout(
+            tasks, reference, args.against.name
+        )
+    elif not errors:
         errors = check(tasks)
     if not errors:
         print(counts_table(tasks))
     for error in errors:
         print(f"ERROR: {error}", file=sys.stderr)
-    print(f"{args.path}: {len(tasks)} tasks, {'OK' if not errors else f'{len(errors)} errors'}")
+    print(f"{path}: {len(tasks)} tasks, {'OK' if not errors else f'{len(errors)} errors'}")
     return 0 if not errors else 1
 
 
