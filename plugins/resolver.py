@@ -3,7 +3,8 @@
 When a request names an adapter vLLM has not loaded (and ``VLLM_ALLOW_RUNTIME_LORA_UPDATING`` is
 on), vLLM asks each registered resolver for a :class:`LoRARequest`. Ours asks the control plane
 (``GET {registry}/admin/v1/resolve/{name}``, through the shared
-:class:`hi_moe_lora.control_api.ControlPlaneClient`), checks that the adapter directory it names
+:class:`hi_moe_lora.control_api.ControlPlaneClient`, with the resolver token
+``HI_MOE_LORA_RESOLVER_TOKEN`` when set), checks that the adapter directory it names
 exists on this host and carries the registered checksum, and that it was trained for the base
 model vLLM serves. Any doubt declines (``None``): the resolver never raises, since vLLM would
 turn an exception into a 500 for the client.
@@ -68,7 +69,9 @@ class HiMoeLoraResolver(LoRAResolver):
         if settings.registry_url is None:
             raise PluginSettingsError(ENV_REGISTRY_URL, "", "a registry URL")
         self._client = ControlPlaneClient(
-            settings.registry_url, timeout_s=settings.resolver_timeout_s
+            settings.registry_url,
+            timeout_s=settings.resolver_timeout_s,
+            token=settings.resolver_token,
         )
         self._checksums = checksums if checksums is not None else ChecksumCache()
         self._metrics = metrics if metrics is not None else plugin_metrics()

@@ -10,6 +10,9 @@ Variables (all optional):
 - ``HI_MOE_LORA_REGISTRY_URL``: base URL of the control plane (``http://registry:8080``). Unset:
   the resolver stays off.
 - ``HI_MOE_LORA_RESOLVER_TIMEOUT_S``: timeout of one registry lookup, seconds (default 10).
+- ``HI_MOE_LORA_RESOLVER_TOKEN``: the bearer token the resolver sends to the control plane (a
+  ``resolver`` token: the control plane's bootstrap secret of the same name, or one made with
+  ``hi-moe-lora tokens create NAME --scope resolver``). Needed once access control is on.
 - ``HI_MOE_LORA_KERNELS``: ``ours`` (default), ``vllm`` or ``reference`` (float64, correctness
   probes only): which Punica kernels serve LoRA.
 """
@@ -19,12 +22,13 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 ENV_REGISTRY_URL = "HI_MOE_LORA_REGISTRY_URL"
 ENV_RESOLVER_TIMEOUT_S = "HI_MOE_LORA_RESOLVER_TIMEOUT_S"
 ENV_KERNELS = "HI_MOE_LORA_KERNELS"
+ENV_RESOLVER_TOKEN = "HI_MOE_LORA_RESOLVER_TOKEN"
 
 KernelsChoice = Literal["ours", "vllm", "reference"]
 KERNEL_CHOICES: tuple[KernelsChoice, ...] = ("ours", "vllm", "reference")
@@ -47,6 +51,8 @@ class PluginSettings:
     registry_url: str | None = None
     resolver_timeout_s: float = DEFAULT_RESOLVER_TIMEOUT_S
     kernels: KernelsChoice = "ours"
+    #: Never in ``repr`` (the settings may be logged).
+    resolver_token: str | None = field(default=None, repr=False)
 
     @property
     def resolver_enabled(self) -> bool:
@@ -63,6 +69,7 @@ class PluginSettings:
             registry_url=_registry_url(env.get(ENV_REGISTRY_URL, "")),
             resolver_timeout_s=_timeout(env.get(ENV_RESOLVER_TIMEOUT_S, "")),
             kernels=_kernels(env.get(ENV_KERNELS, "")),
+            resolver_token=env.get(ENV_RESOLVER_TOKEN, "").strip() or None,
         )
 
     def to_env(self) -> dict[str, str]:
@@ -70,6 +77,8 @@ class PluginSettings:
         env = {ENV_RESOLVER_TIMEOUT_S: repr(self.resolver_timeout_s), ENV_KERNELS: self.kernels}
         if self.registry_url is not None:
             env[ENV_REGISTRY_URL] = self.registry_url
+        if self.resolver_token is not None:
+            env[ENV_RESOLVER_TOKEN] = self.resolver_token
         return env
 
 

@@ -11,7 +11,16 @@ same way.
 
 from __future__ import annotations
 
-from registry.api import admin, dispatcher, health, metrics, operations
+from pydantic import SecretStr
+from sqlalchemy.pool import NullPool
+
+from registry.access.gatekeeper import Gatekeeper, Openings
+from registry.access.keyring import Key, Keyring
+from registry.access.secrets import digest
+from registry.access.startup import admin_token_stored, refusal
+from registry.api import access, admin, dispatcher, health, metrics, operations
+from registry.api.access_errors import install_access_handler
+from registry.api.admission import AdminAdmission
 from registry.api.limits import BodyLimit
 from registry.api.problems import install_problem_handler
 from registry.components import Components, ControlPlaneApp
@@ -27,22 +36,29 @@ from registry.openai import endpoints as openai_endpoints
 from registry.openai.outcomes import OutcomeRecorder
 from registry.openai.proxy import FrontDoor
 from registry.openai.targets import ModelRouter
-from registry.openai.versions import ActiveVersionChanged, VersionTable
+from registry.openai.versions import ActiveVersionChanged, VersionDeleted, VersionTable
 from registry.operations.health import HealthMonitor, HealthSettings
 from registry.operations.warmup import WarmUp, WarmUpSettings
 from registry.services.adapters import AdapterService
 from registry.services.artifacts import ArtifactStore
+from registry.services.audit import AuditLog
 from registry.services.dispatching import DispatchService, DispatchSettings
 from registry.services.requests import RequestLog
 from registry.services.routing_gaps import RoutingGapLog
 from registry.services.sources import SourceLimits, SourcePolicy
+from registry.services.tokens import TokenService
 from registry.settings import ControlPlaneSettings
 
 
 def create_app(settings: ControlPlaneSettings | None = None) -> ControlPlaneApp:
-    settings = settings or ControlPlaneSettings()
+    settings = hashed_secrets(settings or ControlPlaneSettings())
     control_plane_metrics = ControlPlaneMetrics()
     database = Database(make_engine(settings.database_url))
+    keyring = Keyring(database, bootstrap_keys(settings), refresh_s=settings.access_refresh_s)
+    gatekeeper = Gatekeeper(keyring, openings(settings))
+    tokens = TokenService(database, bootstrap_admin=keyring.bootstrap_admin)
+    tokens.add_changed_listener(keyring.refresh)
+    audit = AuditLog(database)
     adapters = AdapterService(
         database,
         ArtifactStore(settings.artifact_dir),
@@ -70,6 +86,7 @@ def create_app(settings: ControlPlaneSettings | None = None) -> ControlPlaneApp:
         upstreams, control_plane_metrics, deadline_s=settings.upstream_unload_timeout_s
     )
     adapters.add_active_changed_listener(ActiveVersionChanged(versions, invalidator))
+    adapters.add_version_deleted_listener(VersionDeleted(versions, invalidator))
     requests = RequestLog(database)
     outcomes = OutcomeRecorder(requests)
     routing_gaps = RoutingGapLog(database)
@@ -110,6 +127,7 @@ def create_app(settings: ControlPlaneSettings | None = None) -> ControlPlaneApp:
             probe_timeout_s=settings.health_probe_timeout_s,
             probe_concurrency=settings.health_probe_concurrency,
             probe_tokens=settings.health_probe_tokens,
+            unload_timeout_s=settings.upstream_unload_timeout_s,
         ),
         base_model=settings.base_model,
     )
@@ -132,6 +150,9 @@ def create_app(settings: ControlPlaneSettings | None = None) -> ControlPlaneApp:
     components = Components(
         settings=settings,
         database=database,
+        gatekeeper=gatekeeper,
+        tokens=tokens,
+        audit=audit,
         adapters=adapters,
         upstreams=upstreams,
         invalidator=invalidator,
@@ -147,11 +168,62 @@ def create_app(settings: ControlPlaneSettings | None = None) -> ControlPlaneApp:
 
     app = ControlPlaneApp(components)
     install_problem_handler(app)
+    install_access_handler(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(AdminAdmission)
     app.include_router(health.router)
     app.include_router(admin.router)
+    app.include_router(access.router)
     app.include_router(dispatcher.router)
     app.include_router(operations.router)
     app.include_router(metrics.router)
     app.include_router(openai_endpoints.router)
     return app
+
+
+def hashed_secrets(settings: ControlPlaneSettings) -> ControlPlaneSettings:
+    """``settings`` with each bootstrap secret replaced by its SHA-256 (no plaintext kept)."""
+    update: dict[str, object] = {}
+    for plain, hashed in (
+        ("admin_token", "admin_token_sha256"),
+        ("resolver_token", "resolver_token_sha256"),
+    ):
+        secret = getattr(settings, plain)
+        if isinstance(secret, SecretStr):
+            update[plain] = None
+            update[hashed] = digest(secret.get_secret_value())
+    return settings.model_copy(update=update) if update else settings
+
+
+def bootstrap_keys(settings: ControlPlaneSettings) -> list[Key]:
+    """The settings' admin and resolver secrets as keys named ``admin`` and ``resolver``."""
+    hashed = hashed_secrets(settings)
+    keys: list[Key] = []
+    if hashed.admin_token_sha256 is not None:
+        keys.append(Key("admin", "admin", hashed.admin_token_sha256))
+    if hashed.resolver_token_sha256 is not None:
+        keys.append(Key("resolver", "resolver", hashed.resolver_token_sha256))
+    return keys
+
+
+def openings(settings: ControlPlaneSettings) -> Openings:
+    return Openings(
+        require_api_keys=settings.require_api_keys,
+        metrics_public=settings.metrics_public,
+        health_public=settings.health_public,
+    )
+
+
+def access_refusal(settings: ControlPlaneSettings) -> str | None:
+    """Why these settings (and the admin tokens in their database) must not be served, or
+    ``None``: the check the app's start-up makes, for a one-line answer before it starts."""
+    closed = any(key.scope == "admin" for key in bootstrap_keys(settings))
+    if not closed:
+        database = Database(make_engine(settings.database_url, poolclass=NullPool))
+        try:
+            closed = admin_token_stored(database)
+        finally:
+            database.dispose()
+    return refusal(
+        closed=closed, host=settings.host, insecure=settings.insecure, openings=openings(settings)
+    )

@@ -2,10 +2,17 @@
 
 The front door hands finished requests (and the dispatcher its routing gaps) to a
 :class:`BatchWriter`, which only appends to a buffer; a background task writes the buffer every
-``flush_interval_s`` (or at once on :meth:`BatchWriter.drain`), so a slow or
-failing database never delays or breaks a request, and each flush is one call (one transaction)
-instead of one write per request. Past ``max_pending`` items, new ones are dropped with a
-warning rather than queued without bound.
+``flush_interval_s`` (or at once on :meth:`BatchWriter.drain`), so a slow or failing database
+never delays or breaks a request, and each flush is one call (one transaction) instead of one
+write per request.
+
+What was added is not lost to a database outage: a batch whose write fails with a transient
+error (``retry_on``, by default :class:`registry.errors.DatabaseUnavailable`) goes back to the
+front of the buffer and is written again with exponential backoff (``flush_interval_s``
+doubling up to ``max_backoff_s``), together with what arrived meanwhile, once the database is
+back. The buffer holds at most ``max_pending`` items; past that, new items are dropped and
+counted (:attr:`BatchWriter.dropped`, exported as a metric). A batch that fails for any other
+reason (a bug, data the database refuses) would fail again: it is logged and dropped (counted).
 """
 
 from __future__ import annotations
@@ -17,12 +24,15 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
+from registry.errors import DatabaseUnavailable
+
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 MAX_PENDING = 10_000
 FLUSH_INTERVAL_S = 0.5
+MAX_BACKOFF_S = 5.0
 
 
 class BatchWriter(Generic[T]):
@@ -35,16 +45,24 @@ class BatchWriter(Generic[T]):
         *,
         max_pending: int = MAX_PENDING,
         flush_interval_s: float = FLUSH_INTERVAL_S,
+        max_backoff_s: float = MAX_BACKOFF_S,
+        retry_on: tuple[type[Exception], ...] = (DatabaseUnavailable,),
     ) -> None:
         self._what = what
         self._write = write
         self._max_pending = max_pending
         self._flush_interval_s = flush_interval_s
+        self._max_backoff_s = max(max_backoff_s, flush_interval_s)
+        self._retry_on = retry_on
         self._buffer: list[T] = []
         self._writing = 0
         self._flusher: asyncio.Task[None] | None = None
         self._flush_now = asyncio.Event()
+        self._progress = asyncio.Condition()
         self._dropped = 0
+        self._failures = 0  # consecutive transient failures (0: writing normally)
+        self._attempts_started = 0
+        self._attempts_finished = 0
         # monotonic time the oldest item of the buffer / of the batch being written was added
         self._buffer_since: float | None = None
         self._writing_since: float | None = None
@@ -61,8 +79,14 @@ class BatchWriter(Generic[T]):
 
     @property
     def dropped(self) -> int:
-        """Items dropped because the backlog was full, since start."""
+        """Items lost since start: refused because the backlog was full, or whose write failed
+        for a reason other than an unavailable database."""
         return self._dropped
+
+    @property
+    def failing(self) -> bool:
+        """Whether the last write failed transiently (its items are kept and retried)."""
+        return self._failures > 0
 
     def lag_s(self, now: float | None = None) -> float:
         """Age of the oldest item not yet written (0.0 when nothing is pending)."""
@@ -84,26 +108,78 @@ class BatchWriter(Generic[T]):
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.get_running_loop().create_task(self._flush_loop())
 
+    def _delay_s(self) -> float:
+        if self._failures == 0:
+            return self._flush_interval_s
+        return min(self._max_backoff_s, self._flush_interval_s * 2.0**self._failures)
+
     async def _flush_loop(self) -> None:
         while self._buffer:
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._flush_now.wait(), self._flush_interval_s)
+                await asyncio.wait_for(self._flush_now.wait(), self._delay_s())
             self._flush_now.clear()
-            batch, self._buffer = self._buffer, []
-            self._writing = len(batch)
-            self._writing_since, self._buffer_since = self._buffer_since, None
+            self._attempts_started += 1
             try:
-                await self._write(batch)
-            except Exception:
-                logger.warning(
-                    "could not write %d %s records", len(batch), self._what, exc_info=True
-                )
+                await self._write_buffer()
             finally:
-                self._writing = 0
-                self._writing_since = None
+                self._attempts_finished += 1
+                async with self._progress:
+                    self._progress.notify_all()
+
+    async def _write_buffer(self) -> None:
+        batch, self._buffer = self._buffer, []
+        self._writing = len(batch)
+        self._writing_since, self._buffer_since = self._buffer_since, None
+        try:
+            await self._write(batch)
+        except self._retry_on as exc:
+            self._failures += 1
+            # back to the front, before what arrived meanwhile (add() kept the total bounded)
+            self._buffer = batch + self._buffer
+            self._buffer_since = self._writing_since
+            if self._failures == 1:
+                logger.warning(
+                    "could not write %d %s records (%s); keeping them, retrying with backoff",
+                    len(batch),
+                    self._what,
+                    exc,
+                )
+        except Exception:
+            self._dropped += len(batch)
+            logger.warning(
+                "could not write %d %s records; dropped", len(batch), self._what, exc_info=True
+            )
+        else:
+            if self._failures:
+                logger.warning(
+                    "wrote %d buffered %s records after %d failed attempts",
+                    len(batch),
+                    self._what,
+                    self._failures,
+                )
+            self._failures = 0
+        finally:
+            self._writing = 0
+            self._writing_since = None
 
     async def drain(self) -> None:
-        """Write everything added so far, now (shutdown; before reading what was written)."""
-        while self._flusher is not None and not self._flusher.done():
-            self._flush_now.set()
-            await asyncio.gather(self._flusher, return_exceptions=True)
+        """Write everything added so far, now (shutdown; before reading what was written).
+
+        Waits for one write attempt that includes every item added before the call. If that
+        attempt fails transiently the items stay buffered (retried in the background) and this
+        returns anyway, with a warning of how many are still pending: it never waits for the
+        database to come back.
+        """
+        if self.pending == 0:
+            return
+        goal = self._attempts_started + 1
+        async with self._progress:
+            while (
+                self._attempts_finished < goal
+                and self._flusher is not None
+                and not self._flusher.done()
+            ):
+                self._flush_now.set()
+                await self._progress.wait()
+        if self.pending:
+            logger.warning("%d %s records still unwritten (will retry)", self.pending, self._what)

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 from fastapi import FastAPI
 
+from registry.access.gatekeeper import Gatekeeper
+from registry.access.startup import check_start
 from registry.db.session import Database
 from registry.fleet.invalidation import BareNameInvalidator
 from registry.fleet.upstreams import UpstreamPool
@@ -25,9 +27,11 @@ from registry.operations.health import HealthMonitor
 from registry.operations.readiness import require_schema_at_head
 from registry.operations.warmup import WarmUp
 from registry.services.adapters import AdapterService
+from registry.services.audit import AuditLog
 from registry.services.dispatching import DispatchService
 from registry.services.requests import RequestLog
 from registry.services.routing_gaps import RoutingGapLog
+from registry.services.tokens import TokenService
 from registry.settings import ControlPlaneSettings
 
 logger = logging.getLogger(__name__)
@@ -39,6 +43,9 @@ class Components:
 
     settings: ControlPlaneSettings
     database: Database
+    gatekeeper: Gatekeeper
+    tokens: TokenService
+    audit: AuditLog
     adapters: AdapterService
     upstreams: UpstreamPool
     invalidator: BareNameInvalidator
@@ -56,6 +63,8 @@ class Components:
         """Start in dependency order; stop in reverse (each stop runs even if a later one fails).
 
         Start: the database must be at the Alembic head (else :class:`SchemaNotAtHeadError`);
+        the access tokens are read and the access settings checked (open on a non-loopback
+        address without ``insecure``: :class:`AccessConfigurationError`; open: a warning);
         the dispatcher loads its embedding model and reads the fleet; the health monitor starts
         checking the upstreams (in the background: each upstream it finds up is warmed up).
         Stop: stop health checks and warm-ups, write the outcomes still buffered, cancel the
@@ -65,6 +74,13 @@ class Components:
         async with AsyncExitStack() as stack:
             stack.callback(self.database.dispose)
             head = await require_schema_at_head(self.database)
+            await self.gatekeeper.keyring.refresh()
+            check_start(
+                closed=self.gatekeeper.closed,
+                host=self.settings.host,
+                insecure=self.settings.insecure,
+                openings=self.gatekeeper.openings,
+            )
             await self.dispatch.start()
             stack.push_async_callback(self.dispatch.stop)
             stack.push_async_callback(self.upstreams.aclose)

@@ -70,6 +70,13 @@ class ServiceUnavailableError(RegistryError):
     default_code = "unavailable"
 
 
+class DatabaseUnavailable(ServiceUnavailableError):
+    """The database could not be reached (refused, timed out, connection lost): transient."""
+
+    title = "Database unavailable"
+    default_code = "database_unavailable"
+
+
 class BodyTooLargeError(RegistryError):
     """The request body exceeds ``max_body_bytes`` (raised while it streams in)."""
 

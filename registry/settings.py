@@ -40,6 +40,9 @@ class ControlPlaneSettings(BaseSettings):
     vllm_urls: list[str] = Field(default_factory=lambda: ["http://127.0.0.1:8000"])
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=1, le=65535)
+    # On SIGTERM/SIGINT `serve` stops accepting, lets requests and streams in flight finish for
+    # at most this long (then cuts them), writes buffered statistics and exits.
+    shutdown_grace_s: int = Field(default=30, ge=0)
     # Bounds on talking to vLLM: making a connection (a refused or silent replica fails over,
     # then 503) and each read of an answer (a hung replica: 504; long, for slow generations).
     upstream_connect_timeout_s: float = Field(default=3.0, gt=0)
@@ -74,6 +77,21 @@ class ControlPlaneSettings(BaseSettings):
     # Hostile input: a request body larger than this is refused with 413 (admin API and /v1),
     # from its Content-Length or as it streams in; generous for long chat requests.
     max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+    # Access control (registry/access/, docs/security.md): bootstrap secrets, as plaintext or
+    # only their SHA-256 (64 lower-case hex digits); named "admin" and "resolver". With no admin
+    # secret (here or an admin token in the database) access is open, allowed on loopback only
+    # unless `insecure`. Tokens made through the admin API are re-read this often.
+    admin_token: SecretStr | None = None
+    admin_token_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    resolver_token: SecretStr | None = None
+    resolver_token_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    access_refresh_s: float = Field(default=2.0, gt=0)
+    # With access on: /v1 needs an API key (an `inference` token); /metrics and /v1/health
+    # need a `metrics` token unless public.
+    require_api_keys: bool = False
+    metrics_public: bool = True
+    health_public: bool = True
+    insecure: bool = False
 
     @model_validator(mode="after")
     def _deprecated_names(self) -> ControlPlaneSettings:
@@ -81,6 +99,16 @@ class ControlPlaneSettings(BaseSettings):
             self.model_fields_set
         ):
             self.upstream_read_timeout_s = self.request_timeout_s
+        return self
+
+    @model_validator(mode="after")
+    def _one_form_per_secret(self) -> ControlPlaneSettings:
+        for plain, hashed in (
+            ("admin_token", "admin_token_sha256"),
+            ("resolver_token", "resolver_token_sha256"),
+        ):
+            if getattr(self, plain) is not None and getattr(self, hashed) is not None:
+                raise ValueError(f"set {plain} or {hashed}, not both")
         return self
 
     def to_env(self) -> dict[str, str]:

@@ -110,7 +110,10 @@ def gateway(vllm_server: VllmServer) -> Iterator[openai.OpenAI]:
 def direct(vllm_server: VllmServer) -> Iterator[openai.OpenAI]:
     """The stock ``openai`` client pointed at vLLM itself (bypassing the control plane)."""
     client = openai.OpenAI(
-        base_url=f"{vllm_server.url}/v1", api_key="unused", max_retries=0, timeout=120
+        base_url=f"{vllm_server.url}/v1",
+        api_key=vllm_server.stack.vllm_api_key or "unused",
+        max_retries=0,
+        timeout=120,
     )
     yield client
     client.close()

@@ -5,8 +5,12 @@ registers two versions of ``python-lora`` and one ``math-lora`` through the admi
 requests with the stock ``openai`` client naming each, promotes, rolls back, sends
 ``model="auto"`` tasks that the dispatcher routes (or leaves to the base model), and prints
 which model answered each time; then warms the specialists up on demand and shows the health
-monitor's picture and the request metrics. Everything is shut down at the end, also on Ctrl-C
-or failure.
+monitor's picture, the request metrics and the audit log. Everything is shut down at the end,
+also on Ctrl-C or failure.
+
+It runs the secure setup: access control on, with an admin and a resolver token generated for the
+run (or given), an API key made through the admin API (``POST /admin/v1/tokens``) for its ``/v1``
+calls, and every change audited under the admin token's name. It never prints a secret.
 
 Needs the ``demo`` extra (control plane + openai + tiny-model builders) and vLLM.
 """
@@ -22,8 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from hi_moe_lora.app.embedded import EmbeddedStack
-from hi_moe_lora.control_api import ControlPlaneClient
+from hi_moe_lora.control_api import ControlPlaneClient, ControlPlaneError
 from hi_moe_lora.tinymodel import build_fleet
+from registry.access.secrets import new_secret
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +43,8 @@ AUTO_TASKS: tuple[tuple[str, str, list[str]], ...] = (
     ("auto: nothing fits", "What is a good recipe for banana bread?", []),
 )
 PROMPT = "def fibonacci(n):"
+#: The name of the demo's API key (what the statistics show for its requests).
+API_KEY_NAME = "demo-client"
 
 
 @dataclass(frozen=True)
@@ -126,16 +133,55 @@ def _operations(admin: ControlPlaneClient, control_plane_url: str) -> None:
             print(f"    {adapter['served_name']}: {verdict}")
     with urllib.request.urlopen(f"{control_plane_url}/metrics", timeout=30) as answer:
         text = answer.read().decode()
-    shown = ("hi_moe_lora_requests_total{", "hi_moe_lora_adapter_cache_requests_total{")
+    shown = (
+        "hi_moe_lora_requests_total{",
+        "hi_moe_lora_adapter_cache_requests_total{",
+        "hi_moe_lora_client_requests_total{",
+    )
     for line in text.splitlines():
         if line.startswith(shown) and not line.endswith(" 0.0"):
             print(f"  {line}")
 
 
-def run_demo(workdir: Path) -> list[DemoAnswer]:
-    """Run the whole demo under ``workdir``; returns the answers in order."""
+def _access(admin: ControlPlaneClient, control_plane_url: str) -> str:
+    """Show that access control is on; create the demo's API key and return its secret."""
+    print("\nAccess control (admin token from HI_MOE_LORA_ADMIN_TOKEN, generated for this run):")
+    try:
+        ControlPlaneClient(control_plane_url, timeout_s=30.0).list_adapters()
+        print("  WARNING: the admin API answered without a token")
+    except ControlPlaneError as exc:
+        print(f"  the admin API without a token: HTTP {exc.status} ({exc.code})")
+    print(f"  access: {admin.access()['access']}")
+    key = admin.create_token(API_KEY_NAME, "inference")
+    print(
+        f"  API key {key['name']!r} created (POST /admin/v1/tokens, scope {key['scope']});"
+        " the openai client sends it as api_key="
+    )
+    secret: str = key["token"]
+    return secret
+
+
+def _audit(admin: ControlPlaneClient) -> None:
+    print("\nAudit log (GET /admin/v1/audit, newest first):")
+    for event in admin.audit(limit=8)["events"]:
+        subject = event["adapter"] or ""
+        if event["version"]:
+            subject += f"@{event['version']}"
+        print(f"  {event['actor']:<8} {event['action']:<24} {subject}")
+
+
+def run_demo(
+    workdir: Path, *, admin_token: str | None = None, resolver_token: str | None = None
+) -> list[DemoAnswer]:
+    """Run the whole demo under ``workdir``; returns the answers in order.
+
+    ``admin_token`` and ``resolver_token`` are the control plane's bootstrap secrets; each one
+    not given is generated for this run.
+    """
     import openai
 
+    admin_token = admin_token or new_secret()
+    resolver_token = resolver_token or new_secret()
     fleet = build_fleet(workdir / "fleet")
     stack_dir = workdir / "stack"
     shutil.rmtree(stack_dir, ignore_errors=True)
@@ -143,12 +189,19 @@ def run_demo(workdir: Path) -> list[DemoAnswer]:
     print("Starting the control plane and vLLM (CPU); vLLM takes about a minute...", flush=True)
     # No background warm-ups (the demo warms up on demand, at the end): the demo compares
     # outputs, and background requests batched with its own could blur them (tests/conftest.py)
-    with EmbeddedStack(workdir=stack_dir, model_dir=fleet.model_dir, warmup=False) as stack:
+    with EmbeddedStack(
+        workdir=stack_dir,
+        model_dir=fleet.model_dir,
+        warmup=False,
+        admin_token=admin_token,
+        resolver_token=resolver_token,
+    ) as stack:
         print(f"  control plane: {stack.control_plane_url}   vLLM: {stack.vllm_url}")
         print(f"  logs: {stack.log_dir}")
-        admin = ControlPlaneClient(stack.control_plane_url, timeout_s=60.0)
+        admin = ControlPlaneClient(stack.control_plane_url, timeout_s=60.0, token=admin_token)
+        api_key = _access(admin, stack.control_plane_url)
         client = openai.OpenAI(
-            base_url=f"{stack.control_plane_url}/v1", api_key="demo", max_retries=0
+            base_url=f"{stack.control_plane_url}/v1", api_key=api_key, max_retries=0
         )
         with client:
             print("\nRegistering adapters:")
@@ -202,6 +255,7 @@ def run_demo(workdir: Path) -> list[DemoAnswer]:
                 f" scores {decision['scores']}"
             )
             _operations(admin, stack.control_plane_url)
+            _audit(admin)
         print("\nShutting down...", flush=True)
     print("Done: both servers stopped.")
     return answers

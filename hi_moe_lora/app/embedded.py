@@ -4,12 +4,14 @@
 stops them again. The demo and the integration tests use it, so both exercise exactly what a
 user runs: ``hi-moe-lora db upgrade``, ``hi-moe-lora serve`` and vLLM's OpenAI server started by
 :class:`hi_moe_lora.app.vllm_launch.VllmLaunch` with the resolver plugin pointing at the registry.
+vLLM requires an API key, random per stack unless given, which the control plane sends.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import secrets
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -52,6 +54,13 @@ class EmbeddedStack(StartStop):
     source_roots: list[Path] | None = None
     control_plane_port: int = field(default_factory=free_port)
     vllm_port: int = field(default_factory=free_port)
+    #: vLLM's API key, shared with the control plane (``HI_MOE_LORA_API_KEY``). Random per stack
+    #: by default; ``None`` runs vLLM without one (then anyone who reaches its port may call it).
+    vllm_api_key: str | None = field(default_factory=lambda: secrets.token_urlsafe(32), repr=False)
+    #: Access control's bootstrap secrets (``HI_MOE_LORA_ADMIN_TOKEN``, ``..._RESOLVER_TOKEN``;
+    #: the resolver plugin sends the latter). ``None``: access open (loopback only).
+    admin_token: str | None = field(default=None, repr=False)
+    resolver_token: str | None = field(default=None, repr=False)
     _processes: list[ManagedProcess] = field(default_factory=list, init=False, repr=False)
 
     @property
@@ -61,6 +70,11 @@ class EmbeddedStack(StartStop):
     @property
     def vllm_url(self) -> str:
         return f"http://{self.host}:{self.vllm_port}"
+
+    @property
+    def vllm_headers(self) -> dict[str, str]:
+        """What a client of vLLM itself (a test, an operator) must send: the API key."""
+        return {"Authorization": f"Bearer {self.vllm_api_key}"} if self.vllm_api_key else {}
 
     @property
     def database_url(self) -> str:
@@ -86,6 +100,9 @@ class EmbeddedStack(StartStop):
             health_interval_s=self.health_interval_s,
             health_checks=self.health_checks,
             warmup=self.warmup,
+            api_key=self.vllm_api_key,
+            admin_token=self.admin_token,
+            resolver_token=self.resolver_token,
         )
 
     def control_plane_env(self) -> dict[str, str]:
@@ -104,6 +121,8 @@ class EmbeddedStack(StartStop):
             dtype="float32",
             # vLLM's /metrics then also shows the worker's adapter load times (plugins/README.md)
             metrics_dir=str(self.workdir / "vllm-metrics"),
+            api_key=self.vllm_api_key,
+            resolver_token=self.resolver_token,
         )
 
     def migrate(self) -> None:

@@ -10,6 +10,14 @@ Metrics: vLLM's API server serves ``/metrics``, but an adapter is loaded in vLLM
 worker, another process. With :attr:`VllmLaunch.metrics_dir` set, every vLLM process runs
 prometheus_client in multiprocess mode (``PROMETHEUS_MULTIPROC_DIR``) and the API server's
 ``/metrics`` merges all of them, our plugins' worker-side families included (plugins/README.md).
+
+Access: :attr:`VllmLaunch.api_key` becomes ``VLLM_API_KEY`` in vLLM's environment (never on its
+command line, where ``ps`` would show it); the control plane holds the same secret
+(``HI_MOE_LORA_API_KEY``) and sends it as a bearer token. vLLM 0.32 checks it only on paths
+under ``/v1``, ``/v2``, ``/inference`` and ``/cohere``; with a key the launch also adds
+:class:`plugins.port_guard.KeyOnEveryPath`, which requires it on every other path but
+``/health``, ``/ping`` and ``/metrics``. vLLM's port must still never be exposed
+(docs/security.md, "vLLM's port"). The default host is loopback.
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from plugins.settings import KernelsChoice, PluginSettings
+from plugins.settings import ENV_RESOLVER_TOKEN, KernelsChoice, PluginSettings
 
 #: Entry-point names of our plugins in group ``vllm.general_plugins`` (see pyproject.toml).
 RESOLVER_PLUGIN = "hi_moe_lora_resolver"
@@ -29,6 +37,14 @@ KERNELS_PLUGIN = "hi_moe_lora_kernels"
 ALL_PLUGINS = (RESOLVER_PLUGIN, KERNELS_PLUGIN)
 #: prometheus_client's multiprocess directory (read by vLLM's ``/metrics`` and every process).
 ENV_PROMETHEUS_MULTIPROC_DIR = "PROMETHEUS_MULTIPROC_DIR"
+#: vLLM's own API key variable (what ``--api-key`` sets), and the control plane's setting that
+#: holds the same secret (:attr:`registry.settings.ControlPlaneSettings.api_key`).
+ENV_VLLM_API_KEY = "VLLM_API_KEY"
+ENV_CONTROL_PLANE_API_KEY = "HI_MOE_LORA_API_KEY"
+#: vLLM's ``--middleware`` that extends its key check to every path (see the module doc).
+PORT_GUARD_MIDDLEWARE = "plugins.port_guard.KeyOnEveryPath"
+#: Variables of :meth:`VllmLaunch.variables` whose values are secrets: never print them.
+SECRET_VARIABLES = frozenset({ENV_VLLM_API_KEY, ENV_RESOLVER_TOKEN})
 
 
 @dataclass(frozen=True)
@@ -52,6 +68,10 @@ class VllmLaunch:
     #: :meth:`prepare_metrics_dir` before it starts. Unset: vLLM's ``/metrics`` shows only the
     #: API server's own process (no worker-side load times).
     metrics_dir: str | None = None
+    #: The bearer token vLLM requires on its ``/v1`` paths (``VLLM_API_KEY``); ``None``: none.
+    api_key: str | None = field(default=None, repr=False)
+    #: The resolver plugin's token for the control plane (``HI_MOE_LORA_RESOLVER_TOKEN``).
+    resolver_token: str | None = field(default=None, repr=False)
 
     def command(self, python: str = sys.executable) -> list[str]:
         """The argv that starts vLLM's OpenAI-compatible server."""
@@ -80,6 +100,8 @@ class VllmLaunch:
         for flag, value in optional.items():
             if value is not None:
                 argv += [flag, str(value)]
+        if self.api_key:
+            argv += ["--middleware", PORT_GUARD_MIDDLEWARE]
         argv += list(self.extra_args)
         return argv
 
@@ -90,6 +112,8 @@ class VllmLaunch:
             settings = dataclasses.replace(settings, registry_url=self.registry_url)
         if self.kernels is not None:
             settings = dataclasses.replace(settings, kernels=self.kernels)
+        if self.resolver_token is not None:
+            settings = dataclasses.replace(settings, resolver_token=self.resolver_token)
         return settings
 
     def variables(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -99,7 +123,8 @@ class VllmLaunch:
         names and enables ``/v1/unload_lora_adapter``; ``VLLM_PLUGINS`` is vLLM's allow-list of
         general plugins (unset would load every installed plugin); the plugins' own variables
         come from :meth:`PluginSettings.to_env`; ``PROMETHEUS_MULTIPROC_DIR`` names
-        :attr:`metrics_dir` when set (call :meth:`prepare_metrics_dir` first). Raises
+        :attr:`metrics_dir` when set (call :meth:`prepare_metrics_dir` first);
+        ``VLLM_API_KEY`` is :attr:`api_key` when set (a secret: :data:`SECRET_VARIABLES`). Raises
         :class:`plugins.settings.PluginSettingsError` if ``base`` holds a malformed value.
         """
         env = dict(os.environ if base is None else base)
@@ -112,6 +137,8 @@ class VllmLaunch:
         variables["VLLM_CPU_KVCACHE_SPACE"] = env.get("VLLM_CPU_KVCACHE_SPACE", "1")
         if self.metrics_dir is not None:
             variables[ENV_PROMETHEUS_MULTIPROC_DIR] = self.metrics_dir
+        if self.api_key:
+            variables[ENV_VLLM_API_KEY] = self.api_key
         return variables
 
     def prepare_metrics_dir(self) -> Path | None:

@@ -140,6 +140,49 @@ class ControlPlaneClient:
             query["since"] = since
         return self._object(self._call("GET", paths.ROUTING_GAP_SUMMARY, query=query))
 
+    # ------------------------------------------------------------------ access
+
+    def create_token(self, name: str, scope: str) -> JsonObject:
+        """A new token; its secret (``token``) is in this answer only."""
+        body = {"name": name, "scope": scope}
+        return self._object(self._call("POST", paths.TOKENS, body))
+
+    def list_tokens(self) -> list[JsonObject]:
+        tokens = self._object(self._call("GET", paths.TOKENS)).get("tokens")
+        if not isinstance(tokens, list):
+            raise ControlPlaneError("token listing lacks 'tokens'")
+        return tokens
+
+    def revoke_token(self, name: str) -> JsonObject:
+        return self._object(self._call("DELETE", paths.TOKEN, name=name))
+
+    def audit(
+        self,
+        *,
+        limit: int = 100,
+        before_id: int | None = None,
+        adapter: str | None = None,
+        actor: str | None = None,
+        action: str | None = None,
+        since: str | None = None,
+    ) -> JsonObject:
+        """``GET /admin/v1/audit``: events newest first; ``next_before_id`` pages back."""
+        query = {"limit": str(limit)}
+        for key, value in (
+            ("before_id", None if before_id is None else str(before_id)),
+            ("adapter", adapter),
+            ("actor", actor),
+            ("action", action),
+            ("since", since),
+        ):
+            if value is not None:
+                query[key] = value
+        return self._object(self._call("GET", paths.AUDIT, query=query))
+
+    def access(self) -> JsonObject:
+        """``GET /admin/v1/access``: whether access control is on (``open`` otherwise)."""
+        return self._object(self._call("GET", paths.ACCESS))
+
     # ------------------------------------------------------------------ warm-up
 
     def warmup(self, adapters: Sequence[str] | None = None) -> JsonObject:

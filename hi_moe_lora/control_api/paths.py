@@ -25,6 +25,12 @@ ROUTING_GAP_SUMMARY = "/routing-gaps/summary"
 WARMUP = "/warmup"
 #: The resolver plugin's lookup: ``name`` (active version) or ``name@version``.
 RESOLVE = "/resolve/{served_name}"
+#: Access tokens (POST creates: the secret is in that answer only; DELETE revokes).
+TOKENS = "/tokens"
+TOKEN = "/tokens/{name}"
+#: The audit log of state changes (newest first) and whether access control is on.
+AUDIT = "/audit"
+ACCESS = "/access"
 
 
 def admin_path(template: str, **params: str) -> str:

@@ -1,6 +1,10 @@
-"""Access control: who may call what (admin token, the resolver's read-only token, callers of /v1).
+"""Access control: who may call what, and who did what.
 
-Will own token settings, their comparison and the FastAPI dependencies that enforce them on the
-routers. May import the core library and ``registry.errors``; never services or the HTTP surface
-beyond the dependencies it hands to routers. Empty until the access-control issue lands.
+Owns the scopes and the caller a request is admitted as (:mod:`.scopes`), the secrets and their
+hashes (:mod:`.secrets`), the in-memory view of the valid tokens (:mod:`.keyring`: bootstrap
+secrets from the settings plus the ``access_tokens`` table, refreshed), the rule deciding which
+scope each surface needs (:mod:`.gatekeeper`), the start-up refusals (:mod:`.startup`) and the
+typed refusals (:mod:`.errors`). May import the core library, ``registry.errors``,
+``registry.db`` and ``registry.repositories``; routers reach it through
+``registry.dependencies``.
 """

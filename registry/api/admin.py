@@ -1,6 +1,12 @@
-"""Admin API ``/admin/v1``: thin routes over :class:`AdapterService`."""
+"""Admin API ``/admin/v1``: thin routes over :class:`AdapterService`.
+
+Every route needs an admin token while access control is on, except the resolver's look-up
+(a resolver or admin token); changes are made, and audited, as the calling token's name.
+"""
 
 from __future__ import annotations
+
+import asyncio
 
 from fastapi import APIRouter, Response, status
 
@@ -16,12 +22,14 @@ from registry.api.schemas import (
     TrafficIn,
 )
 from registry.dependencies import AdaptersDep as Adapters
+from registry.dependencies import AdminCaller, ResolverCaller
+from registry.services.records import AdapterInfo
 
 _problem = {"model": Problem, "content": {PROBLEM_JSON: {}}}
 router = APIRouter(
     prefix=paths.ADMIN_PREFIX,
     tags=["admin"],
-    responses={404: _problem, 409: _problem, 422: _problem},
+    responses={401: _problem, 403: _problem, 404: _problem, 409: _problem, 422: _problem},
 )
 
 
@@ -31,58 +39,85 @@ router = APIRouter(
     response_model=AdapterVersionOut,
 )
 async def register_version(
-    name: str, body: RegisterVersionIn, adapters: Adapters, response: Response
+    name: str, body: RegisterVersionIn, caller: AdminCaller, adapters: Adapters, response: Response
 ) -> AdapterVersionOut:
     info = await adapters.register(
-        name, body.version, body.source, domains=body.domains, description=body.description
+        name,
+        body.version,
+        body.source,
+        domains=body.domains,
+        description=body.description,
+        actor=caller.name,
     )
     response.headers["Location"] = paths.admin_path(paths.VERSION, name=name, version=info.version)
     return AdapterVersionOut.model_validate(info)
 
 
+def _listing_json(infos: list[AdapterInfo]) -> bytes:
+    listing = AdapterListOut(adapters=[AdapterOut.model_validate(i) for i in infos])
+    return listing.model_dump_json(by_alias=True).encode()
+
+
 @router.get(paths.ADAPTERS, response_model=AdapterListOut)
-async def list_adapters(adapters: Adapters) -> AdapterListOut:
+async def list_adapters(_: AdminCaller, adapters: Adapters) -> Response:
     infos = await adapters.list_adapters()
-    return AdapterListOut(adapters=[AdapterOut.model_validate(info) for info in infos])
+    # the listing grows with every version: validate and serialise it in a worker thread, not
+    # on the event loop that serves inference (64 operators listing starved the front door)
+    body = await asyncio.to_thread(_listing_json, infos)
+    return Response(body, media_type="application/json")
 
 
 @router.get(paths.ADAPTER, response_model=AdapterOut)
-async def get_adapter(name: str, adapters: Adapters) -> AdapterOut:
+async def get_adapter(name: str, _: AdminCaller, adapters: Adapters) -> AdapterOut:
     return AdapterOut.model_validate(await adapters.get_adapter(name))
 
 
 @router.get(paths.VERSION, response_model=AdapterVersionOut)
-async def get_version(name: str, version: str, adapters: Adapters) -> AdapterVersionOut:
+async def get_version(
+    name: str, version: str, _: AdminCaller, adapters: Adapters
+) -> AdapterVersionOut:
     return AdapterVersionOut.model_validate(await adapters.get_version(name, version))
 
 
 @router.post(paths.PROMOTE, response_model=AdapterVersionOut)
-async def promote(name: str, version: str, adapters: Adapters) -> AdapterVersionOut:
-    return AdapterVersionOut.model_validate(await adapters.promote(name, version))
+async def promote(
+    name: str, version: str, caller: AdminCaller, adapters: Adapters
+) -> AdapterVersionOut:
+    info = await adapters.promote(name, version, actor=caller.name)
+    return AdapterVersionOut.model_validate(info)
 
 
 @router.post(paths.ROLLBACK, response_model=AdapterVersionOut)
-async def rollback(name: str, adapters: Adapters) -> AdapterVersionOut:
-    return AdapterVersionOut.model_validate(await adapters.rollback(name))
+async def rollback(name: str, caller: AdminCaller, adapters: Adapters) -> AdapterVersionOut:
+    return AdapterVersionOut.model_validate(await adapters.rollback(name, actor=caller.name))
 
 
 @router.delete(paths.VERSION, status_code=status.HTTP_204_NO_CONTENT)
-async def delete_version(name: str, version: str, adapters: Adapters) -> Response:
-    await adapters.delete(name, version)
+async def delete_version(
+    name: str, version: str, caller: AdminCaller, adapters: Adapters
+) -> Response:
+    await adapters.delete(name, version, actor=caller.name)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
 @router.put(paths.TRAFFIC, response_model=AdapterOut)
-async def set_traffic(name: str, body: TrafficIn, adapters: Adapters) -> AdapterOut:
-    return AdapterOut.model_validate(await adapters.set_traffic(name, body.weights))
+async def set_traffic(
+    name: str, body: TrafficIn, caller: AdminCaller, adapters: Adapters
+) -> AdapterOut:
+    info = await adapters.set_traffic(name, body.weights, actor=caller.name)
+    return AdapterOut.model_validate(info)
 
 
 @router.get(paths.RESOLVE, response_model=ResolvedAdapter)
-async def resolve(served_name: str, adapters: Adapters) -> ResolvedAdapter:
+async def resolve(served_name: str, _: ResolverCaller, adapters: Adapters) -> ResolvedAdapter:
     return await adapters.resolve(served_name)
 
 
 @router.put(paths.DISPATCH_HINTS, response_model=AdapterOut)
-async def set_dispatch_hints(name: str, body: DispatchHintsIn, adapters: Adapters) -> AdapterOut:
-    info = await adapters.set_dispatch_hints(name, keywords=body.keywords, exemplars=body.exemplars)
+async def set_dispatch_hints(
+    name: str, body: DispatchHintsIn, caller: AdminCaller, adapters: Adapters
+) -> AdapterOut:
+    info = await adapters.set_dispatch_hints(
+        name, keywords=body.keywords, exemplars=body.exemplars, actor=caller.name
+    )
     return AdapterOut.model_validate(info)

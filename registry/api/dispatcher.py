@@ -6,21 +6,29 @@ import re
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query
 from pydantic import BeforeValidator
 
 from hi_moe_lora.control_api import paths
+from registry.api.problems import PROBLEM_JSON
 from registry.api.schemas import (
     CountOut,
     DispatcherStatusOut,
+    Problem,
     RoutingGapOut,
     RoutingGapPageOut,
     RoutingGapSummaryOut,
 )
-from registry.dependencies import DispatchDep, RoutingGapsDep
+from registry.dependencies import DispatchDep, RoutingGapsDep, admin_caller
 from registry.errors import InvalidRequestError
 
-router = APIRouter(prefix=paths.ADMIN_PREFIX, tags=["dispatcher"])
+_problem = {"model": Problem, "content": {PROBLEM_JSON: {}}}
+router = APIRouter(
+    prefix=paths.ADMIN_PREFIX,
+    tags=["dispatcher"],
+    dependencies=[Depends(admin_caller)],  # admin only while access control is on
+    responses={401: _problem, 403: _problem},
+)
 
 _ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 

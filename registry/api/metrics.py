@@ -1,17 +1,28 @@
-"""``GET /metrics``: the control plane's Prometheus exposition (text format)."""
+"""``GET /metrics``: the control plane's Prometheus exposition (text format).
+
+Public unless ``metrics_public`` is false with access control on: then a ``metrics`` (or admin)
+token is needed.
+"""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 from starlette.responses import Response
 
 from hi_moe_lora.control_api import paths
-from registry.dependencies import MetricsDep
+from registry.api.problems import PROBLEM_JSON
+from registry.api.schemas import Problem
+from registry.dependencies import MetricsDep, metrics_caller
 
 router = APIRouter(tags=["metrics"])
 
 
-@router.get(paths.METRICS, response_class=Response)
+@router.get(
+    paths.METRICS,
+    response_class=Response,
+    dependencies=[Depends(metrics_caller)],
+    responses={code: {"model": Problem, "content": {PROBLEM_JSON: {}}} for code in (401, 403)},
+)
 async def metrics(families: MetricsDep) -> Response:
     body, content_type = families.exposition()
     return Response(body, media_type=content_type)

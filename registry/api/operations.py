@@ -3,29 +3,34 @@
 ``POST /admin/v1/warmup`` answers the whole report as JSON, or, when the client accepts
 ``application/x-ndjson``, one JSON line per event as it happens (``plan``, one ``result`` per
 version and upstream, ``done``) so a CLI can draw a progress bar. Unknown adapters are refused
-(404 problem) before anything is sent to vLLM.
+(404 problem) before anything is sent to vLLM. Admin only while access control is on; a run on
+demand is recorded in the audit log (``warmup.run``, its caller, the versions and the outcome).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response, StreamingResponse
 
 from hi_moe_lora.control_api import paths
 from registry.api.problems import PROBLEM_JSON
 from registry.api.schemas import Problem, WarmResultOut, WarmTargetOut, WarmUpIn, WarmUpOut
-from registry.dependencies import WarmUpDep
+from registry.dependencies import AdminCaller, AuditDep, WarmUpDep, admin_caller
 from registry.errors import NotFoundError
 from registry.operations.warmup import WarmResult, WarmTarget, WarmUp, WarmUpReport
+from registry.services.audit import AuditLog
 
 _problem = {"model": Problem, "content": {PROBLEM_JSON: {}}}
 router = APIRouter(
-    prefix=paths.ADMIN_PREFIX, tags=["operations"], responses={404: _problem, 422: _problem}
+    prefix=paths.ADMIN_PREFIX,
+    tags=["operations"],
+    dependencies=[Depends(admin_caller)],
+    responses={401: _problem, 403: _problem, 404: _problem, 422: _problem},
 )
 
 
@@ -56,14 +61,34 @@ def report_out(report: WarmUpReport) -> WarmUpOut:
 
 
 @router.post(paths.WARMUP, response_model=WarmUpOut)
-async def warm_up(request: Request, warmup: WarmUpDep, body: WarmUpIn | None = None) -> Response:
+async def warm_up(
+    request: Request,
+    caller: AdminCaller,
+    warmup: WarmUpDep,
+    audit: AuditDep,
+    body: WarmUpIn | None = None,
+) -> Response:
     """Warm the named adapters (default: the ``max_loras`` most recently used served versions)
     on every upstream; per version and upstream: outcome, time, load time."""
     targets = await warmup.plan(body.adapters if body is not None else None)
     if paths.NDJSON in request.headers.get("accept", ""):
-        return StreamingResponse(_events(warmup, targets), media_type=paths.NDJSON)
+        events = _events(warmup, targets, lambda r: _audited(audit, caller.name, r))
+        return StreamingResponse(events, media_type=paths.NDJSON)
     report = await warmup.run(targets)
+    await _audited(audit, caller.name, report)
     return Response(report_out(report).model_dump_json(), media_type="application/json")
+
+
+async def _audited(audit: AuditLog, actor: str, report: WarmUpReport) -> None:
+    await audit.record(
+        actor,
+        "warmup.run",
+        after={
+            "targets": [target.served_name for target in report.targets],
+            "loaded": report.loaded,
+            "failed": report.failed,
+        },
+    )
 
 
 @router.get(paths.WARMUP, response_model=WarmUpOut)
@@ -74,7 +99,11 @@ async def last_warm_up(warmup: WarmUpDep) -> WarmUpOut:
     return report_out(warmup.last_report)
 
 
-async def _events(warmup: WarmUp, targets: list[WarmTarget]) -> AsyncIterator[bytes]:
+async def _events(
+    warmup: WarmUp,
+    targets: list[WarmTarget],
+    finished: Callable[[WarmUpReport], Awaitable[None]],
+) -> AsyncIterator[bytes]:
     queue: asyncio.Queue[WarmResult] = asyncio.Queue()
     running = warmup.start_run(targets, queue.put_nowait)  # never raises; one result per pair
     upstreams = [replica.url for replica in warmup.replicas]
@@ -91,6 +120,7 @@ async def _events(warmup: WarmUp, targets: list[WarmTarget]) -> AsyncIterator[by
         result = await queue.get()
         yield _line({"event": "result", **result_out(result).model_dump()})
     report = await running
+    await finished(report)
     yield _line(
         {
             "event": "done",

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from registry.access.scopes import Scope
 
 # Bounds of the admin API's request bodies (hostile input is refused with 422 before any work;
 # a body over HI_MOE_LORA_MAX_BODY_BYTES never gets this far: 413). Text that is stored holds
@@ -216,3 +218,63 @@ class WarmUpOut(BaseModel):
     loaded: int
     failed: int
     results: list[WarmResultOut]
+
+
+# ---- access: tokens, the audit log, whether access control is on
+
+TokenName = Annotated[str, Field(min_length=1, max_length=64, pattern=ONE_LINE)]
+
+
+class TokenIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: TokenName = Field(examples=["ci-deployer"], description="shown in the statistics")
+    scope: Scope = Field(examples=["inference"])
+
+
+class TokenOut(BaseModel):
+    """A token as listed: never its secret or hash."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    name: str
+    scope: str
+    created_at: datetime
+    revoked_at: datetime | None
+    last_used_at: datetime | None
+
+
+class TokenCreatedOut(TokenOut):
+    token: str = Field(description="the secret: shown this once, stored only as its SHA-256")
+
+
+class TokenListOut(BaseModel):
+    tokens: list[TokenOut]
+
+
+class AuditEventOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    at: datetime
+    actor: str
+    action: str
+    adapter: str | None
+    version: str | None
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+
+
+class AuditPageOut(BaseModel):
+    events: list[AuditEventOut]
+    limit: int
+    next_before_id: int | None = Field(
+        description="pass as before_id for the next (older) page; null on the last page"
+    )
+
+
+class AccessOut(BaseModel):
+    access: Literal["on", "open"]
+    require_api_keys: bool
+    metrics_public: bool
+    health_public: bool

@@ -4,11 +4,14 @@ SQLite: WAL journal, foreign keys on, a busy timeout, and SQLAlchemy (not the sq
 emitting ``BEGIN`` so that transactions really are transactions. Engines made with
 ``write=True`` semantics (see :func:`writer`) begin with ``BEGIN IMMEDIATE``, taking the write lock
 up front, so read-then-write units of work serialise instead of failing with "database is locked".
+Server databases (PostgreSQL): connections are pinged before use and connecting is bounded in
+time (:data:`DEFAULT_CONNECT_TIMEOUT_S`), so an outage fails requests quickly and ends by itself.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +22,9 @@ logger = logging.getLogger(__name__)
 
 _SQLITE_BEGIN_OPTION = "hi_moe_lora_sqlite_begin"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+#: Server databases: the longest a unit of work waits for a connection (new or pooled), so a
+#: dead or unreachable server answers requests with 503 within seconds, not minutes.
+DEFAULT_CONNECT_TIMEOUT_S = 5.0
 
 
 def _ensure_sqlite_parent(url: str) -> None:
@@ -58,8 +64,16 @@ def normalise_url(url: str) -> URL:
     return parsed
 
 
-def make_engine(url: str, **kwargs: Any) -> Engine:
-    """An engine for ``url`` configured for the registry (SQLite pragmas, pool pre-ping)."""
+def make_engine(
+    url: str, *, connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S, **kwargs: Any
+) -> Engine:
+    """An engine for ``url`` configured for the registry (SQLite pragmas, pool pre-ping).
+
+    On a server database, making a connection and waiting for a pooled one are both bounded
+    by ``connect_timeout_s`` (a ``connect_timeout`` in the URL wins), and every pooled
+    connection is pinged before use, so a dead server fails fast and a restarted one is
+    picked up again without a restart.
+    """
     parsed = normalise_url(url)
     if parsed.get_backend_name() == "sqlite":
         _ensure_sqlite_parent(url)
@@ -67,6 +81,13 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
         _install_sqlite_hooks(engine)
         return engine
     kwargs.setdefault("pool_pre_ping", True)
+    if "poolclass" not in kwargs:  # NullPool and friends take no pool_timeout
+        kwargs.setdefault("pool_timeout", connect_timeout_s)
+    if parsed.get_backend_name() == "postgresql" and "connect_timeout" not in parsed.query:
+        connect_args = dict(kwargs.pop("connect_args", {}))
+        # libpq takes whole seconds and treats anything below 2 as 2
+        connect_args.setdefault("connect_timeout", max(2, math.ceil(connect_timeout_s)))
+        kwargs["connect_args"] = connect_args
     return create_engine(parsed, **kwargs)
 
 

@@ -165,3 +165,40 @@ class RequestRecord(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
     feedback: Mapped[bool | None] = mapped_column(Boolean)
     feedback_at: Mapped[datetime | None] = mapped_column()
+
+
+class AccessToken(Base):
+    """A named bearer token (admin, resolver, API key, metrics); only its SHA-256 is stored.
+
+    Revoked tokens keep their row (``revoked_at`` set), so a name is never reused and the audit
+    log's actors stay unambiguous.
+    """
+
+    __tablename__ = "access_tokens"
+    __table_args__ = (
+        CheckConstraint("scope IN ('admin', 'resolver', 'inference', 'metrics')", name="scope"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    scope: Mapped[str] = mapped_column(String(16))
+    sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column()
+    last_used_at: Mapped[datetime | None] = mapped_column()
+
+
+class AuditEvent(Base):
+    """One state change: who (a token's name, ``_anonymous`` or ``_system``), what, when, and
+    the small relevant state before and after. Written in the change's own transaction."""
+
+    __tablename__ = "audit_events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
+    actor: Mapped[str] = mapped_column(String(64), index=True)
+    action: Mapped[str] = mapped_column(String(64))
+    adapter: Mapped[str | None] = mapped_column(String(64), index=True)
+    version: Mapped[str | None] = mapped_column(String(128))
+    before: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    after: Mapped[dict[str, Any] | None] = mapped_column(JSON)

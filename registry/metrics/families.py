@@ -79,6 +79,12 @@ class ControlPlaneMetrics:
             buckets=LATENCY_BUCKETS_S,
             registry=r,
         )
+        self.client_requests = Counter(
+            p + "client_requests",
+            "Front-door requests (/v1) by client: the API key's name, _anonymous without one.",
+            ["client"],
+            registry=r,
+        )
         self.in_flight = Gauge(
             p + "requests_in_flight",
             "Completion requests received and not yet answered in full.",
@@ -137,6 +143,13 @@ class ControlPlaneMetrics:
             ["outcome"],
             registry=r,
         )
+        self.foreign_bindings = Counter(
+            p + "foreign_bindings",
+            "Served names a replica had bound to weights the registry did not issue, unloaded by "
+            "the health monitor, by outcome of the unload.",
+            ["outcome"],
+            registry=r,
+        )
         self.upstream_up = Gauge(
             p + "upstream_up",
             "1 while the upstream's last health check passed (/health and /v1/models), else 0.",
@@ -182,6 +195,11 @@ class ControlPlaneMetrics:
         if specialist != SPECIALIST_NONE:
             self._traffic.add(specialist)
 
+    def client_request(self, client: str) -> None:
+        """One ``/v1`` request admitted for ``client`` (a token's name: bounded by the tokens
+        an admin creates; ``_anonymous`` without one)."""
+        self.client_requests.labels(client).inc()
+
     def first_token(self, specialist: str, seconds: float) -> None:
         self.time_to_first_token.labels(specialist).observe(seconds)
 
@@ -209,6 +227,9 @@ class ControlPlaneMetrics:
 
     def bare_name_unloaded(self, outcome: UnloadOutcome) -> None:
         self.bare_name_unloads.labels(outcome).inc()
+
+    def foreign_binding_unloaded(self, outcome: UnloadOutcome) -> None:
+        self.foreign_bindings.labels(outcome).inc()
 
     def upstream_checked(self, upstream: str, up: bool) -> None:
         self.upstream_up.labels(upstream).set(1.0 if up else 0.0)

@@ -1,15 +1,20 @@
-"""The OpenAI-compatible endpoints of the control plane (thin: the work is in :mod:`.proxy`)."""
+"""The OpenAI-compatible endpoints of the control plane (thin: the work is in :mod:`.proxy`).
+
+Each request is admitted by an ``InferenceCaller`` (an API key when ``require_api_keys``; its
+name counted in ``hi_moe_lora_client_requests_total``); ``/v1/health`` by a ``HealthCaller``.
+Refusals are OpenAI-style 401/403 (``registry/api/access_errors.py``).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from starlette.responses import JSONResponse, Response
 
 from hi_moe_lora.control_api import paths
-from registry.dependencies import FrontDoorDep, HealthDep
+from registry.dependencies import FrontDoorDep, HealthDep, health_caller, inference_caller
 from registry.openai.proxy import CHAT_COMPLETIONS, COMPLETIONS, guarded, new_request_id
 from registry.openai.schemas import (
     CHAT_BODY,
@@ -27,6 +32,8 @@ from registry.openai.schemas import (
 )
 
 router = APIRouter(tags=["openai"])
+#: Who may call: every route but the health picture takes an inference caller.
+_INFERENCE = [Depends(inference_caller)]
 
 #: A completion's answer is vLLM's (JSON, or server-sent events with ``"stream": true``); so
 #: are its errors, relayed in OpenAI's shape with vLLM's status (``default``).
@@ -35,24 +42,39 @@ _COMPLETION_RESPONSES: dict[int | str, dict[str, Any]] = {
         "description": "vLLM's answer",
         "content": {"application/json": {}, "text/event-stream": {"schema": {"type": "string"}}},
     },
-    **error_responses(400, 404, 413, 503, 504),
+    **error_responses(400, 401, 403, 404, 413, 503, 504),
     "default": {"model": OpenAIErrorOut, "description": "vLLM's error, relayed"},
 }
 
 
-@router.post("/v1/chat/completions", responses=_COMPLETION_RESPONSES, openapi_extra=CHAT_BODY)
+@router.post(
+    "/v1/chat/completions",
+    responses=_COMPLETION_RESPONSES,
+    openapi_extra=CHAT_BODY,
+    dependencies=_INFERENCE,
+)
 async def chat_completions(request: Request, door: FrontDoorDep) -> Response:
     request_id = new_request_id()
     return await guarded(lambda: door.handle(request, CHAT_COMPLETIONS, request_id), request_id)
 
 
-@router.post("/v1/completions", responses=_COMPLETION_RESPONSES, openapi_extra=COMPLETION_BODY)
+@router.post(
+    "/v1/completions",
+    responses=_COMPLETION_RESPONSES,
+    openapi_extra=COMPLETION_BODY,
+    dependencies=_INFERENCE,
+)
 async def completions(request: Request, door: FrontDoorDep) -> Response:
     request_id = new_request_id()
     return await guarded(lambda: door.handle(request, COMPLETIONS, request_id), request_id)
 
 
-@router.get("/v1/models", response_model=ModelListOut, responses=error_responses(503, 504))
+@router.get(
+    "/v1/models",
+    response_model=ModelListOut,
+    responses=error_responses(401, 403, 503, 504),
+    dependencies=_INFERENCE,
+)
 async def list_models(door: FrontDoorDep) -> Response:
     async def models() -> Response:
         return JSONResponse(await door.models())
@@ -60,7 +82,12 @@ async def list_models(door: FrontDoorDep) -> Response:
     return await guarded(models, new_request_id())
 
 
-@router.get(paths.V1_HEALTH, response_model=HealthOut)
+@router.get(
+    paths.V1_HEALTH,
+    response_model=HealthOut,
+    responses=error_responses(401, 403),
+    dependencies=[Depends(health_caller)],
+)
 async def health(monitor: HealthDep) -> Response:
     """Every upstream and served adapter version as the health monitor last saw them."""
 
@@ -73,8 +100,9 @@ async def health(monitor: HealthDep) -> Response:
 @router.post(
     paths.V1_DISPATCH,
     response_model=DispatchDecisionOut,
-    responses=error_responses(400, 413, 503, 504),
+    responses=error_responses(400, 401, 403, 413, 503, 504),
     openapi_extra=DISPATCH_BODY,
+    dependencies=_INFERENCE,
 )
 async def dispatch(request: Request, door: FrontDoorDep) -> Response:
     """Dry run: which specialist (and version) would serve this task, and why."""
@@ -84,8 +112,9 @@ async def dispatch(request: Request, door: FrontDoorDep) -> Response:
 @router.post(
     paths.V1_DISPATCH_BATCH,
     response_model=DispatchBatchOut,
-    responses=error_responses(400, 413, 503, 504),
+    responses=error_responses(400, 401, 403, 413, 503, 504),
     openapi_extra=DISPATCH_BATCH_BODY,
+    dependencies=_INFERENCE,
 )
 async def dispatch_batch(request: Request, door: FrontDoorDep) -> Response:
     return await _json_answer(request, door.dispatch_batch)
@@ -94,8 +123,9 @@ async def dispatch_batch(request: Request, door: FrontDoorDep) -> Response:
 @router.post(
     paths.V1_FEEDBACK,
     response_model=FeedbackOut,
-    responses=error_responses(400, 404, 413),
+    responses=error_responses(400, 401, 403, 404, 413),
     openapi_extra=FEEDBACK_BODY,
+    dependencies=_INFERENCE,
 )
 async def feedback(request: Request, door: FrontDoorDep) -> Response:
     return await _json_answer(request, door.feedback)

@@ -6,22 +6,30 @@ versions with the traffic share the registry computed for each (active version: 
 A/B candidates: their weight) for at most ``ttl_s`` seconds, and drops an adapter's entry the
 moment its active version changes (the adapter service's ``on_active_changed``, awaited before
 the promote/rollback call returns), so a promotion or rollback applies to the very next request.
-Other changes (a new traffic split, a newly registered or deleted version) apply within ``ttl_s``;
-names the table does not hold are always looked up.
+A deleted version is dropped the same way (:class:`VersionDeleted`); other changes (a new traffic
+split, a newly registered version) apply within ``ttl_s``; names the table does not hold are
+always looked up.
+
+While the database is unavailable, an adapter whose snapshot has expired keeps being served from
+that last snapshot (a warning once per outage, then one lookup attempt per ``ttl_s``); only
+adapters the table has never held (or forgot) answer 503 ``database_unavailable``.
 """
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from registry.errors import NotFoundError
+from registry.errors import DatabaseUnavailable, NotFoundError
 from registry.services import traffic
 from registry.services.adapters import AdapterService
 from registry.services.naming import served_name_or_not_found
 from registry.services.records import AdapterInfo
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_TTL_S = 1.0
 
@@ -63,10 +71,15 @@ class VersionTable:
         self._rng = rng or random.Random()
         self._clock = clock
         self._entries: dict[str, _Entry] = {}
+        #: per name, how often it was forgotten: a lookup that began before a forget must not
+        #: store what it read (it may predate the change)
+        self._forgotten: dict[str, int] = {}
+        self._serving_stale = False  # the database is down and expired snapshots serve
 
     def forget(self, name: str) -> None:
         """Drop ``name``'s snapshot (its active version changed)."""
         self._entries.pop(name, None)
+        self._forgotten[name] = self._forgotten.get(name, 0) + 1
 
     async def choose(self, model: str) -> ServedVersion:
         """``name`` -> a version by the A/B split; ``name@version`` -> that version.
@@ -90,9 +103,25 @@ class VersionTable:
         entry = self._entries.get(name)
         if entry is not None and now - entry.fetched_at < self._ttl_s:
             return entry
-        info = await self._adapters.get_adapter(name)
+        forgotten = self._forgotten.get(name, 0)
+        try:
+            info = await self._adapters.get_adapter(name)
+        except DatabaseUnavailable:
+            if entry is None:
+                raise
+            if not self._serving_stale:
+                self._serving_stale = True
+                logger.warning("database unavailable: routing from the last known snapshots")
+            if self._entries.get(name) is entry:  # not forgotten meanwhile (a promotion)
+                # keep it, and ask again only after another ttl_s (no lookup per request)
+                self._entries[name] = _Entry(now, entry.versions, entry.shares)
+            return entry
+        if self._serving_stale:
+            self._serving_stale = False
+            logger.warning("database available again: routing snapshots refreshed")
         entry = _entry(info, now)
-        self._entries[name] = entry
+        if self._forgotten.get(name, 0) == forgotten:
+            self._entries[name] = entry
         return entry
 
 
@@ -110,3 +139,20 @@ class ActiveVersionChanged:
     async def __call__(self, name: str) -> None:
         self._versions.forget(name)
         await self._invalidate(name)
+
+
+class VersionDeleted:
+    """The adapter service's version-deleted listener: route the adapter afresh at once (the
+    deleted version is no longer chosen or accepted), then make every vLLM replica forget the
+    deleted ``name@version`` (``invalidate``), so that a version registered later under the same
+    string is resolved again instead of served from the deleted weights vLLM still holds."""
+
+    def __init__(
+        self, versions: VersionTable, invalidate: Callable[[str], Awaitable[None]]
+    ) -> None:
+        self._versions = versions
+        self._invalidate = invalidate
+
+    async def __call__(self, served_name: str) -> None:
+        self._versions.forget(served_name_or_not_found(served_name).name)
+        await self._invalidate(served_name)

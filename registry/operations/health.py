@@ -6,7 +6,8 @@ it checks each upstream:
 
 1. ``GET /health`` and ``GET /v1/models`` answer 200, else the upstream is down (with the
    reason); ``/v1/models`` also tells which adapter names vLLM has loaded
-   (:class:`registry.fleet.loaded.LoadedAdapters`);
+   (:class:`registry.fleet.loaded.LoadedAdapters`) and from which paths: a name of ours bound
+   to weights the registry did not issue is unloaded first (:mod:`registry.operations.bindings`);
 2. the base model's answer to a fixed short prompt (greedy, a few tokens), computed once per
    upstream and base model (again after the upstream was down);
 3. a probe of every served adapter version (:func:`registry.operations.served.served_versions`):
@@ -35,16 +36,18 @@ from datetime import datetime, timezone
 from typing import Any
 
 from registry.fleet.completions import Completion, greedy_completion
+from registry.fleet.invalidation import UNLOAD_DEADLINE_S
 from registry.fleet.loaded import LoadedAdapters
-from registry.fleet.model_cards import adapter_ids, base_model_ids, served_base_name
+from registry.fleet.model_cards import adapter_cards, base_model_ids, served_base_name
 from registry.fleet.quarantine import Quarantine
 from registry.fleet.upstreams import Replica, UpstreamPool, UpstreamUnavailable
 from registry.metrics.families import ControlPlaneMetrics
 from registry.operations.artifacts import ArtifactCheck
+from registry.operations.bindings import BindingGuard
 from registry.operations.health_picture import AdapterHealth, FleetHealth, UpstreamHealth
 from registry.operations.served import served_versions
 from registry.services.adapters import AdapterService
-from registry.services.records import AdapterVersionInfo
+from registry.services.records import AdapterInfo, AdapterVersionInfo
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +65,8 @@ class HealthSettings:
     probe_timeout_s: float = 10.0
     probe_concurrency: int = 4
     probe_tokens: int = 8
+    #: Bound on unloading a foreign binding on one replica.
+    unload_timeout_s: float = UNLOAD_DEADLINE_S
 
 
 @dataclass
@@ -101,6 +106,9 @@ class HealthMonitor:
         self._configured_base = base_model
         self._artifacts = ArtifactCheck()
         self._quarantine = quarantine
+        self._bindings = BindingGuard(
+            adapters, upstreams, metrics, quarantine, unload_timeout_s=settings.unload_timeout_s
+        )
         self._state = {
             r.url: _UpstreamState(UpstreamHealth(r.url, None)) for r in upstreams.replicas
         }
@@ -173,18 +181,20 @@ class HealthMonitor:
         async with self._round_lock:
             targets = list(self._upstreams.replicas if replicas is None else replicas)
             if targets:
-                versions = served_versions(await self._adapters.list_adapters())
+                registered = await self._adapters.list_adapters()
+                versions = served_versions(registered)
                 artifacts = await asyncio.to_thread(self._artifacts.problems, versions)
                 self._quarantine.replace(artifacts)
                 semaphore = asyncio.Semaphore(self._settings.probe_concurrency)
                 await asyncio.gather(
-                    *(self._check(r, versions, artifacts, semaphore) for r in targets)
+                    *(self._check(r, registered, versions, artifacts, semaphore) for r in targets)
                 )
             return self.snapshot()
 
     async def _check(
         self,
         replica: Replica,
+        registered: Sequence[AdapterInfo],
         versions: Sequence[AdapterVersionInfo],
         artifacts: dict[str, str],
         semaphore: asyncio.Semaphore,
@@ -200,12 +210,26 @@ class HealthMonitor:
                 logger.warning("vLLM upstream %s is down: %s", replica.url, problem)
             state.reference = None
             self._loaded.forget(replica.url)
+            self._bindings.forget(replica)
             self._set_replica(replica, state, UpstreamHealth(replica.url, False, problem, now))
             self._retire_all(replica, state)
             return
         base = self._base_name(models)
-        self._loaded.replace(replica.url, adapter_ids(models))
-        health = UpstreamHealth(replica.url, True, None, now, round(latency_ms, 2), base)
+        cards = adapter_cards(models)
+        # before any probe: a probe (or warm-up) must meet the registry's weights
+        bindings = await self._bindings.check(replica, cards, registered)
+        removed = {f.served_name for f in bindings.foreign if f.removed}
+        self._loaded.replace(replica.url, [c.name for c in cards if c.name not in removed])
+        health = UpstreamHealth(
+            replica.url,
+            True,
+            None,
+            now,
+            round(latency_ms, 2),
+            base,
+            foreign=bindings.foreign,
+            outside=bindings.outside,
+        )
         self._set_replica(replica, state, replace(health, adapters=state.health.adapters))
         if was_up is not True:
             logger.info("vLLM upstream %s is up (%s)", replica.url, base)

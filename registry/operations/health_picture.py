@@ -1,4 +1,5 @@
-"""The health monitor's picture: each upstream and each served version on it, as last checked.
+"""The health monitor's picture: each upstream and each served version on it, as last checked,
+with the LoRA names it found bound to foreign weights and those outside the registry's namespace.
 
 Frozen values the monitor replaces whole after each check, read by readiness, ``/v1/health`` and
 warm-up; :meth:`FleetHealth.as_json` is the ``GET /v1/health`` answer.
@@ -23,6 +24,18 @@ class AdapterHealth:
 
 
 @dataclass(frozen=True)
+class ForeignBinding:
+    """A served name in the registry's namespace that a replica bound to weights the registry did
+    not issue (or a name it does not know), and what the monitor did about it."""
+
+    served_name: str
+    reason: str
+    #: ``True``: vLLM confirmed the unload (or no longer had it); ``False``: still bound.
+    removed: bool
+    checked_at: datetime
+
+
+@dataclass(frozen=True)
 class UpstreamHealth:
     url: str
     up: bool | None  # None: not checked yet
@@ -31,6 +44,12 @@ class UpstreamHealth:
     latency_ms: float | None = None
     base_model: str | None = None
     adapters: tuple[AdapterHealth, ...] = ()
+    #: Foreign bindings found in the last check (unloaded at once; ``removed`` says whether it
+    #: worked).
+    foreign: tuple[ForeignBinding, ...] = ()
+    #: Loaded LoRA names outside the registry's namespace (not ``name``/``name@version``): left
+    #: alone, shown here.
+    outside: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -39,13 +58,16 @@ class FleetHealth:
 
     @property
     def status(self) -> Literal["unknown", "down", "degraded", "ok"]:
-        """``ok``: every upstream and version healthy; ``down``: no upstream up."""
+        """``ok``: every upstream and version healthy, no foreign binding left; ``down``: no
+        upstream up."""
         if all(u.up is None for u in self.upstreams):
             return "unknown"
         if not any(u.up for u in self.upstreams):
             return "down"
-        healthy = all(u.up for u in self.upstreams) and all(
-            a.healthy for u in self.upstreams for a in u.adapters
+        healthy = (
+            all(u.up for u in self.upstreams)
+            and all(a.healthy for u in self.upstreams for a in u.adapters)
+            and all(f.removed for u in self.upstreams for f in u.foreign)
         )
         return "ok" if healthy else "degraded"
 
@@ -77,6 +99,16 @@ class FleetHealth:
                         }
                         for a in u.adapters
                     ],
+                    "foreign_bindings": [
+                        {
+                            "served_name": f.served_name,
+                            "reason": f.reason,
+                            "removed": f.removed,
+                            "checked_at": moment(f.checked_at),
+                        }
+                        for f in u.foreign
+                    ],
+                    "other_adapters": list(u.outside),
                 }
                 for u in self.upstreams
             ],

@@ -14,6 +14,11 @@ an adapter keeps at least one version. Ids are never reused (``repositories.lora
 A/B traffic: see :mod:`registry.services.traffic`. Promoting or rolling back to a version ends
 its experiment (its weight becomes 0); other candidates keep theirs.
 
+Audit: every change is recorded in ``audit_events`` in its own transaction
+(:func:`registry.services.audit.record`), as ``actor`` (the caller's token name; ``_system``
+when no one asked through the API), with the small state before and after it. A promote of the
+version already active changes nothing and records nothing.
+
 All public methods are coroutines; database and file work runs in a worker thread.
 """
 
@@ -33,6 +38,7 @@ from hi_moe_lora.adapters import (
 )
 from hi_moe_lora.adapters.architecture import ModelConfigError, ModelShape, load_model_shape
 from hi_moe_lora.control_api import ResolvedAdapter
+from registry.access.scopes import SYSTEM
 from registry.db.models import Adapter, AdapterVersion
 from registry.db.session import Database, UnitOfWork
 from registry.errors import (
@@ -46,6 +52,7 @@ from registry.repositories.adapters import AdapterRepository
 from registry.repositories.lora_ids import allocate_lora_int_id
 from registry.services import traffic
 from registry.services.artifacts import ArtifactStore
+from registry.services.audit import record
 from registry.services.naming import (
     check_name,
     check_version,
@@ -76,6 +83,7 @@ class _Registration:
     description: str | None
     manifest: AdapterManifest
     staging: Path
+    actor: str
 
 
 def _served_model_shape(base_model: str) -> ModelShape | None:
@@ -105,6 +113,16 @@ def _cleaned(values: Iterable[str], *, what: str, code: str, fold_case: bool) ->
     return tuple(cleaned)
 
 
+def _candidate_weights(weights: Iterable[tuple[str, float]]) -> dict[str, float]:
+    """The A/B split as the audit log keeps it: the candidates with a weight."""
+    return {version: weight for version, weight in weights if weight > 0}
+
+
+def _hints_state(keywords: Sequence[str], exemplars: Sequence[str]) -> dict[str, object]:
+    """Dispatch hints as the audit log keeps them: the keywords, and how many exemplars."""
+    return {"keywords": list(keywords), "exemplars": len(exemplars)}
+
+
 class AdapterService:
     def __init__(
         self,
@@ -122,6 +140,7 @@ class AdapterService:
         self.max_lora_rank = max_lora_rank
         self._listeners: list[ActiveChangedListener] = []
         self._served_listeners: list[ActiveChangedListener] = []
+        self._deleted_listeners: list[ActiveChangedListener] = []
         #: Bumped after every committed change made through this service (registrations,
         #: promotions, rollbacks, deletions, traffic and dispatch hints), so readers that keep
         #: a snapshot of the fleet (the dispatcher) know when to read it again.
@@ -136,6 +155,11 @@ class AdapterService:
         version registered (it is active at once), a promote, a rollback, a traffic split."""
         self._served_listeners.append(listener)
 
+    def add_version_deleted_listener(self, listener: ActiveChangedListener) -> None:
+        """Called with the served name (``name@version``) after a delete has committed, before
+        the call answers: nothing may route to, or keep serving, the deleted version."""
+        self._deleted_listeners.append(listener)
+
     # ---------------------------------------------------------------- registration
 
     async def register(
@@ -146,6 +170,7 @@ class AdapterService:
         *,
         domains: Iterable[str] = (),
         description: str | None = None,
+        actor: str = SYSTEM,
     ) -> AdapterVersionInfo:
         check_name(name)
         check_version(version)
@@ -156,7 +181,7 @@ class AdapterService:
                 code="base_model_not_configured",
             )
         info = await asyncio.to_thread(
-            self._register, name, version, source, cleaned, description, self.base_model
+            self._register, name, version, source, cleaned, description, self.base_model, actor
         )
         self.generation += 1
         if info.is_active:
@@ -171,6 +196,7 @@ class AdapterService:
         domains: tuple[str, ...],
         description: str | None,
         base_model: str,
+        actor: str,
     ) -> AdapterVersionInfo:
         checked = self.sources.check(source)  # reads nothing outside the roots, writes nothing
         self.database.run(lambda uow: self._ensure_version_free(uow, name, version), write=False)
@@ -188,7 +214,7 @@ class AdapterService:
                 )
                 raise InvalidAdapterError(exc.detail, code=exc.code) from exc
             registration = _Registration(
-                name, version, checked.uri, domains, description, manifest, staging
+                name, version, checked.uri, domains, description, manifest, staging, actor
             )
             info = self.database.run(lambda uow: self._insert_version(uow, registration))
         finally:
@@ -240,6 +266,19 @@ class AdapterService:
                 success_count=0,
             )
         )
+        record(
+            uow,
+            reg.actor,
+            "version.register",
+            adapter=reg.name,
+            version=reg.version,
+            before={"active_version": active.version if active else None},
+            after={
+                "active_version": active.version if active else reg.version,
+                "lora_int_id": row.lora_int_id,
+                "sha256": row.sha256,
+            },
+        )
         final = self.store.publish(reg.staging, reg.name, reg.version)
         uow.on_rollback(lambda: self.store.unpublish(final, reg.staging))
         return version_info(reg.name, row, 1.0 if row.is_active else 0.0)
@@ -273,10 +312,10 @@ class AdapterService:
 
     # ---------------------------------------------------------------- promote / rollback
 
-    async def promote(self, name: str, version: str) -> AdapterVersionInfo:
+    async def promote(self, name: str, version: str, *, actor: str = SYSTEM) -> AdapterVersionInfo:
         name_or_not_found(name, version)
         info, changed = await asyncio.to_thread(
-            self.database.run, lambda uow: self._promote(uow, name, version)
+            self.database.run, lambda uow: self._promote(uow, name, version, actor)
         )
         if changed:
             self.generation += 1
@@ -284,7 +323,9 @@ class AdapterService:
             await self._notify(name, self._listeners + self._served_listeners)
         return info
 
-    def _promote(self, uow: UnitOfWork, name: str, version: str) -> tuple[AdapterVersionInfo, bool]:
+    def _promote(
+        self, uow: UnitOfWork, name: str, version: str, actor: str
+    ) -> tuple[AdapterVersionInfo, bool]:
         repo = AdapterRepository(uow.session)
         adapter = self._locked_adapter(repo, name)
         target = self._version(repo, adapter, version)
@@ -296,17 +337,28 @@ class AdapterService:
             target.previous_version = current.version
         target.traffic_weight = 0.0
         repo.set_active(target, True)
+        record(
+            uow,
+            actor,
+            "version.promote",
+            adapter=name,
+            version=version,
+            before={"active_version": current.version if current else None},
+            after={"active_version": version, "previous_version": target.previous_version},
+        )
         return self._info(repo, adapter, target), True
 
-    async def rollback(self, name: str) -> AdapterVersionInfo:
+    async def rollback(self, name: str, *, actor: str = SYSTEM) -> AdapterVersionInfo:
         name_or_not_found(name)
-        info = await asyncio.to_thread(self.database.run, lambda uow: self._rollback(uow, name))
+        info = await asyncio.to_thread(
+            self.database.run, lambda uow: self._rollback(uow, name, actor)
+        )
         self.generation += 1
         logger.info("rolled %s back to %s", name, info.version)
         await self._notify(name, self._listeners + self._served_listeners)
         return info
 
-    def _rollback(self, uow: UnitOfWork, name: str) -> AdapterVersionInfo:
+    def _rollback(self, uow: UnitOfWork, name: str, actor: str) -> AdapterVersionInfo:
         repo = AdapterRepository(uow.session)
         adapter = self._locked_adapter(repo, name)
         current = repo.active_version(adapter.id)
@@ -326,6 +378,15 @@ class AdapterService:
         repo.set_active(current, False)
         target.traffic_weight = 0.0
         repo.set_active(target, True)
+        record(
+            uow,
+            actor,
+            "adapter.rollback",
+            adapter=name,
+            version=target.version,
+            before={"active_version": current.version},
+            after={"active_version": target.version},
+        )
         return self._info(repo, adapter, target)
 
     async def _notify(self, name: str, listeners: list[ActiveChangedListener]) -> None:
@@ -337,13 +398,16 @@ class AdapterService:
 
     # ---------------------------------------------------------------- delete
 
-    async def delete(self, name: str, version: str) -> None:
+    async def delete(self, name: str, version: str, *, actor: str = SYSTEM) -> None:
         name_or_not_found(name, version)
-        await asyncio.to_thread(self.database.run, lambda uow: self._delete(uow, name, version))
+        await asyncio.to_thread(
+            self.database.run, lambda uow: self._delete(uow, name, version, actor)
+        )
         self.generation += 1
         logger.info("deleted %s@%s", name, version)
+        await self._notify(f"{name}@{version}", self._deleted_listeners)
 
-    def _delete(self, uow: UnitOfWork, name: str, version: str) -> None:
+    def _delete(self, uow: UnitOfWork, name: str, version: str, actor: str) -> None:
         repo = AdapterRepository(uow.session)
         adapter = self._locked_adapter(repo, name)
         row = self._version(repo, adapter, version)
@@ -353,6 +417,14 @@ class AdapterService:
                 code="version_is_active",
             )
         final = Path(row.local_path)
+        record(
+            uow,
+            actor,
+            "version.delete",
+            adapter=name,
+            version=version,
+            before={"lora_int_id": row.lora_int_id, "sha256": row.sha256},
+        )
         repo.delete_version(row)
         if not self.store.owns(final):
             logger.warning("not deleting %s: outside the artifact store", final)
@@ -373,18 +445,25 @@ class AdapterService:
 
         return await asyncio.to_thread(self.database.run, work, write=False)
 
-    async def set_traffic(self, name: str, weights: Mapping[str, float]) -> AdapterInfo:
+    async def set_traffic(
+        self, name: str, weights: Mapping[str, float], *, actor: str = SYSTEM
+    ) -> AdapterInfo:
         """Replace the A/B split of ``name`` (see :mod:`registry.services.traffic`)."""
         name_or_not_found(name)
         info = await asyncio.to_thread(
-            self.database.run, lambda uow: self._set_traffic(uow, name, dict(weights))
+            self.database.run, lambda uow: self._set_traffic(uow, name, dict(weights), actor)
         )
         self.generation += 1
         await self._notify(name, self._served_listeners)
         return info
 
     async def set_dispatch_hints(
-        self, name: str, *, keywords: Sequence[str], exemplars: Sequence[str]
+        self,
+        name: str,
+        *,
+        keywords: Sequence[str],
+        exemplars: Sequence[str],
+        actor: str = SYSTEM,
     ) -> AdapterInfo:
         """Replace the dispatcher's keywords and exemplar tasks for specialist ``name``."""
         name_or_not_found(name)
@@ -396,9 +475,18 @@ class AdapterService:
         def work(uow: UnitOfWork) -> AdapterInfo:
             repo = AdapterRepository(uow.session)
             adapter = self._locked_adapter(repo, name)
+            before = _hints_state(adapter.dispatch_keywords, adapter.dispatch_exemplars)
             adapter.dispatch_keywords = list(cleaned_keywords)
             adapter.dispatch_exemplars = list(cleaned_exemplars)
             uow.session.flush()
+            record(
+                uow,
+                actor,
+                "adapter.dispatch_hints",
+                adapter=name,
+                before=before,
+                after=_hints_state(cleaned_keywords, cleaned_exemplars),
+            )
             refreshed = repo.get_with_versions(name)
             assert refreshed is not None
             return adapter_info(refreshed)
@@ -413,7 +501,9 @@ class AdapterService:
         )
         return info
 
-    def _set_traffic(self, uow: UnitOfWork, name: str, split: dict[str, float]) -> AdapterInfo:
+    def _set_traffic(
+        self, uow: UnitOfWork, name: str, split: dict[str, float], actor: str
+    ) -> AdapterInfo:
         repo = AdapterRepository(uow.session)
         adapter = self._locked_adapter(repo, name)
         rows = list(repo.versions(adapter.id))
@@ -423,9 +513,18 @@ class AdapterService:
             )
         except NotFoundError as exc:
             raise NotFoundError(f"{name}: {exc.detail}", code=exc.code) from exc
+        before = _candidate_weights((r.version, r.traffic_weight) for r in rows)
         for row in rows:
             row.traffic_weight = weights[row.version]
         uow.session.flush()
+        record(
+            uow,
+            actor,
+            "adapter.traffic",
+            adapter=name,
+            before={"weights": before},
+            after={"weights": _candidate_weights(weights.items())},
+        )
         refreshed = repo.get_with_versions(name)
         assert refreshed is not None
         return adapter_info(refreshed)

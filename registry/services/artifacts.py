@@ -4,6 +4,12 @@ Registration copies the adapter's config and weights (a source that passed every
 :mod:`registry.services.sources`) into a staging directory on the same file system, validates that
 copy, then publishes it with one ``rename``; a copy that fails is removed. Deletion renames the
 version directory into a trash directory first, so both can be undone until the database commits.
+
+A process killed while it copies (SIGKILL, a crash, a shutdown past its grace period) leaves its
+staging directory behind, never a published version. Staging directories are named after the
+host and process that made them; opening the store removes those of processes of this host that
+no longer run, and any older than :data:`STALE_STAGING_S` (another host's crash), so leftovers
+do not pile up while replicas sharing the store keep their registrations in progress.
 """
 
 from __future__ import annotations
@@ -12,6 +18,8 @@ import contextlib
 import logging
 import os
 import shutil
+import socket
+import time
 import uuid
 from pathlib import Path
 
@@ -21,18 +29,35 @@ logger = logging.getLogger(__name__)
 
 _STAGING = ".staging"
 _TRASH = ".trash"
+#: Staging directories older than this are leftovers whatever made them.
+STALE_STAGING_S = 24 * 3600.0
+
+
+def _host_tag() -> str:
+    return "".join(c if c.isalnum() else "_" for c in socket.gethostname())[:64] or "host"
+
+
+def _process_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # someone else's process: alive
+        return False
+    return False
 
 
 class ArtifactStore:
     def __init__(self, root: Path) -> None:
         self.root = root.expanduser().resolve()
+        self.clean_staging()
 
     def path_for(self, name: str, version: str) -> Path:
         return self.root / name / version
 
     def stage(self, source: CheckedSource) -> Path:
         """Copy the files vLLM reads from a checked ``source`` into a fresh staging directory."""
-        staging = self.root / _STAGING / uuid.uuid4().hex
+        staging = self.root / _STAGING / f"{_host_tag()}-{os.getpid()}-{uuid.uuid4().hex}"
         staging.mkdir(parents=True)
         try:
             source.copy_to(staging)
@@ -40,6 +65,35 @@ class ArtifactStore:
             shutil.rmtree(staging, ignore_errors=True)
             raise
         return staging
+
+    def clean_staging(self, *, now: float | None = None) -> list[Path]:
+        """Remove staging directories left by processes that died while copying; the removed."""
+        directory = self.root / _STAGING
+        try:
+            entries = list(directory.iterdir())
+        except FileNotFoundError:
+            return []
+        now = time.time() if now is None else now
+        host = _host_tag()
+        removed = []
+        for entry in entries:
+            tag = entry.name.rpartition("-")[0]  # host-pid-uuid
+            tag, _, pid = tag.rpartition("-")
+            dead = tag == host and pid.isdigit() and _process_gone(int(pid))
+            try:
+                stale = now - entry.lstat().st_mtime > STALE_STAGING_S
+            except FileNotFoundError:
+                continue
+            if dead or stale:
+                shutil.rmtree(entry, ignore_errors=True)
+                removed.append(entry)
+        if removed:
+            logger.warning(
+                "removed %d staging leftover(s) of interrupted registrations in %s",
+                len(removed),
+                directory,
+            )
+        return removed
 
     def publish(self, staging: Path, name: str, version: str) -> Path:
         """Move a staged copy to its final place (replacing an orphan left by a crash)."""

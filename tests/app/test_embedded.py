@@ -60,7 +60,8 @@ def _registry_state(vllm_server: VllmServer, name: str) -> tuple[Any, list[str]]
 
 def test_both_servers_are_up(vllm_server: VllmServer) -> None:
     assert httpx.get(f"{vllm_server.control_plane_url}/readyz").status_code == 200
-    models = httpx.get(f"{vllm_server.url}/v1/models").json()
+    models = httpx.get(f"{vllm_server.url}/v1/models", headers=vllm_server.stack.vllm_headers)
+    models = models.json()
     assert vllm_server.base_model in {model["id"] for model in models["data"]}
 
 

@@ -4,7 +4,13 @@ from pathlib import Path
 
 import pytest
 
-from hi_moe_lora.app.vllm_launch import ALL_PLUGINS, ENV_PROMETHEUS_MULTIPROC_DIR, VllmLaunch
+from hi_moe_lora.app.vllm_launch import (
+    ALL_PLUGINS,
+    ENV_PROMETHEUS_MULTIPROC_DIR,
+    ENV_VLLM_API_KEY,
+    SECRET_VARIABLES,
+    VllmLaunch,
+)
 from plugins.settings import PluginSettings, PluginSettingsError
 
 
@@ -84,3 +90,17 @@ def test_prepare_metrics_dir_drops_a_previous_runs_samples(tmp_path: Path) -> No
     (tmp_path / "notes.txt").write_text("not ours")
     VllmLaunch(model="m", metrics_dir=str(tmp_path)).prepare_metrics_dir()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_the_api_key_goes_to_vllms_environment_never_its_command_line() -> None:
+    launch = VllmLaunch(model="m", api_key="s3cret-key")
+    assert launch.variables({})[ENV_VLLM_API_KEY] == "s3cret-key"
+    assert ENV_VLLM_API_KEY in SECRET_VARIABLES
+    assert not any("s3cret-key" in arg for arg in launch.command(python="py"))
+    assert "--api-key" not in launch.command(python="py")
+    # vLLM's own check covers /v1 only: the guard extends it to every path
+    argv = launch.command(python="py")
+    assert argv[argv.index("--middleware") + 1] == "plugins.port_guard.KeyOnEveryPath"
+    assert "--middleware" not in VllmLaunch(model="m").command(python="py")
+    assert "s3cret-key" not in repr(launch)
+    assert ENV_VLLM_API_KEY not in VllmLaunch(model="m").variables({})

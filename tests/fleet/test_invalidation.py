@@ -179,7 +179,8 @@ def _complete(client: openai.OpenAI, model: str) -> tuple[str, str]:
 
 
 def _vllm_models(vllm_server: VllmServer) -> set[str]:
-    data = httpx.get(f"{vllm_server.url}/v1/models", timeout=30).json()["data"]
+    headers = vllm_server.stack.vllm_headers
+    data = httpx.get(f"{vllm_server.url}/v1/models", headers=headers, timeout=30).json()["data"]
     return {card["id"] for card in data}
 
 

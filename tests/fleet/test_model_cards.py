@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from registry.fleet.model_cards import adapter_ids, base_model_ids, served_base_name
+from typing import Any
+
+from registry.fleet.model_cards import (
+    LoraCard,
+    adapter_cards,
+    adapter_ids,
+    base_model_ids,
+    served_base_name,
+)
 
 
 def test_base_models_and_adapters_are_told_apart() -> None:
@@ -12,9 +20,27 @@ def test_base_models_and_adapters_are_told_apart() -> None:
 
 
 def test_malformed_listings_read_as_empty() -> None:
-    for listing in ({"data": None}, [], None, {"data": [{"id": ""}]}):
+    listings: tuple[Any, ...] = ({"data": None}, [], None, {"data": [{"id": ""}]})
+    for listing in listings:
         assert base_model_ids(listing) == []
         assert adapter_ids(listing) == []
+        assert adapter_cards(listing) == []
+
+
+def test_adapter_cards_carry_the_path_vllm_loaded_from() -> None:
+    listing = {
+        "data": [
+            {"id": "m", "root": "/models/m"},
+            {"id": "l@1.0.0", "parent": "m", "root": "/store/l/1.0.0"},
+            {"id": "odd", "parent": "m", "root": 7},
+            {"id": "bare", "parent": "m"},
+        ]
+    }
+    assert adapter_cards(listing) == [
+        LoraCard("l@1.0.0", "/store/l/1.0.0"),
+        LoraCard("odd", None),
+        LoraCard("bare", None),
+    ]
 
 
 def test_the_served_base_name_prefers_the_configured_one() -> None:

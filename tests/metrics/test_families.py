@@ -53,6 +53,8 @@ def test_cache_load_dispatch_and_operations_families() -> None:
     metrics.dispatched("fallback", None, "no_signal", 0.002)
     metrics.routing_gaps.inc()
     metrics.warmed("loaded")
+    metrics.foreign_binding_unloaded("unloaded")
+    metrics.foreign_binding_unloaded("failed")
     metrics.upstream_checked("http://vllm:8000", True)
     metrics.adapter_probed("math-lora", "1.0.0", "http://vllm:8000", False)
     text = scrape(metrics)
@@ -64,6 +66,8 @@ def test_cache_load_dispatch_and_operations_families() -> None:
     assert value(text, "hi_moe_lora_dispatch_fallbacks_total", reason="no_signal") == 1
     assert value(text, "hi_moe_lora_routing_gaps_total") == 1
     assert value(text, "hi_moe_lora_warmup_requests_total", outcome="loaded") == 1
+    assert value(text, "hi_moe_lora_foreign_bindings_total", outcome="unloaded") == 1
+    assert value(text, "hi_moe_lora_foreign_bindings_total", outcome="failed") == 1
     assert value(text, "hi_moe_lora_upstream_up", upstream="http://vllm:8000") == 1
     assert value(text, "hi_moe_lora_adapter_healthy", specialist="math-lora") == 0
     metrics.adapter_retired("math-lora", "1.0.0", "http://vllm:8000")

@@ -14,7 +14,15 @@ from registry.db import migrate
 from registry.db.engine import make_engine
 from registry.db.models import Base
 
-TABLES = {"adapters", "adapter_versions", "lora_id_counter", "routing_gaps", "request_records"}
+TABLES = {
+    "adapters",
+    "adapter_versions",
+    "lora_id_counter",
+    "routing_gaps",
+    "request_records",
+    "access_tokens",
+    "audit_events",
+}
 
 
 def _tables(url: str) -> set[str]:

@@ -46,6 +46,6 @@ def metrics_text(stack: EmbeddedStack) -> str:
 
 
 def vllm_models(stack: EmbeddedStack) -> set[str]:
-    answer = httpx.get(f"{stack.vllm_url}/v1/models", timeout=30)
+    answer = httpx.get(f"{stack.vllm_url}/v1/models", headers=stack.vllm_headers, timeout=30)
     answer.raise_for_status()
     return {card["id"] for card in answer.json()["data"]}

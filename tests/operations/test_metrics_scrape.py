@@ -82,7 +82,12 @@ def test_vllms_own_metrics_carry_the_resolver_and_worker_load_times(
 ) -> None:
     register(ops_stack.control_plane_url, "scrape-b", "1.0.0", demo_adapter(tiny_fleet, "math"))
     body = {"model": "scrape-b@1.0.0", "prompt": "hello", "max_tokens": 1}
-    answer = httpx.post(f"{ops_stack.vllm_url}/v1/completions", json=body, timeout=60)
+    answer = httpx.post(
+        f"{ops_stack.vllm_url}/v1/completions",
+        json=body,
+        headers=ops_stack.vllm_headers,
+        timeout=60,
+    )
     assert answer.status_code == 200
     text = httpx.get(f"{ops_stack.vllm_url}/metrics", timeout=30).text
     resolved = "hi_moe_lora_resolver_duration_seconds_count"

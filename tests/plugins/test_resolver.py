@@ -362,14 +362,17 @@ def test_vllm_loads_a_never_loaded_version_through_the_resolver(vllm_server: Vll
         vllm_server.control_plane_url, name, "1.1.0", vllm_server.adapters["python-lora"][1]
     )
 
+    headers = vllm_server.stack.vllm_headers  # vLLM's API key
+
     def loaded() -> set[str]:
-        data = httpx.get(f"{vllm_server.url}/v1/models", timeout=30).json()["data"]
-        return {card["id"] for card in data}
+        answer = httpx.get(f"{vllm_server.url}/v1/models", headers=headers, timeout=30)
+        return {card["id"] for card in answer.json()["data"]}
 
     def complete(model: str) -> httpx.Response:
         return httpx.post(
             f"{vllm_server.url}/v1/completions",
             json={"model": model, "prompt": "def f(x):", "max_tokens": 4, "temperature": 0.0},
+            headers=headers,
             timeout=120,
         )
 
@@ -381,3 +384,36 @@ def test_vllm_loads_a_never_loaded_version_through_the_resolver(vllm_server: Vll
 
     missing = complete(f"{name}@9.9.9")  # our resolver declines: vLLM's own 404
     assert missing.status_code == 404
+
+
+def test_the_resolver_sends_its_token_to_a_closed_control_plane(
+    tmp_path_factory: pytest.TempPathFactory, adapters_dir: Path
+) -> None:
+    from pydantic import SecretStr
+
+    from hi_moe_lora.control_api import ControlPlaneClient
+
+    admin, token = "hml_resolver-test-admin-0123456789abcdef", "hml_resolver-test-0123456789abcdef"
+    settings = control_plane_settings(
+        tmp_path_factory.mktemp("closed"),
+        BASE,
+        ["http://127.0.0.1:9"],
+        admin_token=SecretStr(admin),
+        resolver_token=SecretStr(token),
+    )
+    served = serve_control_plane(settings)
+    try:
+        ControlPlaneClient(served.url, timeout_s=60, token=admin).register(
+            "tok-a", "1.0.0", str(write_adapter(adapters_dir / "t1", seed=1))
+        )
+        refused = _resolver(served.url)  # no token: the control plane answers 401
+        assert _resolve(refused, "tok-a") is None
+        from_env = PluginSettings.from_env(
+            {ENV_REGISTRY_URL: served.url, "HI_MOE_LORA_RESOLVER_TOKEN": token}
+        )
+        assert token not in repr(from_env)
+        request = _resolve(HiMoeLoraResolver(from_env), "tok-a")
+        assert request is not None
+        assert request.lora_name == "tok-a"
+    finally:
+        served.stop()

@@ -94,3 +94,13 @@ def test_to_env_renders_what_from_env_reads(settings: PluginSettings) -> None:
     env = settings.to_env()
     assert set(env) <= {ENV_REGISTRY_URL, ENV_RESOLVER_TIMEOUT_S, ENV_KERNELS}
     assert PluginSettings.from_env(env) == settings
+
+
+def test_resolver_token_round_trips_and_stays_out_of_repr() -> None:
+    from plugins.settings import ENV_RESOLVER_TOKEN
+
+    settings = PluginSettings.from_env({ENV_RESOLVER_TOKEN: " hml_secret "})
+    assert settings.resolver_token == "hml_secret"
+    assert "hml_secret" not in repr(settings)
+    assert settings.to_env()[ENV_RESOLVER_TOKEN] == "hml_secret"
+    assert ENV_RESOLVER_TOKEN not in PluginSettings.from_env({}).to_env()

@@ -1,14 +1,19 @@
-"""Engine set-up: SQLite pragmas and BEGIN IMMEDIATE for writers."""
+"""Engine set-up: SQLite pragmas and BEGIN IMMEDIATE for writers; bounded connecting to a
+server database."""
 
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
+import pytest
 from sqlalchemy import text
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from registry.db.engine import make_engine, writer
+from tests.support.sockets import unanswered_connects
 
 
 def test_sqlite_pragmas(tmp_path: Path) -> None:
@@ -52,3 +57,18 @@ def test_plain_postgresql_urls_use_psycopg3() -> None:
     assert engine.dialect.driver == "psycopg"
     assert engine.url.database == "registry"
     engine.dispose()
+
+
+def test_connecting_to_a_server_that_never_answers_is_bounded() -> None:
+    engine = make_engine("postgresql+psycopg://nobody@127.0.0.1:1/none", connect_timeout_s=2)
+    assert engine.pool.timeout() == 2  # waiting for a pooled connection is bounded too
+    engine.dispose()
+    with unanswered_connects() as url:
+        port = url.rsplit(":", 1)[1]
+        engine = make_engine(f"postgresql://nobody@127.0.0.1:{port}/none", connect_timeout_s=2)
+        started = time.monotonic()
+        with pytest.raises(OperationalError), engine.connect():
+            pass
+        elapsed = time.monotonic() - started
+        engine.dispose()
+    assert 1.5 < elapsed < 4.5

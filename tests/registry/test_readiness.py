@@ -35,4 +35,4 @@ async def test_unreachable_database_says_so() -> None:
             await require_schema_at_head(database)
     finally:
         database.dispose()
-    assert caught.value.code == "database_unreachable"
+    assert caught.value.code == "database_unavailable"

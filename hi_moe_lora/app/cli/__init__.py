@@ -14,7 +14,18 @@ import sys
 from collections.abc import Sequence
 
 # module name -> its sub-commands are registered by that module's add_parser()
-_COMMAND_MODULES = ("serve", "db", "admin", "dispatch", "warmup", "vllm", "tiny", "demo")
+_COMMAND_MODULES = (
+    "serve",
+    "db",
+    "admin",
+    "tokens",
+    "audit",
+    "dispatch",
+    "warmup",
+    "vllm",
+    "tiny",
+    "demo",
+)
 
 
 #: Libraries that log routine work at INFO: httpx a line per request ("HTTP Request: …"), Alembic

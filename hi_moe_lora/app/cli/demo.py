@@ -1,9 +1,14 @@
-"""``hi-moe-lora demo``: the end-to-end demo on the embedded default."""
+"""``hi-moe-lora demo``: the end-to-end demo on the embedded default.
+
+Access control is on: the admin and resolver tokens are ``HI_MOE_LORA_ADMIN_TOKEN`` and
+``HI_MOE_LORA_RESOLVER_TOKEN`` when set, else generated for the run.
+"""
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +37,11 @@ def run(args: argparse.Namespace) -> int:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
     try:
-        run_demo(args.workdir.resolve())
+        run_demo(
+            args.workdir.resolve(),
+            admin_token=os.environ.get("HI_MOE_LORA_ADMIN_TOKEN") or None,
+            resolver_token=os.environ.get("HI_MOE_LORA_RESOLVER_TOKEN") or None,
+        )
     except (ControlPlaneError, ProcessStartError, OSError) as exc:
         print(f"demo failed: {exc}")
         return 1

@@ -22,13 +22,20 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument(
         "--migrate", action="store_true", help="upgrade the database to the latest schema first"
     )
+    parser.add_argument(
+        "--insecure",
+        action="store_true",
+        default=None,
+        help="serve without access control on a non-loopback address (default: "
+        "$HI_MOE_LORA_INSECURE; set HI_MOE_LORA_ADMIN_TOKEN instead)",
+    )
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from registry.app import create_app
+    from registry.app import access_refusal, create_app
     from registry.db.migrate import current_revision, head_revision, upgrade_to_head
     from registry.settings import ControlPlaneSettings
 
@@ -38,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
             ("host", args.host),
             ("port", args.port),
             ("database_url", args.database_url),
+            ("insecure", args.insecure),
         )
         if value is not None
     }
@@ -54,5 +62,17 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_config=None)
+    refused = access_refusal(settings)  # the lifespan checks again, with the same rule
+    if refused is not None:
+        print(f"error: {refused}", file=sys.stderr)
+        return 2
+    # SIGTERM/SIGINT: uvicorn stops accepting, waits for requests and streams in flight at
+    # most shutdown_grace_s, then runs the lifespan's shutdown (buffered statistics written).
+    uvicorn.run(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        log_config=None,
+        timeout_graceful_shutdown=settings.shutdown_grace_s,
+    )
     return 0

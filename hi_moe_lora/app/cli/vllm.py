@@ -1,14 +1,27 @@
-"""``hi-moe-lora vllm``: start vLLM's OpenAI server with our plugins configured."""
+"""``hi-moe-lora vllm``: start vLLM's OpenAI server with our plugins configured.
+
+vLLM's API key comes from ``--api-key-env`` (default ``HI_MOE_LORA_API_KEY``, the variable the
+control plane reads the same secret from) and reaches vLLM as ``VLLM_API_KEY``. Without a key
+vLLM may bind only to a loopback address (``--insecure`` overrides). ``--print-only`` shows
+every variable it sets, secrets as a reference to the variable they come from.
+"""
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 import shlex
 import sys
 from typing import Any
 
-from hi_moe_lora.app.vllm_launch import ALL_PLUGINS, VllmLaunch
+from hi_moe_lora.app.vllm_launch import (
+    ALL_PLUGINS,
+    ENV_CONTROL_PLANE_API_KEY,
+    ENV_VLLM_API_KEY,
+    SECRET_VARIABLES,
+    VllmLaunch,
+)
 from plugins.settings import ENV_KERNELS, ENV_REGISTRY_URL, KERNEL_CHOICES, PluginSettingsError
 
 
@@ -27,7 +40,24 @@ def add_parser(subparsers: Any) -> None:
         default=None,
         help=f"control plane URL the resolver asks (default: ${ENV_REGISTRY_URL})",
     )
-    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to bind (default: %(default)s); never expose vLLM's port: only the "
+        "control plane should reach it (docs/security.md)",
+    )
+    parser.add_argument(
+        "--api-key-env",
+        default=ENV_CONTROL_PLANE_API_KEY,
+        metavar="VARIABLE",
+        help="environment variable holding vLLM's API key, the secret the control plane sends "
+        f"(default: %(default)s; vLLM gets it as {ENV_VLLM_API_KEY})",
+    )
+    parser.add_argument(
+        "--insecure",
+        action="store_true",
+        help="allow binding to a non-loopback address without an API key",
+    )
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--max-lora-rank", type=int, default=64)
     parser.add_argument("--max-loras", type=int, default=4)
@@ -60,10 +90,39 @@ def add_parser(subparsers: Any) -> None:
     parser.set_defaults(handler=run)
 
 
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names only this machine (``localhost`` or a loopback address)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to anything
+
+
+def key_source(args: argparse.Namespace) -> str | None:
+    """The variable vLLM's key comes from: ``--api-key-env``'s, else ``VLLM_API_KEY`` when the
+    environment already has one, else none."""
+    for variable in (args.api_key_env, ENV_VLLM_API_KEY):
+        if os.environ.get(variable):
+            return str(variable)
+    return None
+
+
+def shown(key: str, value: str, source: str | None) -> str:
+    """``KEY=value`` as ``--print-only`` prints it: a secret as the variable it comes from."""
+    if key == ENV_VLLM_API_KEY and source is not None:
+        return f'{key}="${source}"'
+    if key in SECRET_VARIABLES:
+        return f"{key}='***'"
+    return f"{key}={shlex.quote(value)}"
+
+
 def run(args: argparse.Namespace) -> int:
     extra = list(args.vllm_args)
     if extra and extra[0] == "--":
         extra = extra[1:]
+    source = key_source(args)
     launch = VllmLaunch(
         model=args.model,
         registry_url=args.registry_url,
@@ -78,6 +137,7 @@ def run(args: argparse.Namespace) -> int:
         plugins=tuple(name for name in args.plugins.split(",") if name),
         extra_args=tuple(extra),
         metrics_dir=args.metrics_dir,
+        api_key=os.environ[source] if source is not None else None,
     )
     argv = launch.command()
     try:
@@ -85,6 +145,19 @@ def run(args: argparse.Namespace) -> int:
     except PluginSettingsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if source is None:
+        if not is_loopback(args.host) and not args.insecure:
+            print(
+                f"error: refusing to bind vLLM to {args.host} without an API key: set "
+                f"{args.api_key_env} (the secret the control plane sends), or pass --insecure",
+                file=sys.stderr,
+            )
+            return 2
+        print(
+            f"warning: no API key ({args.api_key_env} is unset): anyone who reaches "
+            f"{args.host}:{args.port} can load and unload adapters and run inference",
+            file=sys.stderr,
+        )
     if ENV_REGISTRY_URL not in variables:
         print(
             f"warning: no --registry-url / {ENV_REGISTRY_URL}: the resolver plugin will "
@@ -93,7 +166,7 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.print_only:
         for key, value in variables.items():
-            print(f"{key}={shlex.quote(value)}")
+            print(shown(key, value, source))
         print(shlex.join(argv))
         return 0
     launch.prepare_metrics_dir()

@@ -80,3 +80,49 @@ def test_print_only_shows_the_cpu_kv_cache_space_it_sets(
     monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "8")  # the operator's choice is kept
     assert main(argv) == 0
     assert "VLLM_CPU_KVCACHE_SPACE=8" in capsys.readouterr().out.splitlines()
+
+
+def test_print_only_shows_the_api_key_as_a_reference_never_its_value(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HI_MOE_LORA_API_KEY", "s3cret-key")
+    assert main(["vllm", "--model", "m", "--registry-url", "http://r:8080", "--print-only"]) == 0
+    captured = capsys.readouterr()
+    assert 'VLLM_API_KEY="$HI_MOE_LORA_API_KEY"' in captured.out.splitlines()
+    assert "s3cret-key" not in captured.out + captured.err
+    assert "no API key" not in captured.err
+    # another variable can hold it
+    monkeypatch.delenv("HI_MOE_LORA_API_KEY")
+    monkeypatch.setenv("MY_VLLM_KEY", "other-secret")
+    argv = ["vllm", "--model", "m", "--api-key-env", "MY_VLLM_KEY", "--print-only"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert 'VLLM_API_KEY="$MY_VLLM_KEY"' in out.splitlines()
+    assert "other-secret" not in out
+
+
+def test_without_a_key_vllm_binds_only_to_loopback(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("HI_MOE_LORA_API_KEY", raising=False)
+    monkeypatch.delenv("VLLM_API_KEY", raising=False)
+    assert main(["vllm", "--model", "m", "--print-only"]) == 0
+    captured = capsys.readouterr()
+    assert "no API key" in captured.err
+    assert "VLLM_API_KEY" not in captured.out
+    for host in ("0.0.0.0", "10.0.0.5", "vllm.internal"):
+        assert main(["vllm", "--model", "m", "--host", host, "--print-only"]) == 2
+        assert f"refusing to bind vLLM to {host} without an API key" in capsys.readouterr().err
+    argv = ["vllm", "--model", "m", "--host", "0.0.0.0", "--insecure", "--print-only"]
+    assert main(argv) == 0
+    assert "no API key" in capsys.readouterr().err
+    monkeypatch.setenv("HI_MOE_LORA_API_KEY", "k")
+    assert main(["vllm", "--model", "m", "--host", "10.0.0.5", "--print-only"]) == 0
+    capsys.readouterr()
+    # a key already in vLLM's own variable counts, and gets the port guard too
+    monkeypatch.delenv("HI_MOE_LORA_API_KEY")
+    monkeypatch.setenv("VLLM_API_KEY", "own-key")
+    assert main(["vllm", "--model", "m", "--host", "10.0.0.5", "--print-only"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert 'VLLM_API_KEY="$VLLM_API_KEY"' in lines
+    assert "plugins.port_guard.KeyOnEveryPath" in shlex.split(lines[-1])
