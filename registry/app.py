@@ -20,7 +20,6 @@ from registry.access.secrets import digest
 from registry.access.startup import admin_token_stored, refusal
 from registry.api import access, admin, dispatcher, health, metrics, operations
 from registry.api.access_errors import install_access_handler
-from registry.api.admission import AdminAdmission
 from registry.api.limits import BodyLimit
 from registry.api.problems import install_problem_handler
 from registry.components import Components, ControlPlaneApp
@@ -53,7 +52,9 @@ from registry.settings import ControlPlaneSettings
 def create_app(settings: ControlPlaneSettings | None = None) -> ControlPlaneApp:
     settings = hashed_secrets(settings or ControlPlaneSettings())
     control_plane_metrics = ControlPlaneMetrics()
-    database = Database(make_engine(settings.database_url))
+    database = Database(
+        make_engine(settings.database_url, connect_timeout_s=settings.database_connect_timeout_s)
+    )
     keyring = Keyring(database, bootstrap_keys(settings), refresh_s=settings.access_refresh_s)
     gatekeeper = Gatekeeper(keyring, openings(settings))
     tokens = TokenService(database, bootstrap_admin=keyring.bootstrap_admin)

@@ -26,6 +26,9 @@ class ControlPlaneSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
 
     database_url: str = "sqlite:///./.hi-moe-lora/registry.db"
+    # A server database (PostgreSQL) that cannot be reached fails a request with 503 after
+    # this long (making a connection, or waiting for a pooled one); SQLite ignores it.
+    database_connect_timeout_s: float = Field(default=5.0, gt=0)
     artifact_dir: Path = Path("./.hi-moe-lora/artifacts")
     # The served base model path/id; adapters are validated against it at registration.
     base_model: str | None = None

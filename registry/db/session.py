@@ -109,6 +109,8 @@ class Database:
                     uow._run_undo()
                     raise
         except (PoolTimeoutError, OperationalError, InterfaceError) as exc:
+            if _schema_error(exc):
+                raise  # SQLite reports a missing table as "operational": a bug, not an outage
             raise self._unavailable(exc) from exc
         except DBAPIError as exc:
             if exc.connection_invalidated:
@@ -131,6 +133,11 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+def _schema_error(exc: Exception) -> bool:
+    """SQLite's "no such table/column": the schema is wrong, the database is there."""
+    return str(getattr(exc, "orig", exc)).startswith("no such ")
 
 
 def _quiet_rollback(session: Session) -> None:

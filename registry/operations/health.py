@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
+from registry.errors import DatabaseUnavailable
 from registry.fleet.completions import Completion, greedy_completion
 from registry.fleet.invalidation import UNLOAD_DEADLINE_S
 from registry.fleet.loaded import LoadedAdapters
@@ -116,6 +117,8 @@ class HealthMonitor:
         self._task: asyncio.Task[None] | None = None
         self._notifying: set[asyncio.Task[None]] = set()
         self._round_lock = asyncio.Lock()
+        # the registry as last read: rounds go on with it while the database is unavailable
+        self._registered: list[AdapterInfo] = []
         self._fleet_changed = asyncio.Event()
 
     def add_up_listener(self, listener: UpListener) -> None:
@@ -181,7 +184,7 @@ class HealthMonitor:
         async with self._round_lock:
             targets = list(self._upstreams.replicas if replicas is None else replicas)
             if targets:
-                registered = await self._adapters.list_adapters()
+                registered = await self._registry()
                 versions = served_versions(registered)
                 artifacts = await asyncio.to_thread(self._artifacts.problems, versions)
                 self._quarantine.replace(artifacts)
@@ -190,6 +193,15 @@ class HealthMonitor:
                     *(self._check(r, registered, versions, artifacts, semaphore) for r in targets)
                 )
             return self.snapshot()
+
+    async def _registry(self) -> list[AdapterInfo]:
+        """The registry's adapters; while the database is unavailable, the last reading (the
+        upstreams are still checked, and what was served is still probed)."""
+        try:
+            self._registered = await self._adapters.list_adapters()
+        except DatabaseUnavailable as exc:  # logged once per outage by the database itself
+            logger.debug("health round uses the last registry reading: %s", exc)
+        return self._registered
 
     async def _check(
         self,

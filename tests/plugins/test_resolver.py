@@ -315,8 +315,14 @@ def test_register_without_registry_url_does_nothing(
 ) -> None:
     monkeypatch.delenv(ENV_REGISTRY_URL, raising=False)
     caplog.set_level(logging.INFO, logger="plugins.resolver")
-    register()
-    register()
+    # register() stops our loggers propagating (they forward to vLLM's log): listen on ours
+    ours = logging.getLogger("plugins.resolver")
+    ours.addHandler(caplog.handler)
+    try:
+        register()
+        register()
+    finally:
+        ours.removeHandler(caplog.handler)
     assert RESOLVER_NAME not in LoRAResolverRegistry.get_supported_resolvers()
     off = [r for r in caplog.records if "resolver off" in r.getMessage()]
     assert len(off) == 1

@@ -37,16 +37,17 @@ def control_plane(tmp_path: Path) -> Iterator[str]:
         artifact_dir=tmp_path / "artifacts",
         base_model=DEFAULT_BASE_MODEL,
         source_roots=[tmp_path],
+        dispatch_embeddings=False,  # the admin CLI's tests need no embedding model
     )
     port = _free_port()
     config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60
     while not server.started:
         assert thread.is_alive(), "control plane failed to start"
-        assert time.monotonic() < deadline, "control plane did not start in 30 s"
+        assert time.monotonic() < deadline, "control plane did not start in 60 s"
         time.sleep(0.05)
     yield f"http://127.0.0.1:{port}"
     server.should_exit = True

@@ -47,7 +47,8 @@ def test_serve_with_migrate_starts_and_is_not_ready_without_vllm(tmp_path: Path)
         env=_serve_env(tmp_path, port),
     )
     with server:
-        server.wait_http_ok(f"http://127.0.0.1:{port}/healthz", timeout_s=60)
+        # start-up loads the embedding model and encodes the catalogue's exemplars
+        server.wait_http_ok(f"http://127.0.0.1:{port}/healthz", timeout_s=120)
         # no vLLM at the configured URL: alive, migrated, but not ready, and it says why
         deadline = time.monotonic() + 30
         while True:
