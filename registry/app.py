@@ -20,6 +20,7 @@ from registry.access.secrets import digest
 from registry.access.startup import admin_token_stored, refusal
 from registry.api import access, admin, dispatcher, health, metrics, operations
 from registry.api.access_errors import install_access_handler
+from registry.api.admission import AdminAdmission
 from registry.api.limits import BodyLimit
 from registry.api.problems import install_problem_handler
 from registry.components import Components, ControlPlaneApp

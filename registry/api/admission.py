@@ -27,7 +27,9 @@ class AdminAdmission:
 
     def __init__(self, app: ASGIApp, limit: int = ADMIN_CONCURRENCY) -> None:
         self.app = app
-        self._slots = asyncio.Semaphore(limit)
+        self.limit = limit
+        # one semaphore per event loop (an app may be served by several loops in turn: tests)
+        self._slots: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
         self._admin = paths.ADMIN_PREFIX + "/"
         self._exempt = paths.ADMIN_PREFIX + paths.RESOLVE.split("{", 1)[0]
 
@@ -39,5 +41,11 @@ class AdminAdmission:
         if scope["type"] != "http" or not self.admits(scope["path"]):
             await self.app(scope, receive, send)
             return
-        async with self._slots:
+        async with self._semaphore():
             await self.app(scope, receive, send)
+
+    def _semaphore(self) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        if self._slots is None or self._slots[0] is not loop:
+            self._slots = (loop, asyncio.Semaphore(self.limit))
+        return self._slots[1]
