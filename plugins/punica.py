@@ -10,7 +10,10 @@ Setting: ``HI_MOE_LORA_KERNELS=ours`` (default), ``vllm`` (leave vLLM's kernels,
 correctness probes). With a wrapper of ours installed, the LoRA config's hash also
 names it (:func:`cache_key_tag`), so vLLM's compile cache never hands a graph compiled around one
 set of kernels to another.
-CPU and other platforms keep vLLM's wrapper. Registration is idempotent, imports only
+On the CPU platform it installs :class:`plugins.punica_cpu.IsolatedPunicaWrapperCPU` instead
+(vLLM's CPU wrapper with a fix: vLLM 0.32.0 computed base-model tokens of a mixed batch with the
+last slot's adapter), for every choice but ``vllm``; other platforms keep vLLM's wrapper.
+Registration is idempotent, imports only
 ``vllm.platforms`` (already loaded by vLLM when plugins load), and never breaks vLLM's start:
 any problem is logged and vLLM's wrapper stays. The heavy import of our wrapper (torch, triton)
 happens in the worker when vLLM asks for the class; if it fails there, vLLM's wrapper is used.
@@ -33,17 +36,22 @@ logger = logging.getLogger(__name__)
 WRAPPER_MODULE = "plugins.punica_wrapper"
 WRAPPER_QUALNAME = f"{WRAPPER_MODULE}.HiMoePunicaWrapperGPU"
 REFERENCE_QUALNAME = f"{WRAPPER_MODULE}.ReferencePunicaWrapperGPU"
-#: The wrapper each choice installs (``vllm``: none).
+#: The wrapper each choice installs on CUDA (``vllm``: none).
 WRAPPERS = {"ours": WRAPPER_QUALNAME, "reference": REFERENCE_QUALNAME}
+#: The wrapper installed on the CPU platform (any choice but ``vllm``).
+CPU_WRAPPER_MODULE = "plugins.punica_cpu"
+CPU_WRAPPER_QUALNAME = f"{CPU_WRAPPER_MODULE}.IsolatedPunicaWrapperCPU"
 _MARK = "_hi_moe_lora_original_punica"
 _HASH_MARK = "_hi_moe_lora_original_compute_hash"
 _LOCK = threading.Lock()
 
 
 def _make_resolver(original: str, qualname: str) -> Any:
+    module = qualname.rpartition(".")[0]
+
     def get_punica_wrapper(cls: type) -> str:
         try:
-            importlib.import_module(WRAPPER_MODULE)
+            importlib.import_module(module)
         except Exception:
             logger.exception("hi-moe-lora kernels unavailable; using vLLM's %s", original)
             return original
@@ -54,9 +62,11 @@ def _make_resolver(original: str, qualname: str) -> Any:
 
 def install(platform: Any, qualname: str = WRAPPER_QUALNAME) -> bool:
     """Point ``platform``'s Punica wrapper at ``qualname`` (ours by default) if it is a CUDA
-    platform; True if installed."""
-    if not platform.is_cuda():
-        logger.debug("hi-moe-lora kernels: not a CUDA platform, vLLM's wrapper stays")
+    platform, or at :data:`CPU_WRAPPER_QUALNAME` if it is the CPU platform; True if installed."""
+    if _is_cpu(platform):
+        qualname = CPU_WRAPPER_QUALNAME
+    elif not platform.is_cuda():
+        logger.debug("hi-moe-lora kernels: not a CUDA or CPU platform, vLLM's wrapper stays")
         return False
     platform_cls: Any = platform if isinstance(platform, type) else type(platform)
     with _LOCK:
@@ -71,6 +81,11 @@ def install(platform: Any, qualname: str = WRAPPER_QUALNAME) -> bool:
     return True
 
 
+def _is_cpu(platform: Any) -> bool:
+    is_cpu = getattr(platform, "is_cpu", None)
+    return bool(is_cpu()) if callable(is_cpu) else False
+
+
 def cache_key_tag(qualname: str = WRAPPER_QUALNAME) -> str:
     """What our kernels add to the LoRA config's hash: the wrapper's name and source digest.
 
@@ -79,7 +94,8 @@ def cache_key_tag(qualname: str = WRAPPER_QUALNAME) -> str:
     graph, so without this a graph compiled around vLLM's kernels (``HI_MOE_LORA_KERNELS=vllm``,
     or an older wrapper) would be loaded for ours, or the other way round, with no error.
     """
-    source = Path(__file__).with_name("punica_wrapper.py").read_bytes()
+    module = qualname.rpartition(".")[0].rpartition(".")[2]  # plugins.punica_wrapper → …
+    source = Path(__file__).with_name(f"{module}.py").read_bytes()
     return f"{qualname}:{hashlib.sha256(source).hexdigest()[:16]}"
 
 
@@ -144,14 +160,15 @@ def register() -> None:
     try:
         from vllm.platforms import current_platform
 
-        installed = install(current_platform, WRAPPERS[choice])
+        qualname = CPU_WRAPPER_QUALNAME if _is_cpu(current_platform) else WRAPPERS[choice]
+        installed = install(current_platform, qualname)
     except Exception:
         logger.exception("hi-moe-lora kernels not installed; vLLM's wrapper stays")
         return
     if not installed:
         return
     try:
-        tag_compile_cache_key(WRAPPERS[choice])
+        tag_compile_cache_key(qualname)
     except Exception:
         logger.exception(
             "hi-moe-lora could not tag vLLM's compile cache key: a graph cached with vLLM's "

@@ -51,21 +51,36 @@ def test_wrapper_import_failure_falls_back_to_vllm(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    monkeypatch.setattr(punica, "WRAPPER_MODULE", "plugins.does_not_exist")
-    punica.install(cuda_platform)
+    punica.install(cuda_platform, "plugins.does_not_exist.Wrapper")
     with caplog.at_level(logging.ERROR, logger="plugins.punica"):
         assert cuda_platform.get_punica_wrapper().startswith("vllm.")
     assert "unavailable" in caplog.text
 
 
-def test_register_leaves_cpu_platform_alone() -> None:
+def test_register_installs_the_isolated_wrapper_on_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    from vllm.platforms import current_platform
+
+    assert current_platform.is_cpu()
+    before = current_platform.get_punica_wrapper()
+    monkeypatch.delenv(ENV_KERNELS, raising=False)
+    try:
+        punica.register()
+        punica.register()  # idempotent
+        assert current_platform.get_punica_wrapper() == punica.CPU_WRAPPER_QUALNAME
+        assert before.startswith("vllm.")
+    finally:
+        punica.uninstall(current_platform)
+        punica.untag_compile_cache_key()
+    assert current_platform.get_punica_wrapper() == before
+
+
+def test_register_keeps_vllms_cpu_wrapper_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
     from vllm.platforms import current_platform
 
     before = current_platform.get_punica_wrapper()
-    punica.register()
+    monkeypatch.setenv(ENV_KERNELS, "vllm")
     punica.register()
     assert current_platform.get_punica_wrapper() == before
-    assert not current_platform.is_cuda()
 
 
 @pytest.mark.parametrize(

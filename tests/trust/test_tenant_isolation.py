@@ -137,42 +137,6 @@ def test_difference_tells_noise_from_leaks() -> None:
     assert difference(Answer((5,), (-0.1,), (2.0,)), solo, {}) is not None
 
 
-# ------------------------------------------------------------------ vLLM's CPU LoRA path
-
-
-def test_vllm_cpu_lora_ops_leave_base_model_tokens_alone() -> None:
-    """The minimal form of the leak, without a server: vLLM's CPU Punica wrapper (the one the
-    CPU platform uses; ours is installed on CUDA only) given a batch of one base-model token
-    (slot index -1) and one adapter token must add nothing to the base-model token.
-
-    On vLLM 0.32.0 (CPU build) it adds the *last* slot's LoRA: the torch-native ops select
-    ``lora_b_weights[indices]``, and -1 indexes the last slot. vLLM marks every CPU batch as a
-    prefill (SGMV path), which skips LoRA only when the whole batch is one segment of -1, so a
-    batch of base-model requests alone is right and a mixed batch is not.
-    """
-    torch = pytest.importorskip("torch")
-    pytest.importorskip("vllm")
-    from vllm.lora.layers.utils import LoRAMapping
-    from vllm.lora.punica_wrapper.punica_cpu import PunicaWrapperCPU
-
-    slots, rank, hidden = 2, 4, 8
-    generator = torch.Generator().manual_seed(0)
-    lora_a = (torch.randn(slots, 1, rank, hidden, generator=generator),)
-    lora_b = (torch.randn(slots, 1, hidden, rank, generator=generator),)
-    x = torch.randn(2, hidden, generator=generator)
-    wrapper = PunicaWrapperCPU(max_num_batched_tokens=16, max_batches=4, device="cpu")
-    # token 0: the base model (id 0); token 1: adapter id 7, in slot 0; slot 1 holds id 9
-    mapping = LoRAMapping(index_mapping=(0, 7), prompt_mapping=(0, 7), is_prefill=True)
-    wrapper.update_metadata(mapping, [7, 9], slots + 1, 512)
-    y = torch.zeros(2, hidden)
-    wrapper.add_lora_linear(y, x, lora_a, lora_b, 1.0, (hidden,))
-    own = (x[1] @ lora_a[0][0, 0].T) @ lora_b[0][0, 0].T
-    assert torch.allclose(y[1], own, atol=1e-5)  # the adapter token: its own slot
-    last_slot = (x[0] @ lora_a[0][1, 0].T) @ lora_b[0][1, 0].T
-    leaked = bool(torch.allclose(y[0], last_slot, atol=1e-5))
-    assert float(y[0].abs().max()) == 0.0, f"base-model token changed (= last slot: {leaked})"
-
-
 # ------------------------------------------------------------------ on real vLLM
 
 
