@@ -73,6 +73,9 @@ class Domain:
     exemplars: tuple[str, ...]
     related: tuple[tuple[str, float], ...] = ()
     kind: DomainKind = "topic"
+    deliverables: tuple[Term, ...] = ()
+    outranks: frozenset[str] = frozenset()
+    yields_to_code: bool = False
 
 
 def normalize_name(name: str) -> str:
@@ -170,6 +173,9 @@ def parse_domain(spec: DomainSpec) -> Domain:
         exemplars=tuple(spec.exemplars),
         related=tuple((normalize_name(other), affinity) for other, affinity in spec.related),
         kind=spec.kind,
+        deliverables=tuple(parse_terms(spec.deliverables, name, DECISIVE_WEIGHT)),
+        outranks=frozenset(normalize_name(other) for other in spec.outranks),
+        yields_to_code=spec.yields_to_code,
     )
 
 

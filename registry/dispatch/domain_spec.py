@@ -25,6 +25,19 @@ class DomainSpec:
     weak: str = ""
     files: str = ""
     exemplars: tuple[str, ...] = ()
+    #: Artefacts this domain's work delivers (``readme``, ``dockerfile``, ``derive``): when a
+    #: request's verb asks for one (``write a README for …``), the domain decides
+    #: (:mod:`registry.dispatch.intent`). Keyword notation; a request verb itself
+    #: (``document``, ``derive``) counts only as the verb.
+    deliverables: str = ""
+    #: Domains this one outranks when both are in contention: the labelling rules' "GPU work
+    #: is cuda even when written in C++", "pandas and SQL are data even when called from
+    #: Python". Used only to settle a lexical tie (:func:`registry.dispatch.verdicts.
+    #: lexical_verdict`).
+    outranks: tuple[str, ...] = ()
+    #: When a request asks for code ("write a script that reads every README"), this domain's
+    #: words name the subject, not the work: they are not evidence then (documentation, markup).
+    yields_to_code: bool = False
     #: Domains whose specialist may take this domain's tasks when none serves it directly.
     related: tuple[tuple[str, float], ...] = ()
     kind: DomainKind = "topic"

@@ -18,9 +18,15 @@ from dataclasses import dataclass
 
 from registry.dispatch import explain
 from registry.dispatch.catalogue import Catalogue, default_catalogue
-from registry.dispatch.embeddings import Embedder
+from registry.dispatch.embeddings import MAX_QUERY_CHARS, Embedder
 from registry.dispatch.errors import DispatchError
-from registry.dispatch.evidence import Evidence, OwnerEvidence, gather, weigh
+from registry.dispatch.evidence import (
+    Evidence,
+    OwnerEvidence,
+    gather,
+    weigh,
+    without_declined,
+)
 from registry.dispatch.fleet import FleetIndex, build_fleet, routing_signature, validate
 from registry.dispatch.records import (
     Decision,
@@ -130,7 +136,7 @@ class Dispatcher:
                 "no specialists are registered", "no_specialists", {}, seen.evidence.total
             )
         verdict = lexical_verdict(seen.ranked, self._limits)
-        lead = seen.ranked[0] if seen.ranked else None
+        lead = seen.lead(verdict.leader)
         if verdict.confident and lead is not None:
             if lead.owner.specialist is None:
                 domain = lead.owner.key.split(":", 1)[-1]
@@ -149,7 +155,7 @@ class Dispatcher:
         return self._semantic(state.bank, seen, task, verdict, tie)
 
     def _lexical_choice(self, seen: _Lexical, verdict: Verdict) -> Decision:
-        lead = seen.ranked[0]
+        lead = seen.lead(verdict.leader) or seen.ranked[0]
         return explain.chosen(
             seen.fleet,
             verdict.candidates,
@@ -165,7 +171,7 @@ class Dispatcher:
         self, bank: ExemplarBank, seen: _Lexical, task: Task, lexical: Verdict, tie: bool
     ) -> Decision:
         fleet = seen.fleet
-        sims = bank.domain_scores(task.objective)
+        sims = bank.domain_scores(without_declined(task.objective[:MAX_QUERY_CHARS]))
         # Tier 3 gives no head start to words that may have their everyday sense here.
         boosts = {
             item.owner.key: item.strength
@@ -219,6 +225,14 @@ class _Lexical:
             },
             strengths={item.owner.key: item.strength for item in ranked},
         )
+
+    def lead(self, key: str | None) -> OwnerEvidence | None:
+        """The evidence of the verdict's leader ``key`` (the strongest owner without one)."""
+        if key is not None:
+            for item in self.ranked:
+                if item.owner.key == key:
+                    return item
+        return self.ranked[0] if self.ranked else None
 
     def fallback(
         self,

@@ -4,16 +4,22 @@ Owns :func:`gather` (tokenize, match keywords and files, add up the evidence per
 :func:`weigh` (add up the evidence per owner, with the affinity of adopted domains). It also
 decides whether an owner's evidence is *confirmed*: a keyword with an everyday sense
 (``python``, ``markdown``, ``docker``, ``proof``) counts as a technical signal only next to
-another technical term, a file, or code. Imports only the standard library.
+another technical term, a file, or code. A deliverable cue (:mod:`registry.dispatch.intent`:
+"write a README for …") counts as keyword evidence of its domain and marks the owners of that
+domain (:attr:`OwnerEvidence.deliverable`). A word the request explicitly declines ("the idea
+only, no equations please", "explain it without the math") is not evidence for its domain.
+Imports only the standard library.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from registry.dispatch.files import FileHit
 from registry.dispatch.fleet import FleetIndex, Owner
+from registry.dispatch.intent import Deliverable, find_deliverable
 from registry.dispatch.keywords import KeywordHit
 from registry.dispatch.records import Task
 from registry.dispatch.scoring import saturate
@@ -25,6 +31,13 @@ MAX_LEXICAL_CHARS = 200_000
 CONFIRMING_WEIGHT = 0.5
 #: Another domain's keyword at least this heavy corroborates an ambiguous one.
 CORROBORATING_WEIGHT = 0.6
+#: A declined word: "no"/"without" (+ "the"/"any") + one word that ends the clause or is
+#: followed by "please" ("no equations please", "without the math."); "No CUDA GPUs are
+#: available" and "no such file" are statements, not declined words.
+_DECLINED = re.compile(
+    r"\b(?:no|without)\s+(?:the\s+|any\s+)?[a-z][\w+#-]*(?=\s*(?:[.,;!?)]|$|please\b))",
+    re.IGNORECASE | re.MULTILINE,
+)
 
 
 @dataclass(frozen=True)
@@ -37,6 +50,8 @@ class Evidence:
     keyword: dict[str, float]
     files: dict[str, float]
     total: dict[str, float]
+    #: what a request verb asks to be produced, when it is a domain's deliverable.
+    deliverable: Deliverable | None = None
 
 
 @dataclass(frozen=True)
@@ -49,6 +64,12 @@ class OwnerEvidence:
     files: float
     matched: frozenset[str]
     confirmed: bool
+    #: the owner answers for the task's deliverable (``Evidence.deliverable``).
+    deliverable: bool = False
+    #: the domains that the owner's matched domains outrank (``DomainSpec.outranks``).
+    outranks: frozenset[str] = frozenset()
+    #: the matched domain with the most evidence (what the owner's evidence is mostly about).
+    dominant: str = ""
 
 
 def _per_domain(weights: Iterable[tuple[str, float]]) -> dict[str, float]:
@@ -58,12 +79,34 @@ def _per_domain(weights: Iterable[tuple[str, float]]) -> dict[str, float]:
     return {domain: saturate(values) for domain, values in grouped.items()}
 
 
+def without_declined(text: str) -> str:
+    """``text`` without the words it declines ("no equations please")."""
+    return _DECLINED.sub(" ", text)
+
+
 def gather(fleet: FleetIndex, task: Task) -> Evidence:
     """Tokenize the task and collect its keyword and file evidence per domain."""
-    tokens = tokenize(task.objective[:MAX_LEXICAL_CHARS])
+    tokens = tokenize(without_declined(task.objective[:MAX_LEXICAL_CHARS]))
     keyword_hits = tuple(fleet.lexicon.match(tokens))
     file_hits = tuple(fleet.files.match(task.context_refs, tokens.paths))
     routable = fleet.routable_domains
+    deliverable = find_deliverable(
+        task.objective, fleet.deliverables, fleet.files, fleet.deliverable_domains
+    )
+    if deliverable is not None and deliverable.code:
+        # "write a script that reads every README": the README is the subject, not the work.
+        yielding = fleet.code_yielding
+        keyword_hits = tuple(hit for hit in keyword_hits if hit.domain not in yielding)
+        file_hits = tuple(hit for hit in file_hits if hit.domain not in yielding)
+        routable = routable - yielding
+    elif (
+        deliverable is not None
+        and deliverable.domain in routable
+        and (not deliverable.ambiguous or _technical(deliverable.domain, keyword_hits, file_hits))
+    ):
+        keyword_hits += (KeywordHit(deliverable.as_term()),)
+    else:
+        deliverable = None  # "document my expenses": an everyday verb, nothing technical
     kw = [(hit.domain, hit.weight) for hit in keyword_hits if hit.domain in routable]
     fl = [(hit.domain, hit.weight) for hit in file_hits if hit.domain in routable]
     return Evidence(
@@ -73,6 +116,17 @@ def gather(fleet: FleetIndex, task: Task) -> Evidence:
         keyword=_per_domain(kw),
         files=_per_domain(fl),
         total=_per_domain(kw + fl),
+        deliverable=deliverable,
+    )
+
+
+def _technical(domain: str, words: Iterable[KeywordHit], files: Iterable[FileHit]) -> bool:
+    """Whether something technical outside ``domain`` stands next to an ambiguous cue."""
+    return any(files) or any(
+        hit.domain != domain
+        and not hit.term.ambiguous
+        and (hit.weight >= CORROBORATING_WEIGHT or hit.domain == "programming")
+        for hit in words
     )
 
 
@@ -125,6 +179,14 @@ def weigh(fleet: FleetIndex, evidence: Evidence) -> list[OwnerEvidence]:
                 files=_strength(owner, evidence.files),
                 matched=matched,
                 confirmed=_confirmed(owner, evidence),
+                deliverable=evidence.deliverable is not None
+                and evidence.deliverable.domain in owner.domains,
+                outranks=frozenset(
+                    other for name in matched for other in fleet.domains[name].outranks
+                ),
+                dominant=max(
+                    sorted(matched), key=lambda name: evidence.total[name] * owner.domains[name]
+                ),
             )
         )
     weighed.sort(key=lambda item: (-item.strength, not item.owner.routable, item.owner.key))

@@ -7,6 +7,9 @@ specialist, plus one *virtual* owner per catalogue topic that no specialist serv
 Kotlin question is recognised as such and falls back instead of going to the nearest
 specialist), the keyword lexicon, the file matcher and the exemplar rows of tier 3.
 
+Deliverable terms (``readme``, ``dockerfile``, ``derive``) go into a lexicon of their own,
+read by :mod:`registry.dispatch.intent` on the object of a request's verb only.
+
 A catalogue domain that no specialist serves but that names ``related`` domains (Terraform ->
 docker, k8s, ci/cd) is *adopted* by the specialist of the first related domain the fleet has,
 at the given affinity. Imports only the standard library.
@@ -54,10 +57,16 @@ class FleetIndex:
     files: FileMatcher
     exemplar_rows: tuple[tuple[str, str], ...]
     signature: tuple[object, ...]
+    #: the deliverable terms of every domain in play (see :mod:`registry.dispatch.intent`).
+    deliverables: Lexicon = field(default_factory=lambda: Lexicon(()))
     #: domain -> the owners that answer for it (derived from ``owners``).
     owners_by_domain: dict[str, tuple[Owner, ...]] = field(default_factory=dict)
     #: domains whose evidence counts (every kind but ``corroboration``).
     routable_domains: frozenset[str] = frozenset()
+    #: topic domains that name deliverables (derived from ``domains``).
+    deliverable_domains: frozenset[str] = frozenset()
+    #: domains whose words are only the subject when a request asks for code (derived).
+    code_yielding: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         by_domain: dict[str, list[Owner]] = {}
@@ -69,6 +78,14 @@ class FleetIndex:
             self,
             "routable_domains",
             frozenset(n for n, d in self.domains.items() if d.kind != "corroboration"),
+        )
+        object.__setattr__(
+            self,
+            "deliverable_domains",
+            frozenset(n for n, d in self.domains.items() if d.kind == "topic" and d.deliverables),
+        )
+        object.__setattr__(
+            self, "code_yielding", frozenset(n for n, d in self.domains.items() if d.yields_to_code)
         )
 
     def owner_of(self, key: str) -> Owner:
@@ -89,6 +106,7 @@ class FleetIndex:
             self.files,
             self.exemplar_rows,
             self.signature,
+            self.deliverables,
         )
 
 
@@ -166,6 +184,12 @@ def build_fleet(catalogue: Catalogue, specialists: Sequence[Specialist]) -> Flee
         files=FileMatcher(rules),
         exemplar_rows=rows,
         signature=routing_signature(fleet),
+        deliverables=Lexicon(
+            term
+            for domain in domains.values()
+            if domain.kind == "topic"
+            for term in domain.deliverables
+        ),
     )
 
 

@@ -5,7 +5,8 @@ its :meth:`Lexicon.match` over a tokenized objective: single words, compounds (`
 ``ci/cd``, ``node.js``, ``std::vector``), phrases of up to :data:`MAX_PHRASE_WORDS` words and
 word prefixes (``cuda*`` for ``cudaMemcpyAsync``). Matching is a dictionary lookup per token
 and n-gram, so it is linear in the length of the objective and independent of the number of
-keywords. Each distinct term counts once per domain, however often it occurs.
+keywords. Each distinct term counts once per domain, however often it occurs, and a word that a
+domain's term matched whole does not count again through one of its prefixes.
 
 Imports only the standard library.
 """
@@ -94,12 +95,22 @@ class Lexicon:
                 take(compounds[compound])
         words = tokens.words
         for index, word in enumerate(words):
-            if word in singles:
-                take(singles[word])
+            whole = singles.get(word)
+            if whole:
+                take(whole)
             if prefixes and len(word) >= _PREFIX_KEY:
                 candidates = prefixes.get(word[:_PREFIX_KEY])
                 if candidates:
-                    take([term for term in candidates if word.startswith(term.key[0])])
+                    # A word that a domain's own term matched whole is not counted again
+                    # by that domain's prefix (``cuda`` is not also ``cuda*``).
+                    named = {term.domain for term in whole} if whole else set()
+                    take(
+                        [
+                            term
+                            for term in candidates
+                            if word.startswith(term.key[0]) and term.domain not in named
+                        ]
+                    )
             if word in self._phrase_starts:
                 for length in range(2, MAX_PHRASE_WORDS + 1):
                     if index + length > len(words):

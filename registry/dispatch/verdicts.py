@@ -7,6 +7,9 @@ typed match with a score:
   (``keyword_min``), that evidence is confirmed (an everyday word alone is not), and no owner
   that shares none of its matched domains comes within ``margin_ratio`` of it. Candidates are
   the specialists that share a matched domain with it (the seed's "matching domains").
+  *The deliverable decides*: when a request verb asks for a domain's deliverable ("write a
+  README for my CUDA library", :mod:`registry.dispatch.intent`), the owner of that domain
+  leads whatever the subject's evidence, provided its own evidence is enough and confirmed.
 - :func:`semantic_verdict`: tier 3 compares the task with every owner's exemplars and with
   everyday requests (the background); lexical evidence adds up to ``lexical_boost``. After an
   ambiguous lexical match only the lexical contenders compete; otherwise a specialist must
@@ -42,7 +45,7 @@ class Thresholds:
     lexical_boost: float = 0.2
     tie_boost: float = 0.2
     lexical_cap: float = 2.0
-    top_k: int = 3
+    top_k: int = 5
 
     def __post_init__(self) -> None:
         ratios = (self.margin_ratio, self.candidate_ratio)
@@ -74,6 +77,17 @@ def lexical_verdict(ranked: Sequence[OwnerEvidence], limits: Thresholds) -> Verd
     if not ranked:
         return Verdict(False, "no keyword or file signal")
     lead = ranked[0]
+    delivers = next((o for o in ranked if o.deliverable), None)
+    if delivers is not None and delivers.strength >= limits.keyword_min and delivers.confirmed:
+        # The deliverable decides: the other owners' evidence names the subject, not the work.
+        candidates = tuple(
+            (o.owner.key, o.strength / delivers.strength)
+            for o in ranked
+            if o.owner.routable
+            and o.matched & delivers.matched
+            and o.strength >= limits.candidate_ratio * delivers.strength
+        )
+        return Verdict(True, "", leader=delivers.owner.key, candidates=candidates)
     key = lead.owner.key
     if lead.strength < limits.keyword_min:
         return Verdict(
@@ -92,6 +106,17 @@ def lexical_verdict(ranked: Sequence[OwnerEvidence], limits: Thresholds) -> Verd
         and o.matched & lead.matched
         and o.strength >= limits.candidate_ratio * lead.strength
     )
+    settled = _outranking(lead, rivals, limits)
+    if settled is not None:
+        lead = settled
+        candidates = tuple(
+            (o.owner.key, o.strength / lead.strength)
+            for o in ranked
+            if o.owner.routable
+            and o.matched & lead.matched
+            and o.strength >= limits.candidate_ratio * lead.strength
+        )
+        return Verdict(True, "", leader=lead.owner.key, candidates=candidates)
     if rivals:
         rival = rivals[0]
         return Verdict(
@@ -103,6 +128,23 @@ def lexical_verdict(ranked: Sequence[OwnerEvidence], limits: Thresholds) -> Verd
             contenders=(key, *(o.owner.key for o in rivals)),
         )
     return Verdict(True, "", leader=key, candidates=candidates)
+
+
+def _outranking(
+    lead: OwnerEvidence, rivals: Sequence[OwnerEvidence], limits: Thresholds
+) -> OwnerEvidence | None:
+    """The contender of a lexical tie whose matched domains outrank the dominant domain of
+    every other contender (GPU work over the language it is written in, data tooling over
+    Python, the code's language over the markup it handles), or ``None``."""
+    if not rivals:
+        return None
+    contenders = [lead, *rivals]
+    for item in contenders:
+        if item.strength < limits.keyword_min or not item.confirmed or not item.outranks:
+            continue
+        if all(other is item or other.dominant in item.outranks for other in contenders):
+            return item
+    return None
 
 
 def owner_similarity(owner: Owner, sims: dict[str, DomainSimilarity]) -> float:

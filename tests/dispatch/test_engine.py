@@ -105,6 +105,23 @@ def test_without_tier_3_a_tie_goes_to_the_strongest(lexical: Dispatcher) -> None
     assert decision.tier in {"keyword", "extension"}
 
 
+def test_the_deliverable_decides_and_says_so(lexical: Dispatcher) -> None:
+    decision = decide(lexical, "Please write a README for the CUDA ray tracer: nvcc flags, usage")
+    assert decision.specialist == "docs-lora"
+    assert decision.tier == "keyword"
+    assert any(s.term == "write -> readme" for s in decision.signals)
+
+
+def test_a_deliverable_without_a_specialist_falls_back(catalogue: Catalogue) -> None:
+    engine = Dispatcher(catalogue=catalogue)
+    engine.set_fleet([s for s in SEED_FLEET if s.name != "docs-lora"])
+    decision = decide(engine, "write the API reference for our TypeScript SDK")
+    assert decision.specialist is None
+    assert decision.fallback_kind == "uncovered_domain"
+    assert decision.fallback_reason is not None
+    assert "documentation" in decision.fallback_reason
+
+
 def test_no_specialists_means_base_model(catalogue: Catalogue) -> None:
     engine = Dispatcher(catalogue=catalogue)
     decision = decide(engine, "pytest fixture")

@@ -58,6 +58,20 @@ def test_check_fails_on_a_missed_target(data: Path) -> None:
     assert evaluate.main(["--data", str(data), "--no-embeddings", "--repeat", "1", "--check"]) == 1
 
 
-def test_per_task_errors_are_refused_for_the_held_out_split(data: Path) -> None:
+def test_per_task_errors_are_listed_for_every_split_of_the_tuning_set(
+    data: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the v1 held-out split was evaluated once and is tuning material since
+    code = evaluate.main(
+        ["--data", str(data), "--no-embeddings", "--split", "heldout", "--errors", "--repeat", "1"]
+    )
+    assert code == 0
+    assert "## split `heldout` (1 tasks)" in capsys.readouterr().out
+
+
+def test_the_fresh_held_out_set_is_refused(data: Path, tmp_path: Path) -> None:
+    fresh = tmp_path / "heldout_v2.jsonl"
+    fresh.write_text(data.read_text())
     with pytest.raises(SystemExit):
-        evaluate.main(["--data", str(data), "--no-embeddings", "--split", "heldout", "--errors"])
+        evaluate.main(["--data", str(fresh), "--no-embeddings", "--split", "all"])
+    assert evaluate.REFUSED_PREFIX == "heldout_v2"

@@ -46,3 +46,43 @@ def test_adopted_domains_count_at_their_affinity(catalogue: Catalogue) -> None:
 
 def test_nothing_technical_gives_no_owner(catalogue: Catalogue) -> None:
     assert _ranked(catalogue, "what is the capital of Australia?") == []
+
+
+def test_a_deliverable_cue_marks_its_owner(catalogue: Catalogue) -> None:
+    ranked = _ranked(catalogue, "write a README for the SIMD string search written in C++")
+    delivers = [item for item in ranked if item.deliverable]
+    assert [item.owner.key for item in delivers] == ["docs-lora"]
+    assert delivers[0].confirmed
+
+
+def test_an_everyday_deliverable_verb_needs_something_technical(catalogue: Catalogue) -> None:
+    assert not any(item.deliverable for item in _ranked(catalogue, "document my travel receipts"))
+    api = _ranked(catalogue, "document the endpoints of our REST API")
+    assert [item.owner.key for item in api if item.deliverable] == ["docs-lora"]
+
+
+def test_declined_words_are_not_evidence(catalogue: Catalogue) -> None:
+    assert _ranked(catalogue, "how do tides work? keep it short, no equations please") == []
+    fleet = build_fleet(catalogue, SEED_FLEET)
+    plain = gather(fleet, Task("reshape this table in plain python, without pandas."))
+    assert "pandas" not in {hit.term.text for hit in plain.keyword_hits}
+    assert "python" in {hit.term.text for hit in plain.keyword_hits}
+    stated = _ranked(catalogue, "torch says No CUDA GPUs are available on the new box")
+    assert stated[0].owner.key == "cuda-lora"
+
+
+def test_outranked_domains_and_the_dominant_domain(catalogue: Catalogue) -> None:
+    ranked = _ranked(catalogue, "a CUDA kernel launched from C++ returns zeros")
+    by_key = {item.owner.key: item for item in ranked}
+    assert {"c", "c++"} <= by_key["cuda-lora"].outranks
+    assert by_key["systems-lora"].dominant in {"c", "c++"}
+
+
+def test_documentation_words_are_the_subject_when_code_is_asked_for(
+    catalogue: Catalogue,
+) -> None:
+    ranked = _ranked(catalogue, "write a Python script that collects every README into one page")
+    assert ranked[0].owner.key == "python-lora"
+    assert "docs-lora" not in {item.owner.key for item in ranked}
+    asked = _ranked(catalogue, "write a README for the Python script that collects pages")
+    assert [item.owner.key for item in asked if item.deliverable] == ["docs-lora"]

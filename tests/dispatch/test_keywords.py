@@ -60,3 +60,13 @@ def test_kernel_and_optimize_alone_are_weak(catalogue: Catalogue) -> None:
     hits = [h for h in lexicon.match(tokenize("optimize the kernel")) if h.domain != "programming"]
     assert {h.domain for h in hits} >= {"cuda", "math", "low level"}
     assert all(hit.weight < 0.5 for hit in hits)
+
+
+def test_a_whole_word_is_not_counted_again_by_a_prefix_of_its_domain() -> None:
+    lexicon = Lexicon(
+        [*parse_terms("tensor|tensor*", "ml", 1.0), *parse_terms("tensor*", "other", 1.0)]
+    )
+    found = [(hit.domain, hit.term.text) for hit in lexicon.match(tokenize("a tensor"))]
+    assert found == [("ml", "tensor"), ("other", "tensor*")]
+    prefixed = {(hit.domain, hit.term.text) for hit in lexicon.match(tokenize("tensorflow"))}
+    assert prefixed == {("ml", "tensor*"), ("other", "tensor*")}

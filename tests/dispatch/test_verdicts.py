@@ -99,3 +99,37 @@ def test_threshold_validation() -> None:
         Thresholds(top_k=0)
     with pytest.raises(InvalidConfigurationError):
         Thresholds(lexical_boost=-1.0)
+
+
+@pytest.mark.parametrize(
+    ("text", "leader"),
+    [
+        ("Write a README for the CUDA ray tracer: nvcc flags and a usage example", "docs-lora"),
+        ("add JSDoc comments to the TypeScript date helpers", "docs-lora"),
+        ("create a Dockerfile for the FastAPI service with gunicorn and uvicorn", "devops-lora"),
+        ("derive the gradient of the hinge loss, I will write the CUDA kernel later", "math-lora"),
+    ],
+)
+def test_the_deliverable_decides(catalogue: Catalogue, text: str, leader: str) -> None:
+    verdict = _lexical(catalogue, text)
+    assert verdict.confident
+    assert verdict.leader == leader
+
+
+@pytest.mark.parametrize(
+    ("text", "leader"),
+    [
+        ("my C++ CUDA kernel with cudaMemcpy and std::vector buffers is slow", "cuda-lora"),
+        ("pandas groupby in my python script is slow, python 3.12", "data-lora"),
+        ("render markdown in a React component with react-markdown", "web-lora"),
+    ],
+)
+def test_an_outranking_domain_settles_a_tie(catalogue: Catalogue, text: str, leader: str) -> None:
+    verdict = _lexical(catalogue, text)
+    assert verdict.confident
+    assert verdict.leader == leader
+
+
+def test_outranking_needs_every_rival_outranked(catalogue: Catalogue) -> None:
+    verdict = _lexical(catalogue, "SQL query inside a React component")
+    assert not verdict.confident  # web is not outranked by data: still a tie for tier 3

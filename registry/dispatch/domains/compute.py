@@ -32,6 +32,7 @@ CUDA = DomainSpec(
     out of memory|oom|memory bound|bandwidth
     """,
     files=".cu|.cuh|.ptx|.cubin|.fatbin|kernels/=0.4",
+    outranks=("c", "c++", "low-level", "python", "debugging", "testing"),
     exemplars=(
         "write a CUDA kernel that adds two vectors and explain the launch configuration",
         "each thread reads its neighbour's value from shared memory and gets stale data",
@@ -81,6 +82,7 @@ GPU = DomainSpec(
     ~kernel(s)|throughput|latency|speed up|speedup|optimi*|parallel|parallelism|
     fp16|bf16|precision|batch size|profil*|bandwidth
     """,
+    outranks=("c", "c++", "low-level", "python", "debugging", "testing"),
     exemplars=(
         "is this kernel compute bound or memory bound on an H100",
         "how do I speed up inference on the GPU with mixed precision",
@@ -97,6 +99,7 @@ GPU = DomainSpec(
 MATH = DomainSpec(
     name="math",
     aliases=("mathematics", "maths", "applied math", "statistics", "probability"),
+    deliverables="closed form|closed-form|derivative|gradient formula|expected value",
     strong="""
     math|maths|mathematics|mathematical(ly)|probability|probabilities|statistic(s)=0.7|
     equation(s)|integral(s)|integrate=0.6|derivative(s)|differentiate|calculus|algebra|
@@ -150,6 +153,10 @@ ALGORITHMS = DomainSpec(
         "dsa",
         "algorithms and data structures",
     ),
+    deliverables="""
+    time complexity|space complexity|complexity analysis|big-o|big o|running time|
+    asymptotic bound|recurrence
+    """,
     strong="""
     algorithm(s)=0.9|algorithmic|complexity=0.8|time complexity|space complexity|big-o|big o|
     big-theta|big-omega|asymptotic|amortized|amortised|dynamic programming|
@@ -190,6 +197,9 @@ PROOFS = DomainSpec(
     decisive="""
     prove=1.4|proving=1.3|~proof=1.3|proofs=1.3|proof by induction=1.8|
     proof by contradiction=1.8|formal proof|rigorous proof|prove that=1.8|show that=0.8
+    """,
+    deliverables="""
+    prove|derive|deduce|derivation|formal proof|rigorous proof|proof sketch|induction proof
     """,
     strong="""
     theorem(s)|lemma(s)|corollary|induction=0.8|contradiction=0.7|qed|axiom(s)|

@@ -48,6 +48,7 @@ SQL = DomainSpec(
     revenue|total|totals|count|per customer|per user|per day|per week|per month
     """,
     files=".sql|.ddl|.dbml|migrations/*.sql|queries/=0.6|*.sqlite=0.6|*.db=0.4",
+    outranks=("python", "debugging", "testing"),
     exemplars=(
         "get the most recent row for each customer from a large events table",
         "my total doubled after I joined orders with payments",
@@ -86,6 +87,7 @@ PANDAS = DomainSpec(
     numpy|np|array|clean|cleaning|missing|duplicates|per store|per day|daily|weekly|monthly
     """,
     files=".csv=0.6|.tsv=0.6|.parquet=0.8|.feather|.ipynb=0.6|notebooks/=0.5",
+    outranks=("python", "debugging", "testing"),
     exemplars=(
         "convert a column of strings to timedelta when some rows are empty",
         "compute a seven day rolling average of sales per store with gaps in the dates",
@@ -131,6 +133,7 @@ PIPELINES = DomainSpec(
     source system|raw data|events|logs|warehouse|s3 bucket|cloud storage
     """,
     files="dags/=1.0|dbt_project.yml|profiles.yml=0.6|pipelines/=0.6|etl/=0.8|.avro|.orc",
+    outranks=("python", "debugging", "testing"),
     exemplars=(
         "design an idempotent daily load from object storage into the warehouse",
         "our nightly jobs miss records that arrive late from upstream",

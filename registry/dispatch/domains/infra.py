@@ -17,6 +17,10 @@ DOCKER = DomainSpec(
     decisive="""
     dockerfile=1.5|docker-compose=1.5|docker compose=1.5|compose file=1.3|dockerfile-syntax=1.4
     """,
+    deliverables="""
+    dockerfile|docker-compose|docker compose file|compose file|docker image|container image|
+    multi-stage build|devcontainer
+    """,
     strong="""
     ~docker=1.2|~dockers|~container(s)=0.8|containerize*|containerise*|podman|buildkit|buildx|
     multi-stage build(s)|multi-stage|docker hub|dockerhub|docker image(s)|container image(s)|
@@ -34,6 +38,7 @@ DOCKER = DomainSpec(
     .dockerignore=1.3
     """,
     related=(("k8s", 0.7),),
+    outranks=("python", "c", "c++", "low-level", "javascript", "typescript", "html/css"),
     exemplars=(
         "write a Dockerfile for my web app with a non-root user and a small image",
         "my container image is two gigabytes, how do I make it smaller",
@@ -53,6 +58,10 @@ K8S = DomainSpec(
     name="k8s",
     aliases=("kubernetes", "kube", "openshift", "container orchestration", "helm"),
     decisive="helm chart(s)=1.5|kubernetes manifest(s)=1.5|k8s manifest(s)=1.5",
+    deliverables="""
+    helm chart(s)|kubernetes manifest(s)|k8s manifest(s)|deployment manifest(s)|manifest(s)|
+    kubernetes deployment|k8s deployment|kustomization|statefulset|cronjob|ingress rule(s)
+    """,
     strong="""
     kubernetes=1.2|k8s=1.2|kubectl=1.2|helm=1.2|minikube|k3s|kind cluster|kubelet|kubeadm|
     pod(s)=0.9|deployment(s)=0.5|statefulset(s)|daemonset(s)|replicaset(s)|cronjob(s)=0.6|
@@ -75,6 +84,7 @@ K8S = DomainSpec(
     ingress.yaml=1.2
     """,
     related=(("docker", 0.7),),
+    outranks=("python", "c", "c++", "low-level", "javascript", "typescript", "html/css"),
     exemplars=(
         "write the deployment, service and ingress for my app with three replicas",
         "pods are stuck pending because of insufficient memory",
@@ -101,6 +111,12 @@ CICD = DomainSpec(
         "devops",
         "build pipelines",
     ),
+    deliverables="""
+    github actions workflow|github action|workflow file|ci workflow|ci pipeline|ci job|
+    ci config|ci configuration|pipeline stage|gitlab pipeline|gitlab ci|jenkinsfile|
+    jenkins pipeline|release pipeline|deploy pipeline|deployment pipeline|build pipeline|
+    release workflow|deploy job|build matrix
+    """,
     strong="""
     ci/cd=1.2|cicd|ci=0.9|continuous integration|continuous deployment|continuous delivery|
     github actions=1.3|github action|gitlab ci=1.3|gitlab-ci|jenkins=1.2|jenkinsfile|circleci|
@@ -123,6 +139,7 @@ CICD = DomainSpec(
     cloudbuild.yaml=1.2|buildspec.yml=1.2|.pre-commit-config.yaml=0.8|
     .github/dependabot.yml=1.0|.github/=0.6
     """,
+    outranks=("python", "c", "c++", "low-level", "javascript", "typescript", "html/css"),
     exemplars=(
         "only run the publish job when the pushed tag matches a version",
         "make the deploy job wait for the test job to pass",
@@ -139,6 +156,9 @@ CICD = DomainSpec(
 SHELL = DomainSpec(
     name="shell",
     aliases=("bash", "sh", "zsh", "shell scripting", "shell scripts", "command line", "cli"),
+    deliverables="""
+    bash script|shell script|cron job|crontab|crontab entry|shell one-liner
+    """,
     strong="""
     bash=1.1|zsh|fish shell|~shell=0.8|shell script(s)=1.2|shell scripting|bash script(s)=1.2|
     cron=0.9|crontab|cron job(s)|cronjob=0.5|set -e|set -euo|pipefail|sed|awk|grep=0.8|
@@ -170,6 +190,7 @@ SHELL = DomainSpec(
 TERRAFORM = DomainSpec(
     name="terraform",
     aliases=("infrastructure as code", "iac", "opentofu", "pulumi", "cloudformation"),
+    deliverables="terraform module|terraform config|terraform configuration|terraform",
     strong="""
     terraform=1.2|opentofu|hcl|tfstate|terraform plan|terraform apply|tfvars|pulumi|
     cloudformation|aws cdk|infrastructure as code|iac|state file|remote state|terragrunt
@@ -203,6 +224,10 @@ CLOUD = DomainSpec(
 SERVERS = DomainSpec(
     name="servers",
     aliases=("linux administration", "sysadmin", "system administration", "operations", "ops"),
+    deliverables="""
+    nginx config|nginx configuration|systemd unit|systemd service|unit file|ansible playbook|
+    playbook|reverse proxy config
+    """,
     strong="""
     nginx=1.4|~apache=0.6|httpd|caddy=0.6|haproxy|traefik|systemd|systemctl|journalctl|
     unit file=1.2|systemd unit=1.4|ansible=1.4|ansible playbook|playbook(s)=0.8|

@@ -24,13 +24,13 @@ PYTHON = DomainSpec(
     defaultdict|namedtuple|dataclass(es)|typeddict|~typing|type hint(s)|f-string(s)|
     list comprehension(s)|dict comprehension|generator expression|yield from|contextmanager|
     context manager(s)|~decorator(s)=0.7|metaclass(es)|~pickle|pathlib|argparse|
-    subprocess=0.7|multiprocessing|threadpoolexecutor|processpoolexecutor|concurrent.futures|
+    subprocess=1.0|multiprocessing|threadpoolexecutor|processpoolexecutor|concurrent.futures|
     importerror|modulenotfounderror|attributeerror|keyerror|indexerror|valueerror|nameerror|
     indentationerror|taberror|recursionerror|zerodivisionerror|unboundlocalerror|
     stopiteration|typeerror=0.6|runtimeerror=0.6|traceback=0.7|pdb|ipdb|
     sys.path|sys.argv|site-packages|__pycache__|
     monkeypatch|pytest-asyncio|~hypothesis=0.6|freezegun|mock.patch|unittest.mock|
-    logging module|asyncio.run|event loop=0.5|coroutine(s)=0.6|
+    logging module|asyncio.run|event loop=0.5|coroutine(s)=0.6|never awaited|was never awaited|
     self parameter|bound method|staticmethod|classmethod|property decorator|
     mutable default|default argument(s)|integer division|floor division|walrus|
     object is not callable|object is not subscriptable|object is not iterable|
@@ -54,6 +54,7 @@ PYTHON = DomainSpec(
     manage.py|wsgi.py|asgi.py|conftest.py|.python-version|mypy.ini|.flake8|.pylintrc|
     __init__.py|environment.yml=0.5|.ipynb=0.5
     """,
+    outranks=("markdown",),  # the code that handles markup, not the markup
     exemplars=(
         "what is the difference between a list and a tuple in Python",
         "my Python script is slow when it processes a big file line by line",

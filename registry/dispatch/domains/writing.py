@@ -38,12 +38,23 @@ DOCUMENTATION = DomainSpec(
     write up|write-up|explain to users|users|customers|describe|description(s)|summary|
     summarize|summarise|outline|draft|page(s)|wiki|notes|comment(s)|clarify|clear|concise
     """,
+    deliverables="""
+    ~document|readme|docstring(s)|doxygen|jsdoc|javadoc|tsdoc|numpydoc|doc comment(s)|
+    comments|code comments|header comments|documentation|docs|api docs|api reference|
+    reference docs|reference page(s)|docs page(s)|docs site|documentation site|changelog|
+    changelog entry|release notes|migration guide|upgrade guide|user guide|install guide|
+    installation guide|getting started guide|getting started page|quickstart|tutorial(s)|
+    how-to guide(s)|man page(s)|runbook(s)|architecture decision record(s)|adr|
+    design doc(s)|contributing guide|faq|faq page|onboarding guide|glossary|help article(s)|
+    troubleshooting section|usage section|installation section|wiki page(s)
+    """,
     files="""
     readme=1.6|readme.md=1.6|readme.rst=1.6|readme.txt=1.5|changelog=1.6|changelog.md=1.6|
     history.md=1.2|contributing.md=1.6|code_of_conduct.md=1.5|security.md=0.8|
     .rst=1.0|.adoc=1.0|mkdocs.yml=1.5|docs/=0.6|doc/=0.5|docs/conf.py=1.5|
     docusaurus.config.js=1.5|.readthedocs.yaml=1.5|man/=0.8|*.1=0.6|adr/=1.0
     """,
+    yields_to_code=True,
     exemplars=(
         "write a README with installation, usage and a table of the command line flags",
         "add docstrings to the public functions of this module",
@@ -80,6 +91,7 @@ MARKDOWN = DomainSpec(
     """,
     weak="table|tables|list|bullet(s)|link(s)|bold|italic|render(s)|rendered|renders",
     files=".md=0.7|.markdown=0.8|.mdx=0.8|.markdownlint.json=1.3|.markdownlint.yaml=1.3",
+    yields_to_code=True,
     exemplars=(
         "my table shows up as a pile of pipes and dashes instead of a table",
         "how do I make a collapsible section in a README",
