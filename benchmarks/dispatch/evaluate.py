@@ -16,7 +16,9 @@ over the split, measured with ``--threads`` torch threads (2 by default).
 The held-out rule (data/README.md): the v1 ``heldout`` split of ``tasks.jsonl`` was evaluated
 once (2026-11-23) and has been tuning material since, so ``--errors`` lists misroutes on every
 split of it. The fresh held-out set, ``data/heldout_v2.jsonl``, is evaluated once by the
-integrator: this script refuses any ``--data`` file whose name starts with ``heldout_v2``.
+integrator: this script refuses any ``--data`` file whose name starts with ``heldout_v2``;
+``--heldout-v2`` evaluates it (split ``heldout``, never with ``--errors``: misroutes of the
+held-out set are not listed, so nobody tunes on them).
 
 Run: ``.venv/bin/python benchmarks/dispatch/evaluate.py --split tune [--errors] [--check]``
 """
@@ -232,9 +234,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="timed runs per task (default 3)")
     parser.add_argument("--no-embeddings", action="store_true", help="tiers 1-2 only")
     parser.add_argument("--errors", action="store_true", help="list misrouted tasks")
+    parser.add_argument(
+        "--heldout-v2",
+        action="store_true",
+        help="evaluate the fresh held-out set data/heldout_v2.jsonl (no --errors)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    if args.data.name.startswith(REFUSED_PREFIX):
+    if args.heldout_v2:
+        if args.errors:
+            parser.error("--errors never lists the held-out set's misroutes (data/README.md)")
+        args.data, args.split = DATA.with_name(f"{REFUSED_PREFIX}.jsonl"), "heldout"
+    elif args.data.name.startswith(REFUSED_PREFIX):
         parser.error(
             f"{args.data.name} is the fresh held-out set: not evaluated here (data/README.md)"
         )
