@@ -16,7 +16,9 @@ adapters for a few seconds. Conflicts (4xx) are expected; afterwards:
   rollback); candidates' traffic weights sum to at most 1;
 - ``lora_int_id``\\ s are unique across every acknowledged registration, never reused after
   deletes, and after a restart of the control plane on the same database a new registration
-  gets an id larger than every id seen in the run.
+  gets an id larger than every id seen in the run;
+- the audit log holds every acknowledged change exactly once (a promote of the version already
+  active changes nothing and is not logged) and nothing that was not acknowledged.
 
 Version strings are never registered twice in a run, so "deleted" is unambiguous.
 """
@@ -40,9 +42,10 @@ from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session
 
 from hi_moe_lora.app.processes import free_port
+from registry.access.scopes import ANONYMOUS
 from registry.app import create_app
 from registry.db.migrate import upgrade_to_head
-from registry.db.models import Adapter, AdapterVersion
+from registry.db.models import Adapter, AdapterVersion, AuditEvent
 from registry.settings import ControlPlaneSettings
 from tests.conftest import VllmServer
 from tests.openai.live import ServedApp, register
@@ -68,6 +71,8 @@ class Ledger:
     activated: set[tuple[str, str]] = field(default_factory=set)
     #: every version string a registration was attempted with, per adapter
     attempted: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    #: acknowledged changes as the audit log must show them: (action, adapter, version)
+    changes: Counter[tuple[str, str, str | None]] = field(default_factory=Counter)
 
     def answer(self, operation: str, response: httpx.Response) -> None:
         self.statuses[response.status_code] += 1
@@ -145,6 +150,7 @@ async def one_call(
         if response.status_code == 201:
             info = response.json()
             ledger.registered[name, version] = (info["lora_int_id"], info["sha256"])
+            ledger.changes["version.register", name, version] += 1
             if info["is_active"]:
                 ledger.activated.add((name, version))
         return
@@ -154,20 +160,25 @@ async def one_call(
         ledger.answer(operation, response)
         if response.status_code == 200:
             ledger.activated.add((name, response.json()["version"]))
+            ledger.changes["version.promote", name, version] += 1  # at most: no-ops unrecorded
     elif operation == "rollback":
         response = await client.post(f"{base}/rollback")
         ledger.answer(operation, response)
         if response.status_code == 200:
             ledger.activated.add((name, response.json()["version"]))
+            ledger.changes["adapter.rollback", name, response.json()["version"]] += 1
     elif operation == "delete":
         response = await client.delete(f"{base}/versions/{version}")
         ledger.answer(operation, response)
         if response.status_code == 204:
             ledger.deleted.add((name, version))
+            ledger.changes["version.delete", name, version] += 1
     elif operation == "traffic":
         weights = {version: rng.choice([0.0, 0.1, 0.25])}
         response = await client.put(f"{base}/traffic", json={"weights": weights})
         ledger.answer(operation, response)
+        if response.status_code == 200:
+            ledger.changes["adapter.traffic", name, None] += 1
     else:
         response = await client.get(rng.choice(["/admin/v1/adapters", base]))
         ledger.answer(operation, response)
@@ -226,9 +237,28 @@ def check_invariants(ledger: Ledger, database_url: str) -> None:
     assert set(by_key) <= set(ledger.registered), "rows nobody was told about"
     ids = [lora_int_id for lora_int_id, _ in ledger.registered.values()]
     assert len(ids) == len(set(ids)), "a lora_int_id was handed out twice"
-    # INTEGRATOR: every acknowledged operation must also appear in the audit log
-    # (registry/services/audit.py, table audit_events): compare ledger.registered, .deleted,
-    # .activated and the traffic changes with the audit events here once that table exists.
+    check_audit_log(ledger, database_url)
+
+
+def check_audit_log(ledger: Ledger, database_url: str) -> None:
+    """Every acknowledged change is in the audit log once, as the anonymous caller (access is
+    open here), and nothing else is: a promote of the version already active records nothing,
+    so promotes are bounded above by the acknowledged ones."""
+    engine = create_engine(database_url)
+    try:
+        with Session(engine) as session:
+            events = list(session.scalars(select(AuditEvent)))
+    finally:
+        engine.dispose()
+    assert {event.actor for event in events} <= {ANONYMOUS}
+    logged = Counter((event.action, event.adapter, event.version) for event in events)
+    for change, count in ledger.changes.items():
+        if change[0] == "version.promote":
+            assert logged[change] <= count, f"{change}: {logged[change]} events, {count} promotes"
+        else:
+            assert logged[change] == count, f"{change}: {logged[change]} events, {count} answers"
+    unexplained = set(logged) - set(ledger.changes)
+    assert not unexplained, f"audit events nobody was told about: {sorted(unexplained)[:5]}"
 
 
 def test_64_operators_leave_a_consistent_registry(
