@@ -3,8 +3,11 @@
 A client that talks to vLLM directly with a bare name (``model="python-lora"``) gets the version
 the resolver plugin found at the first request, and vLLM keeps that mapping. After a promotion or
 rollback the control plane calls ``POST /v1/unload_lora_adapter`` for the bare name on every
-replica, so that the next such request goes to the resolver again. Versioned names
-(``name@version``) need nothing: they never change meaning.
+replica, so that the next such request goes to the resolver again. A versioned name
+(``name@version``) never changes meaning while its version exists; after a delete the same
+invalidator unloads it (:class:`registry.openai.versions.VersionDeleted`), so the version string
+registered again later never meets the deleted weights; those unloads are counted in the same
+family.
 
 The promotion has committed by then, and the front door already routes to the new version; a
 hung vLLM must not hold the admin answer. So the unloads run in the background, each replica's

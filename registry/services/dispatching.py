@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from registry.background import BatchWriter
 from registry.dispatch import Decision, Dispatcher, ScoringWeights, Specialist, Task
 from registry.dispatch.embeddings import load_default_embedder
+from registry.errors import DatabaseUnavailable
 from registry.services.adapters import AdapterService
 from registry.services.records import AdapterInfo
 from registry.services.routing_gaps import GapRecord, RoutingGapLog
@@ -129,9 +130,17 @@ class DispatchService:
         return expired or self._adapters.generation != self._generation
 
     async def _fresh_engine(self) -> Dispatcher:
+        """The engine with a current fleet; while the database is unavailable, with the last
+        fleet read (retried every ``refresh_s``), or :class:`DatabaseUnavailable` if none was."""
         engine = self._require_engine()
         if self._stale():
-            await self.refresh(only_if_stale=True)
+            try:
+                await self.refresh(only_if_stale=True)
+            except DatabaseUnavailable:
+                if self._fetched_at == float("-inf"):
+                    raise
+                # the database logs the outage once; decide with the fleet as last read
+                self._fetched_at = time.monotonic()
         return engine
 
     def _require_engine(self) -> Dispatcher:

@@ -5,7 +5,8 @@ kill and restart.
 Its own, because these tests take the database and vLLM away; the session's shared stack must
 never see that. Package-scoped: the database and vLLM scenarios share one vLLM start (~1 min).
 Health checks run every second (recovery is seen quickly); no warm-ups; the dispatcher re-reads
-the fleet only every minute, so ``model="auto"`` keeps deciding while the database is down.
+the fleet every second, so while the database is down ``model="auto"`` must decide with the
+fleet it read last.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ class PostgresStack(EmbeddedStack):
         return {
             **super().control_plane_env(),
             "HI_MOE_LORA_DISPATCH_EMBEDDINGS": "false",
-            "HI_MOE_LORA_DISPATCH_REFRESH_S": "60",
+            "HI_MOE_LORA_DISPATCH_REFRESH_S": "1",
         }
 
 

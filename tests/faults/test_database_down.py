@@ -63,7 +63,10 @@ def test_a_database_outage_fails_fast_serves_from_snapshots_and_recovers(
         assert client.post("/v1/dispatch/batch", json={"tasks": [{"objective": "x"}]}).is_success
         eventually(lambda: version_of(client, "db-known", "1.0.0"), lambda v: v["request_count"])
         before = version_of(client, "db-known", "1.0.0")["request_count"]
-        gaps_before = client.get("/admin/v1/routing-gaps").json()["total"]
+        # the gap of the task "x" above is written in the background: wait for it
+        gaps_before = eventually(
+            lambda: client.get("/admin/v1/routing-gaps").json()["total"], lambda n: n >= 1
+        )
 
         outage.stop("immediate")
         time.sleep(1.5)  # past the version table's TTL: its snapshots have expired
@@ -96,7 +99,8 @@ def test_a_database_outage_fails_fast_serves_from_snapshots_and_recovers(
             answer = complete(client, model)
             assert answer.status_code == 200, answer.text
             served_ids.append(answer.headers["X-HiMoE-Request-Id"])
-        # model="auto" still decides (its fleet is fresh); the fallbacks become routing gaps
+        # model="auto" still decides, with the fleet it read last (its 1 s refresh fails);
+        # the fallbacks become routing gaps
         tasks = [{"objective": f"bake sourdough bread, attempt {i}"} for i in range(3)]
         assert client.post("/v1/dispatch/batch", json={"tasks": tasks}).is_success
         feedback = client.post("/v1/feedback", json={"request_id": served_ids[0], "success": False})
