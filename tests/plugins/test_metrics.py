@@ -451,6 +451,7 @@ def _cold_request(
     response = httpx.post(
         f"{server.url}/v1/completions",
         json={"model": f"{name}@1.0.0", "prompt": "1 + 1 =", "max_tokens": 1},
+        headers=server.stack.vllm_headers,
         timeout=120,
     )
     assert response.status_code == 200, response.text

@@ -324,9 +324,9 @@ def test_register_without_registry_url_does_nothing(
     finally:
         ours.removeHandler(caplog.handler)
     assert RESOLVER_NAME not in LoRAResolverRegistry.get_supported_resolvers()
-    off = [r for r in caplog.records if "resolver off" in r.getMessage()]
-    assert len(off) == 1
-    assert off[0].levelno == logging.INFO
+    # one record, seen by the handler once or twice (also through propagation)
+    off = {id(r): r for r in caplog.records if "resolver off" in r.getMessage()}
+    assert [record.levelno for record in off.values()] == [logging.INFO]
 
 
 @pytest.mark.usefixtures("clean_registry")

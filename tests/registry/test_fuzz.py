@@ -9,7 +9,7 @@ The one allowed 5xx: 503 from the operations that must reach vLLM (completions, 
 the dispatcher's base-model fallback), since nothing listens behind the closed port; that is
 the correct answer there, and its body must still be the documented OpenAI error.
 
-Bounded in time: ``HI_MOE_LORA_FUZZ_EXAMPLES`` examples per operation and mode (default 25),
+Bounded in time: ``HI_MOE_LORA_FUZZ_EXAMPLES`` examples per operation and mode (default 15),
 deterministic (derandomized), no shrinking.
 """
 
@@ -35,7 +35,7 @@ from registry.db.migrate import upgrade_to_head  # noqa: E402
 from registry.settings import ControlPlaneSettings  # noqa: E402
 from tests.support.adapter_files import DEFAULT_BASE_MODEL  # noqa: E402
 
-EXAMPLES = int(os.environ.get("HI_MOE_LORA_FUZZ_EXAMPLES", "25"))
+EXAMPLES = int(os.environ.get("HI_MOE_LORA_FUZZ_EXAMPLES", "15"))
 #: Operations that forward to vLLM (or ask it for its base model): 503 is their right answer.
 NEEDS_UPSTREAM = {
     "POST /v1/chat/completions",
