@@ -57,6 +57,7 @@ class Keyring:
         self._lock = asyncio.Lock()
         #: Names of database tokens used since the last refresh (``last_used_at`` is written then).
         self._used: set[str] = set()
+        self._read_failing = False
 
     @property
     def closed(self) -> bool:
@@ -102,8 +103,15 @@ class Keyring:
         except Exception as exc:
             self._used |= used
             self._loaded_at = self._clock()  # retried after refresh_s, not on every request
-            logger.warning("access tokens could not be read; keeping the last view: %s", exc)
+            if not self._read_failing:  # once per outage; each retry at debug level
+                logger.warning("access tokens could not be read; keeping the last view: %s", exc)
+            else:
+                logger.debug("access tokens still unreadable: %s", exc)
+            self._read_failing = True
             return
+        if self._read_failing:
+            self._read_failing = False
+            logger.info("access tokens readable again")
         keys = {key.sha256: key for key in rows}
         keys.update(self._bootstrap)
         self._keys = keys

@@ -3,7 +3,13 @@ refresh bound (a controlled clock), revoked tokens gone after a refresh, constan
 
 from __future__ import annotations
 
+import logging
+
+import pytest
+
+from hi_moe_lora.app.processes import free_port
 from registry.access.keyring import Key, Keyring
+from registry.access.scopes import Caller
 from registry.access.secrets import digest, is_digest, new_secret
 from registry.app import bootstrap_keys
 from registry.db.engine import make_engine
@@ -59,3 +65,32 @@ async def test_refresh_bound_and_revocation(migrated_url: str) -> None:
         assert listed[0].last_used_at is not None  # written at a refresh after its use
     finally:
         database.dispose()
+
+
+KEYRING = "registry.access.keyring"
+
+
+async def test_an_unreadable_database_keeps_the_last_view_and_warns_once(
+    migrated_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    dead = Database(make_engine(f"postgresql+psycopg://postgres@127.0.0.1:{free_port()}/test"))
+    now = [1000.0]
+    admin = new_secret()
+    keyring = Keyring(
+        dead, [Key("admin", "admin", digest(admin))], refresh_s=2.0, clock=lambda: now[0]
+    )
+    caplog.set_level(logging.DEBUG, logger=KEYRING)
+    try:
+        for _ in range(3):  # three refresh periods while the database cannot be reached
+            assert await keyring.caller(admin) == Caller("admin", "admin")
+            now[0] += 2.0
+        warnings = [r for r in caplog.records if r.levelno == logging.WARNING and r.name == KEYRING]
+        assert len(warnings) == 1
+        assert "keeping the last view" in warnings[0].getMessage()
+        assert admin not in caplog.text
+        keyring.database = Database(make_engine(migrated_url))  # the database is back
+        assert await keyring.caller(admin) == Caller("admin", "admin")
+        assert "access tokens readable again" in caplog.text
+    finally:
+        dead.dispose()
+        keyring.database.dispose()
