@@ -80,13 +80,7 @@ def lexical_verdict(ranked: Sequence[OwnerEvidence], limits: Thresholds) -> Verd
     delivers = next((o for o in ranked if o.deliverable), None)
     if delivers is not None and delivers.strength >= limits.keyword_min and delivers.confirmed:
         # The deliverable decides: the other owners' evidence names the subject, not the work.
-        candidates = tuple(
-            (o.owner.key, o.strength / delivers.strength)
-            for o in ranked
-            if o.owner.routable
-            and o.matched & delivers.matched
-            and o.strength >= limits.candidate_ratio * delivers.strength
-        )
+        candidates = _candidates(ranked, delivers, limits)
         return Verdict(True, "", leader=delivers.owner.key, candidates=candidates)
     key = lead.owner.key
     if lead.strength < limits.keyword_min:
@@ -99,24 +93,11 @@ def lexical_verdict(ranked: Sequence[OwnerEvidence], limits: Thresholds) -> Verd
         )
     close = [o for o in ranked[1:] if o.strength >= limits.margin_ratio * lead.strength]
     rivals = [o for o in close if not (o.matched & lead.matched)]
-    candidates = tuple(
-        (o.owner.key, o.strength / lead.strength)
-        for o in ranked
-        if o.owner.routable
-        and o.matched & lead.matched
-        and o.strength >= limits.candidate_ratio * lead.strength
-    )
     settled = _outranking(lead, rivals, limits)
     if settled is not None:
-        lead = settled
-        candidates = tuple(
-            (o.owner.key, o.strength / lead.strength)
-            for o in ranked
-            if o.owner.routable
-            and o.matched & lead.matched
-            and o.strength >= limits.candidate_ratio * lead.strength
-        )
-        return Verdict(True, "", leader=lead.owner.key, candidates=candidates)
+        candidates = _candidates(ranked, settled, limits)
+        return Verdict(True, "", leader=settled.owner.key, candidates=candidates)
+    candidates = _candidates(ranked, lead, limits)
     if rivals:
         rival = rivals[0]
         return Verdict(
@@ -128,6 +109,20 @@ def lexical_verdict(ranked: Sequence[OwnerEvidence], limits: Thresholds) -> Verd
             contenders=(key, *(o.owner.key for o in rivals)),
         )
     return Verdict(True, "", leader=key, candidates=candidates)
+
+
+def _candidates(
+    ranked: Sequence[OwnerEvidence], leader: OwnerEvidence, limits: Thresholds
+) -> tuple[tuple[str, float], ...]:
+    """The routable owners that share a matched domain with ``leader`` and come close enough to
+    it, with their strength relative to it (the leader itself included)."""
+    return tuple(
+        (o.owner.key, o.strength / leader.strength)
+        for o in ranked
+        if o.owner.routable
+        and o.matched & leader.matched
+        and o.strength >= limits.candidate_ratio * leader.strength
+    )
 
 
 def _outranking(
