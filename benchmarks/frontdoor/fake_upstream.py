@@ -5,19 +5,34 @@ vLLM-shaped body (echoing the requested ``model``) as fast as it can, so that th
 between calling it directly and calling it through the control plane is our overhead alone.
 Never use it to test behaviour: the tests run against the real vLLM CPU server.
 
-Run: ``python -m uvicorn benchmarks.frontdoor.fake_upstream:app --port 9000``
+Run: ``python -m uvicorn benchmarks.frontdoor.fake_upstream:app --port 9000``, or
+:func:`start` from a benchmark.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Awaitable, Callable, MutableMapping
+from pathlib import Path
 from typing import Any
+
+from hi_moe_lora.app.processes import ManagedProcess
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def start(port: int, log_path: Path) -> ManagedProcess:
+    """This app under uvicorn on ``port`` (quiet, no access log), started; stop it when done."""
+    argv = [sys.executable, "-m", "uvicorn", f"{__name__}:app", "--port", str(port)]
+    argv += ["--log-level", "warning", "--no-access-log"]
+    return ManagedProcess("fake upstream", argv, log_path, cwd=REPO_ROOT).start()
+
 
 _MODELS = {"object": "list", "data": [{"id": "base", "object": "model", "owned_by": "fake"}]}
 

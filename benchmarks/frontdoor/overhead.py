@@ -19,8 +19,9 @@ from pathlib import Path
 
 import httpx
 
+from benchmarks.frontdoor import fake_upstream
 from hi_moe_lora.app.embedded import EmbeddedStack
-from hi_moe_lora.app.processes import ManagedProcess, free_port
+from hi_moe_lora.app.processes import free_port
 from hi_moe_lora.tinymodel import TinyAdapterSpec, build_fleet
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -45,22 +46,7 @@ def measure(requests: int, workdir: Path) -> list[tuple[str, list[float], list[f
         adapters={"python-lora-1.0.0": TinyAdapterSpec(rank=8, seed=11)},
     )
     fake_port = free_port()
-    fake = ManagedProcess(
-        "fake upstream",
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "benchmarks.frontdoor.fake_upstream:app",
-            "--port",
-            str(fake_port),
-            "--log-level",
-            "warning",
-            "--no-access-log",
-        ],
-        workdir / "fake-upstream.log",
-        cwd=REPO_ROOT,
-    ).start()
+    fake = fake_upstream.start(fake_port, workdir / "fake-upstream.log")
     stack = EmbeddedStack(workdir=workdir / "stack", model_dir=fleet.model_dir, vllm_port=fake_port)
     try:
         fake.wait_http_ok(f"http://127.0.0.1:{fake_port}/health", 30)
