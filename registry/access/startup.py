@@ -8,9 +8,9 @@ settings to set. Loopback is ``127.0.0.0/8``, ``::1`` and ``localhost``.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 
+from hi_moe_lora.hosts import is_loopback
 from registry.access.errors import AccessConfigurationError
 from registry.access.gatekeeper import Openings
 from registry.db.session import Database
@@ -22,16 +22,6 @@ SET_SECRETS = (
     "set HI_MOE_LORA_ADMIN_TOKEN (or HI_MOE_LORA_ADMIN_TOKEN_SHA256) and "
     "HI_MOE_LORA_RESOLVER_TOKEN, or create an admin token with `hi-moe-lora tokens create`"
 )
-
-
-def is_loopback(host: str) -> bool:
-    name = host.strip().strip("[]").lower()
-    if name == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
 
 
 def refusal(*, closed: bool, host: str, insecure: bool, openings: Openings) -> str | None:

@@ -11,27 +11,9 @@ from pydantic import SecretStr
 from hi_moe_lora.app.cli import main
 from registry.access.errors import AccessConfigurationError
 from registry.access.gatekeeper import Openings
-from registry.access.startup import is_loopback, refusal
+from registry.access.startup import refusal
 from registry.app import access_refusal, create_app
 from registry.settings import ControlPlaneSettings
-
-
-@pytest.mark.parametrize(
-    ("host", "loopback"),
-    [
-        ("127.0.0.1", True),
-        ("127.8.9.10", True),
-        ("::1", True),
-        ("[::1]", True),
-        ("localhost", True),
-        ("0.0.0.0", False),
-        ("::", False),
-        ("10.0.0.5", False),
-        ("registry.internal", False),
-    ],
-)
-def test_loopback(host: str, loopback: bool) -> None:
-    assert is_loopback(host) is loopback
 
 
 def test_refusals() -> None:

@@ -9,7 +9,6 @@ every variable it sets, secrets as a reference to the variable they come from.
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import os
 import shlex
 import sys
@@ -22,6 +21,7 @@ from hi_moe_lora.app.vllm_launch import (
     SECRET_VARIABLES,
     VllmLaunch,
 )
+from hi_moe_lora.hosts import is_loopback
 from plugins.settings import ENV_KERNELS, ENV_REGISTRY_URL, KERNEL_CHOICES, PluginSettingsError
 
 
@@ -88,16 +88,6 @@ def add_parser(subparsers: Any) -> None:
     )
     parser.add_argument("vllm_args", nargs=argparse.REMAINDER, help="-- then extra vLLM flags")
     parser.set_defaults(handler=run)
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` names only this machine (``localhost`` or a loopback address)."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False  # a host name: it may resolve to anything
 
 
 def key_source(args: argparse.Namespace) -> str | None:
