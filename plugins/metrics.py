@@ -13,6 +13,21 @@ Families (all histograms of seconds; ``_count`` per label value counts the event
 - ``hi_moe_lora_vllm_adapter_read_seconds{outcome}``: the disk-to-CPU part of that load alone
   (vLLM's ``_load_adapter``).
 
+Counters of the artifact cache (:mod:`plugins.artifact_fetch`, API server; only with
+``HI_MOE_LORA_ARTIFACT_CACHE_DIR``):
+
+- ``hi_moe_lora_artifact_downloads_total{outcome}``: versions downloaded from the control plane.
+  ``outcome``: ``downloaded``, ``checksum_mismatch`` (the files that arrived are not the
+  registered ones: nothing kept; alert on any), ``too_large`` (one version over the budget) or
+  ``error`` (HTTP/connection failure after the retries, or a cache that cannot be written).
+- ``hi_moe_lora_artifact_download_bytes_total``: bytes transferred by those downloads (resumed
+  parts included once).
+- ``hi_moe_lora_artifact_cache_hits_total{source}``: resolves served without a download:
+  ``cache`` (already in the cache) or ``local_path`` (the registry's path exists on this host
+  and verified: a shared file system).
+- ``hi_moe_lora_artifact_cache_evictions_total{kind}``: versions removed from the cache:
+  ``unused`` (no name bound to it) or ``in_use`` (vLLM was made to forget its names first).
+
 The families live in prometheus_client's default registry, which vLLM's API server serves at
 ``/metrics`` when it runs as one process. When ``PROMETHEUS_MULTIPROC_DIR`` is set in vLLM's
 environment before it starts, every vLLM process writes its samples to files there and the API
@@ -33,13 +48,30 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from prometheus_client import CollectorRegistry, Histogram
+    from prometheus_client import CollectorRegistry, Counter, Histogram
 
 logger = logging.getLogger(__name__)
 
 RESOLVER_DURATION = "hi_moe_lora_resolver_duration_seconds"
 ADAPTER_LOAD = "hi_moe_lora_vllm_adapter_load_seconds"
 ADAPTER_READ = "hi_moe_lora_vllm_adapter_read_seconds"
+
+ARTIFACT_DOWNLOADS = "hi_moe_lora_artifact_downloads_total"
+ARTIFACT_DOWNLOAD_BYTES = "hi_moe_lora_artifact_download_bytes_total"
+ARTIFACT_CACHE_HITS = "hi_moe_lora_artifact_cache_hits_total"
+ARTIFACT_EVICTIONS = "hi_moe_lora_artifact_cache_evictions_total"
+
+DownloadOutcome = Literal["downloaded", "checksum_mismatch", "too_large", "error"]
+DOWNLOAD_OUTCOMES: tuple[DownloadOutcome, ...] = (
+    "downloaded",
+    "checksum_mismatch",
+    "too_large",
+    "error",
+)
+HitSource = Literal["cache", "local_path"]
+HIT_SOURCES: tuple[HitSource, ...] = ("cache", "local_path")
+EvictionKind = Literal["unused", "in_use"]
+EVICTION_KINDS: tuple[EvictionKind, ...] = ("unused", "in_use")
 
 ResolveOutcome = Literal["resolved", "not_found", "declined", "checksum_mismatch", "error"]
 RESOLVE_OUTCOMES: tuple[ResolveOutcome, ...] = (
@@ -85,6 +117,19 @@ class _Family:
         self.failure_logged = False
 
 
+class _CounterFamily:
+    """One counter with at most one label (``label`` and its ``values``), built on first use."""
+
+    def __init__(self, name: str, documentation: str, label: str | None, values: Sequence[str]):
+        self.name = name
+        self.documentation = documentation
+        self.label = label
+        self.values = tuple(values)
+        self.counter: Counter | None = None
+        self.broken = False
+        self.failure_logged = False
+
+
 class PluginMetrics:
     """Our families in one registry (default: prometheus_client's global ``REGISTRY``)."""
 
@@ -108,6 +153,82 @@ class PluginMetrics:
             "Time vLLM's worker took to read one adapter from disk into CPU memory, by outcome.",
             LOAD_OUTCOMES,
         )
+
+        self._downloads = _CounterFamily(
+            ARTIFACT_DOWNLOADS,
+            "Adapter versions the resolver downloaded from the control plane, by outcome.",
+            "outcome",
+            DOWNLOAD_OUTCOMES,
+        )
+        self._download_bytes = _CounterFamily(
+            ARTIFACT_DOWNLOAD_BYTES,
+            "Bytes the resolver downloaded from the control plane's artifact endpoint.",
+            None,
+            (),
+        )
+        self._hits = _CounterFamily(
+            ARTIFACT_CACHE_HITS,
+            "Resolves whose adapter files were already on this host, by where they were.",
+            "source",
+            HIT_SOURCES,
+        )
+        self._evictions = _CounterFamily(
+            ARTIFACT_EVICTIONS,
+            "Adapter versions removed from the resolver's artifact cache, by kind.",
+            "kind",
+            EVICTION_KINDS,
+        )
+
+    def count_download(self, outcome: DownloadOutcome, transferred: int) -> None:
+        """Record one version download (and the bytes it moved); never raises."""
+        self._count(self._downloads, outcome, 1)
+        if transferred > 0:
+            self._count(self._download_bytes, None, transferred)
+
+    def count_hit(self, source: HitSource) -> None:
+        """Record one resolve served without a download; never raises."""
+        self._count(self._hits, source, 1)
+
+    def count_evictions(self, kind: EvictionKind, count: int) -> None:
+        """Record ``count`` versions evicted from the cache; never raises."""
+        if count > 0:
+            self._count(self._evictions, kind, count)
+
+    def _count(self, family: _CounterFamily, value: str | None, amount: float) -> None:
+        try:
+            if family.label is not None and value not in family.values:
+                raise ValueError(f"{value!r} is not one of {family.values}")
+            counter = self._counter(family)
+            if counter is None:
+                return
+            if family.label is not None:
+                counter.labels(**{family.label: value}).inc(amount)
+            else:
+                counter.inc(amount)
+        except Exception as exc:
+            self._failed(family, exc)
+
+    def _counter(self, family: _CounterFamily) -> Counter | None:
+        if family.counter is not None or family.broken:
+            return family.counter
+        with self._lock:
+            if family.counter is None and not family.broken:
+                try:
+                    from prometheus_client import REGISTRY, Counter
+
+                    counter = Counter(
+                        family.name.removesuffix("_total"),
+                        family.documentation,
+                        labelnames=() if family.label is None else (family.label,),
+                        registry=self._registry if self._registry is not None else REGISTRY,
+                    )
+                    for value in family.values:  # every series exists from the start, at zero
+                        counter.labels(**{str(family.label): value})
+                    family.counter = counter
+                except Exception as exc:
+                    family.broken = True
+                    self._failed(family, exc)
+        return family.counter
 
     def observe_resolve(self, outcome: ResolveOutcome, seconds: float) -> None:
         """Record one resolve; never raises."""
@@ -157,7 +278,7 @@ class PluginMetrics:
             histogram.labels(outcome=outcome)
         return histogram
 
-    def _failed(self, family: _Family, exc: Exception) -> None:
+    def _failed(self, family: _Family | _CounterFamily, exc: Exception) -> None:
         if family.failure_logged:
             return
         family.failure_logged = True

@@ -9,6 +9,11 @@ exists on this host and carries the registered checksum, and that it was trained
 model vLLM serves. Any doubt declines (``None``): the resolver never raises, since vLLM would
 turn an exception into a 500 for the client.
 
+With ``HI_MOE_LORA_ARTIFACT_CACHE_DIR`` set, a version whose registered path is not on this
+host (or does not verify) is downloaded from the control plane into a local cache and the
+cached, verified path is returned (:mod:`plugins.artifact_fetch`); a path that exists here and
+verifies is still used as it is (shared file system).
+
 The lookup is blocking ``urllib`` run through :func:`asyncio.to_thread`: the plugin runs in every
 vLLM process and must not pull in the control plane's dependencies. Each resolve is timed into
 ``hi_moe_lora_resolver_duration_seconds{outcome}`` (:mod:`plugins.metrics`).
@@ -38,7 +43,9 @@ from hi_moe_lora.control_api import (
     NotFound,
     ResolvedAdapter,
 )
+from hi_moe_lora.fetching import ArtifactCache, ChecksumMismatch, DownloadError, FetchError
 from plugins import load_timing
+from plugins.artifact_fetch import ArtifactFetcher, VllmModels
 from plugins.logs import route_to_vllm_log
 from plugins.metrics import PluginMetrics, ResolveOutcome, plugin_metrics
 from plugins.settings import ENV_REGISTRY_URL, PluginSettings, PluginSettingsError
@@ -75,14 +82,32 @@ class HiMoeLoraResolver(LoRAResolver):
         )
         self._checksums = checksums if checksums is not None else ChecksumCache()
         self._metrics = metrics if metrics is not None else plugin_metrics()
+        self._fetcher: ArtifactFetcher | None = None
+        if settings.artifact_cache_dir is not None:
+            cache = ArtifactCache(Path(settings.artifact_cache_dir), settings.artifact_cache_bytes)
+            self._fetcher = ArtifactFetcher(
+                cache,
+                self._client,
+                self._metrics,
+                token=settings.resolver_token,
+                timeout_s=settings.resolver_timeout_s,
+            )
+        self._models: VllmModels | None = None
+
+    @property
+    def fetcher(self) -> ArtifactFetcher | None:
+        """The artifact cache's fetcher, when ``HI_MOE_LORA_ARTIFACT_CACHE_DIR`` is set."""
+        return self._fetcher
 
     async def resolve_lora(self, base_model_name: str, lora_name: str) -> LoRARequest | None:
         started = time.perf_counter()
         outcome: ResolveOutcome = "error"
         request: LoRARequest | None = None
         try:
+            if self._fetcher is not None and (self._models is None or not self._models.alive()):
+                self._models = VllmModels.find(self)  # vLLM's loaded names: the cache's in-use
             outcome, request = await asyncio.to_thread(
-                self._resolve_blocking, base_model_name, lora_name
+                self._resolve_blocking, base_model_name, lora_name, self._models
             )
         except Exception:  # never let an exception reach vLLM: it would answer a 500
             logger.exception("hi-moe-lora resolver failed on %r; declining", lora_name)
@@ -91,7 +116,7 @@ class HiMoeLoraResolver(LoRAResolver):
         return request
 
     def _resolve_blocking(
-        self, base_model_name: str, lora_name: str
+        self, base_model_name: str, lora_name: str, models: VllmModels | None = None
     ) -> tuple[ResolveOutcome, LoRARequest | None]:
         try:
             resolved = self._client.resolve(lora_name)
@@ -119,6 +144,10 @@ class HiMoeLoraResolver(LoRAResolver):
             )
             return "declined", None
         outcome, path = self._verified_path(lora_name, resolved)
+        if path is None and self._fetcher is not None and outcome != "error":
+            outcome, path = self._fetched_path(lora_name, resolved, models)
+        elif path is not None and self._fetcher is not None:
+            self._metrics.count_hit("local_path")
         if path is None:
             return outcome, None
         logger.info("Resolved LoRA %r to %s (%s)", lora_name, path, resolved.served_name)
@@ -138,6 +167,9 @@ class HiMoeLoraResolver(LoRAResolver):
             )
             return "declined", None
         if not path.is_dir():
+            if self._fetcher is not None:
+                logger.info("LoRA %r: %s is not on this host; fetching it", lora_name, path)
+                return "declined", None
             logger.warning("LoRA %r: %s does not exist on this host; declining", lora_name, path)
             return "declined", None
         try:
@@ -154,6 +186,25 @@ class HiMoeLoraResolver(LoRAResolver):
             )
             return "checksum_mismatch", None
         return "resolved", path.resolve()
+
+    def _fetched_path(
+        self, lora_name: str, resolved: ResolvedAdapter, models: VllmModels | None
+    ) -> tuple[ResolveOutcome, Path | None]:
+        assert self._fetcher is not None
+        try:
+            path = self._fetcher.fetch(resolved, models)
+        except ChecksumMismatch as exc:
+            logger.error(
+                "LoRA %r: the files downloaded from the control plane are not the registered "
+                "ones (%s); declining",
+                lora_name,
+                exc,
+            )
+            return "checksum_mismatch", None
+        except (FetchError, DownloadError, OSError) as exc:
+            logger.warning("LoRA %r: cannot fetch its files (%s); declining", lora_name, exc)
+            return "error", None
+        return "resolved", path
 
 
 _register_lock = threading.Lock()

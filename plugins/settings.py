@@ -15,6 +15,12 @@ Variables (all optional):
   ``hi-moe-lora tokens create NAME --scope resolver``). Needed once access control is on.
 - ``HI_MOE_LORA_KERNELS``: ``ours`` (default), ``vllm`` or ``reference`` (float64, correctness
   probes only): which Punica kernels serve LoRA.
+- ``HI_MOE_LORA_ARTIFACT_CACHE_DIR``: an absolute directory where the resolver keeps adapter
+  versions it downloads from the control plane (``/admin/v1/artifacts/...``) when the
+  registry's path does not exist on this host. Unset: shared file system only (the path must
+  exist here).
+- ``HI_MOE_LORA_ARTIFACT_CACHE_BYTES``: that cache's size budget, bytes or with a binary suffix
+  (``500M``, ``10G``, ``1T``; ``GiB`` and ``GB`` mean the same); default 20 GiB.
 """
 
 from __future__ import annotations
@@ -29,10 +35,14 @@ ENV_REGISTRY_URL = "HI_MOE_LORA_REGISTRY_URL"
 ENV_RESOLVER_TIMEOUT_S = "HI_MOE_LORA_RESOLVER_TIMEOUT_S"
 ENV_KERNELS = "HI_MOE_LORA_KERNELS"
 ENV_RESOLVER_TOKEN = "HI_MOE_LORA_RESOLVER_TOKEN"
+ENV_ARTIFACT_CACHE_DIR = "HI_MOE_LORA_ARTIFACT_CACHE_DIR"
+ENV_ARTIFACT_CACHE_BYTES = "HI_MOE_LORA_ARTIFACT_CACHE_BYTES"
 
 KernelsChoice = Literal["ours", "vllm", "reference"]
 KERNEL_CHOICES: tuple[KernelsChoice, ...] = ("ours", "vllm", "reference")
 DEFAULT_RESOLVER_TIMEOUT_S = 10.0
+DEFAULT_ARTIFACT_CACHE_BYTES = 20 << 30
+_BYTE_SUFFIXES = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
 class PluginSettingsError(ValueError):
@@ -53,6 +63,9 @@ class PluginSettings:
     kernels: KernelsChoice = "ours"
     #: Never in ``repr`` (the settings may be logged).
     resolver_token: str | None = field(default=None, repr=False)
+    #: Where fetched adapter versions are kept; ``None``: shared file system only.
+    artifact_cache_dir: str | None = None
+    artifact_cache_bytes: int = DEFAULT_ARTIFACT_CACHE_BYTES
 
     @property
     def resolver_enabled(self) -> bool:
@@ -70,6 +83,8 @@ class PluginSettings:
             resolver_timeout_s=_timeout(env.get(ENV_RESOLVER_TIMEOUT_S, "")),
             kernels=_kernels(env.get(ENV_KERNELS, "")),
             resolver_token=env.get(ENV_RESOLVER_TOKEN, "").strip() or None,
+            artifact_cache_dir=_cache_dir(env.get(ENV_ARTIFACT_CACHE_DIR, "")),
+            artifact_cache_bytes=parse_bytes(env.get(ENV_ARTIFACT_CACHE_BYTES, "")),
         )
 
     def to_env(self) -> dict[str, str]:
@@ -79,6 +94,9 @@ class PluginSettings:
             env[ENV_REGISTRY_URL] = self.registry_url
         if self.resolver_token is not None:
             env[ENV_RESOLVER_TOKEN] = self.resolver_token
+        if self.artifact_cache_dir is not None:
+            env[ENV_ARTIFACT_CACHE_DIR] = self.artifact_cache_dir
+            env[ENV_ARTIFACT_CACHE_BYTES] = str(self.artifact_cache_bytes)
         return env
 
 
@@ -109,3 +127,38 @@ def _kernels(raw: str) -> KernelsChoice:
     if value not in KERNEL_CHOICES:
         raise PluginSettingsError(ENV_KERNELS, raw, ", ".join(KERNEL_CHOICES))
     return value
+
+
+def _cache_dir(raw: str) -> str | None:
+    value = raw.strip()
+    if not value:
+        return None
+    if not os.path.isabs(os.path.expanduser(value)):
+        raise PluginSettingsError(ENV_ARTIFACT_CACHE_DIR, raw, "an absolute directory")
+    return os.path.expanduser(value)
+
+
+def parse_bytes(raw: str) -> int:
+    """A byte count: plain (``1048576``) or with a binary suffix (``10G``, ``500MiB``)."""
+    value = raw.strip().upper().replace(" ", "")
+    if not value:
+        return DEFAULT_ARTIFACT_CACHE_BYTES
+    for unit in ("IB", "B"):
+        if value.endswith(unit) and value[: -len(unit)][-1:].isalpha():
+            value = value[: -len(unit)]
+            break
+    else:
+        if value.endswith("B"):
+            value = value[:-1]
+    suffix = value[-1:] if value[-1:].isalpha() else ""
+    number = value[: len(value) - len(suffix)]
+    expected = "a positive size in bytes, optionally with K, M, G or T (e.g. 10G)"
+    if suffix not in _BYTE_SUFFIXES:
+        raise PluginSettingsError(ENV_ARTIFACT_CACHE_BYTES, raw, expected)
+    try:
+        amount = float(number)
+    except ValueError:
+        raise PluginSettingsError(ENV_ARTIFACT_CACHE_BYTES, raw, expected) from None
+    if not math.isfinite(amount) or int(amount * _BYTE_SUFFIXES[suffix]) <= 0:
+        raise PluginSettingsError(ENV_ARTIFACT_CACHE_BYTES, raw, expected)
+    return int(amount * _BYTE_SUFFIXES[suffix])

@@ -18,7 +18,7 @@ from registry.access.gatekeeper import Gatekeeper, Openings
 from registry.access.keyring import Key, Keyring
 from registry.access.secrets import digest
 from registry.access.startup import admin_token_stored, refusal
-from registry.api import access, admin, dispatcher, health, metrics, operations
+from registry.api import access, admin, artifacts, dispatcher, health, metrics, operations
 from registry.api.access_errors import install_access_handler
 from registry.api.admission import AdminAdmission
 from registry.api.limits import BodyLimit
@@ -27,9 +27,11 @@ from registry.components import Components, ControlPlaneApp
 from registry.db.engine import make_engine
 from registry.db.session import Database
 from registry.dispatch import ScoringWeights
+from registry.fleet.change_feed import ChangeFeed, wants_change_feed
 from registry.fleet.invalidation import BareNameInvalidator
 from registry.fleet.loaded import LoadedAdapters
 from registry.fleet.quarantine import Quarantine
+from registry.fleet.routing import ReplicaChooser
 from registry.fleet.upstreams import UpstreamPool
 from registry.metrics.families import ControlPlaneMetrics
 from registry.openai import endpoints as openai_endpoints
@@ -43,6 +45,7 @@ from registry.services.adapters import AdapterService
 from registry.services.artifacts import ArtifactStore
 from registry.services.audit import AuditLog
 from registry.services.dispatching import DispatchService, DispatchSettings
+from registry.services.remote_sources import RemoteSourcePolicy
 from registry.services.requests import RequestLog
 from registry.services.routing_gaps import RoutingGapLog
 from registry.services.sources import SourceLimits, SourcePolicy
@@ -61,6 +64,11 @@ def create_app(settings: ControlPlaneSettings | None = None) -> ControlPlaneApp:
     tokens = TokenService(database, bootstrap_admin=keyring.bootstrap_admin)
     tokens.add_changed_listener(keyring.refresh)
     audit = AuditLog(database)
+    source_limits = SourceLimits(
+        max_file_bytes=settings.source_max_file_bytes,
+        max_artifact_bytes=settings.source_max_artifact_bytes,
+        max_files=settings.source_max_files,
+    )
     adapters = AdapterService(
         database,
         ArtifactStore(settings.artifact_dir),
@@ -68,10 +76,13 @@ def create_app(settings: ControlPlaneSettings | None = None) -> ControlPlaneApp:
         max_lora_rank=settings.max_lora_rank,
         sources=SourcePolicy(
             settings.source_roots,
-            SourceLimits(
-                max_file_bytes=settings.source_max_file_bytes,
-                max_artifact_bytes=settings.source_max_artifact_bytes,
-                max_files=settings.source_max_files,
+            source_limits,
+            remote=RemoteSourcePolicy(
+                settings.source_url_prefixes,
+                source_limits,
+                read_timeout_s=settings.source_read_timeout_s,
+                deadline_s=settings.source_fetch_timeout_s,
+                ca_bundle=settings.source_ca_bundle,
             ),
         ),
     )
@@ -80,8 +91,18 @@ def create_app(settings: ControlPlaneSettings | None = None) -> ControlPlaneApp:
         read_timeout_s=settings.upstream_read_timeout_s,
         connect_timeout_s=settings.upstream_connect_timeout_s,
         api_key=settings.api_key.get_secret_value() if settings.api_key else None,
+        on_retry=lambda replica: control_plane_metrics.upstream_retried(replica.url),
+    )
+    control_plane_metrics.watch_outstanding(
+        [(r.url, r.outstanding_now) for r in upstreams.replicas]
     )
     loaded = LoadedAdapters()
+    chooser = ReplicaChooser(
+        upstreams.replicas,
+        loaded,
+        policy=settings.routing_policy,
+        spill_at=settings.routing_spill_at,
+    )
     quarantine = Quarantine()
     versions = VersionTable(adapters)
     invalidator = BareNameInvalidator(
@@ -115,6 +136,7 @@ def create_app(settings: ControlPlaneSettings | None = None) -> ControlPlaneApp:
         control_plane_metrics,
         loaded,
         quarantine,
+        chooser,
     )
     control_plane_metrics.watch_backlog("outcomes", outcomes)
     control_plane_metrics.watch_backlog("routing_gaps", dispatch.gap_backlog)
@@ -132,6 +154,7 @@ def create_app(settings: ControlPlaneSettings | None = None) -> ControlPlaneApp:
             unload_timeout_s=settings.upstream_unload_timeout_s,
         ),
         base_model=settings.base_model,
+        probes_here=chooser.serves_here,
     )
     warmup = WarmUp(
         adapters,
@@ -146,6 +169,20 @@ def create_app(settings: ControlPlaneSettings | None = None) -> ControlPlaneApp:
         ),
     )
     adapters.add_served_changed_listener(health_monitor.served_changed)
+    change_feed = None
+    if wants_change_feed(settings.database_url, settings.change_feed):
+        # other instances' changes drop this one's caches (no fleet-side effect: no unload,
+        # no warm-up; the instance that made the change did those)
+        change_feed = ChangeFeed(
+            database,
+            settings.database_url,
+            control_plane_metrics,
+            connect_timeout_s=settings.database_connect_timeout_s,
+        )
+        change_feed.add_adapter_listener(versions.forget)
+        change_feed.add_adapter_listener(adapters.changed_elsewhere)
+        change_feed.add_adapter_listener(health_monitor.served_changed)
+        change_feed.add_token_listener(keyring.refresh)
     if settings.warmup:
         health_monitor.add_up_listener(warmup.upstream_up)
         adapters.add_served_changed_listener(warmup.served_changed)
@@ -166,6 +203,7 @@ def create_app(settings: ControlPlaneSettings | None = None) -> ControlPlaneApp:
         metrics=control_plane_metrics,
         health=health_monitor,
         warmup=warmup,
+        change_feed=change_feed,
     )
 
     app = ControlPlaneApp(components)
@@ -175,6 +213,7 @@ def create_app(settings: ControlPlaneSettings | None = None) -> ControlPlaneApp:
     app.add_middleware(AdminAdmission)
     app.include_router(health.router)
     app.include_router(admin.router)
+    app.include_router(artifacts.router)
     app.include_router(access.router)
     app.include_router(dispatcher.router)
     app.include_router(operations.router)

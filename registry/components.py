@@ -18,6 +18,7 @@ from fastapi import FastAPI
 from registry.access.gatekeeper import Gatekeeper
 from registry.access.startup import check_start
 from registry.db.session import Database
+from registry.fleet.change_feed import ChangeFeed
 from registry.fleet.invalidation import BareNameInvalidator
 from registry.fleet.upstreams import UpstreamPool
 from registry.metrics.families import ControlPlaneMetrics
@@ -57,6 +58,8 @@ class Components:
     metrics: ControlPlaneMetrics
     health: HealthMonitor
     warmup: WarmUp
+    #: PostgreSQL: other instances' changes, applied here at once (None: SQLite, or off)
+    change_feed: ChangeFeed | None = None
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -66,10 +69,11 @@ class Components:
         the access tokens are read and the access settings checked (open on a non-loopback
         address without ``insecure``: :class:`AccessConfigurationError`; open: a warning);
         the dispatcher loads its embedding model and reads the fleet; the health monitor starts
-        checking the upstreams (in the background: each upstream it finds up is warmed up).
-        Stop: stop health checks and warm-ups, write the outcomes still buffered, cancel the
-        bare-name unloads still running, close the upstream client, write the routing gaps
-        still buffered, dispose the engine.
+        checking the upstreams (in the background: each upstream it finds up is warmed up);
+        on PostgreSQL, the change feed announces this instance's changes and listens for the
+        others'. Stop: stop the change feed, stop health checks and warm-ups, write the
+        outcomes still buffered, cancel the bare-name unloads still running, close the upstream
+        client, write the routing gaps still buffered, dispose the engine.
         """
         async with AsyncExitStack() as stack:
             stack.callback(self.database.dispose)
@@ -90,6 +94,9 @@ class Components:
             if self.settings.health_checks:
                 await self.health.start()
                 stack.push_async_callback(self.health.stop)
+            if self.change_feed is not None:
+                await self.change_feed.start()
+                stack.push_async_callback(self.change_feed.stop)
             logger.info("control plane ready (schema %s)", head)
             yield
             logger.info("control plane stopping")

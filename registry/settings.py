@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -29,6 +30,10 @@ class ControlPlaneSettings(BaseSettings):
     # A server database (PostgreSQL) that cannot be reached fails a request with 503 after
     # this long (making a connection, or waiting for a pooled one); SQLite ignores it.
     database_connect_timeout_s: float = Field(default=5.0, gt=0)
+    # Several instances on one PostgreSQL registry (registry/fleet/change_feed.py): each change
+    # is announced with NOTIFY and every other instance drops its stale caches at once (routing
+    # snapshots, the dispatcher's fleet, tokens). SQLite has no feed whatever this says.
+    change_feed: bool = True
     artifact_dir: Path = Path("./.hi-moe-lora/artifacts")
     # The served base model path/id; adapters are validated against it at registration.
     base_model: str | None = None
@@ -40,7 +45,22 @@ class ControlPlaneSettings(BaseSettings):
     source_max_file_bytes: int = Field(default=4 << 30, ge=1)
     source_max_artifact_bytes: int = Field(default=4 << 30, ge=1)
     source_max_files: int = Field(default=1000, ge=2)
+    # Remote sources (registry/services/remote_sources.py): a URL (https://, or an fsspec
+    # protocol such as s3:// with the `remote` extra and its backend) is read only when it
+    # starts with one of these prefixes (JSON list; plain http:// only where a prefix names it).
+    # Empty, the default, accepts no remote source. Each connect/read, and the whole fetch, are
+    # bounded; the CA bundle is trusted besides the system's (SSL_CERT_FILE also works).
+    source_url_prefixes: list[str] = Field(default_factory=list)
+    source_read_timeout_s: float = Field(default=30.0, gt=0)
+    source_fetch_timeout_s: float = Field(default=1800.0, gt=0)
+    source_ca_bundle: Path | None = None
     vllm_urls: list[str] = Field(default_factory=lambda: ["http://127.0.0.1:8000"])
+    # Which replica serves a request (registry/fleet/routing.py): "affinity" (the replica that
+    # has the adapter version loaded, else its home replica by rendezvous hash; spilling to the
+    # least busy replica once the preferred one has `routing_spill_at` requests outstanding),
+    # "least_outstanding" or "round_robin".
+    routing_policy: Literal["affinity", "least_outstanding", "round_robin"] = "affinity"
+    routing_spill_at: int = Field(default=8, ge=1)
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=1, le=65535)
     # On SIGTERM/SIGINT `serve` stops accepting, lets requests and streams in flight finish for

@@ -137,6 +137,8 @@ def _operations(admin: ControlPlaneClient, control_plane_url: str) -> None:
         "hi_moe_lora_requests_total{",
         "hi_moe_lora_adapter_cache_requests_total{",
         "hi_moe_lora_client_requests_total{",
+        # which replica answered, and why (adapter affinity: loaded / home / spill / failover)
+        "hi_moe_lora_upstream_routes_total{",
     )
     for line in text.splitlines():
         if line.startswith(shown) and not line.endswith(" 0.0"):
@@ -171,12 +173,20 @@ def _audit(admin: ControlPlaneClient) -> None:
 
 
 def run_demo(
-    workdir: Path, *, admin_token: str | None = None, resolver_token: str | None = None
+    workdir: Path,
+    *,
+    admin_token: str | None = None,
+    resolver_token: str | None = None,
+    replicas: int = 1,
+    private_artifacts: bool = False,
 ) -> list[DemoAnswer]:
     """Run the whole demo under ``workdir``; returns the answers in order.
 
     ``admin_token`` and ``resolver_token`` are the control plane's bootstrap secrets; each one
-    not given is generated for this run.
+    not given is generated for this run. ``replicas`` vLLM servers run behind the control plane
+    (routed with adapter affinity); with ``private_artifacts`` each downloads the versions it
+    serves into its own cache instead of reading the control plane's artifact directory
+    (:class:`EmbeddedStack`; needs root and ``unshare`` on Linux).
     """
     import openai
 
@@ -195,8 +205,10 @@ def run_demo(
         warmup=False,
         admin_token=admin_token,
         resolver_token=resolver_token,
+        vllm_replicas=replicas,
+        private_artifacts=private_artifacts,
     ) as stack:
-        print(f"  control plane: {stack.control_plane_url}   vLLM: {stack.vllm_url}")
+        print(f"  control plane: {stack.control_plane_url}   vLLM: {', '.join(stack.vllm_urls)}")
         print(f"  logs: {stack.log_dir}")
         admin = ControlPlaneClient(stack.control_plane_url, timeout_s=60.0, token=admin_token)
         api_key = _access(admin, stack.control_plane_url)

@@ -5,6 +5,13 @@ stops them again. The demo and the integration tests use it, so both exercise ex
 user runs: ``hi-moe-lora db upgrade``, ``hi-moe-lora serve`` and vLLM's OpenAI server started by
 :class:`hi_moe_lora.app.vllm_launch.VllmLaunch` with the resolver plugin pointing at the registry.
 vLLM requires an API key, random per stack unless given, which the control plane sends.
+
+Several replicas (``vllm_replicas``) make a small fleet on one machine: each vLLM has its own
+port, log and metrics directory, and the control plane routes between them. With
+``private_artifacts`` each replica also gets its own artifact cache and does not see the control
+plane's artifact directory at all: it runs in a mount namespace of its own where that directory
+is an empty tmpfs (``unshare``; Linux, root), as on a host that shares no filesystem with the
+control plane, so the resolver plugin must download every version it serves.
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -24,6 +32,7 @@ from hi_moe_lora.app.processes import (
     free_port,
 )
 from hi_moe_lora.app.vllm_launch import VllmLaunch
+from registry.fleet.routing import RoutingPolicy
 from registry.settings import ControlPlaneSettings
 
 logger = logging.getLogger(__name__)
@@ -54,6 +63,15 @@ class EmbeddedStack(StartStop):
     source_roots: list[Path] | None = None
     control_plane_port: int = field(default_factory=free_port)
     vllm_port: int = field(default_factory=free_port)
+    #: How many vLLM servers to run (the first on ``vllm_port``, the others on free ports).
+    vllm_replicas: int = 1
+    #: Each replica in a mount namespace where the control plane's artifact directory is empty,
+    #: downloading what it serves into its own cache (see the module doc): needs ``unshare``.
+    private_artifacts: bool = False
+    #: The byte budget of each replica's artifact cache (``None``: the plugin's default).
+    artifact_cache_bytes: int | None = None
+    #: How the control plane picks a replica (``routing_policy``).
+    routing_policy: RoutingPolicy = "affinity"
     #: vLLM's API key, shared with the control plane (``HI_MOE_LORA_API_KEY``). Random per stack
     #: by default; ``None`` runs vLLM without one (then anyone who reaches its port may call it).
     vllm_api_key: str | None = field(default_factory=lambda: secrets.token_urlsafe(32), repr=False)
@@ -62,6 +80,13 @@ class EmbeddedStack(StartStop):
     admin_token: str | None = field(default=None, repr=False)
     resolver_token: str | None = field(default=None, repr=False)
     _processes: list[ManagedProcess] = field(default_factory=list, init=False, repr=False)
+    _replica_ports: list[int] = field(default_factory=list, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.vllm_replicas < 1:
+            raise ValueError("vllm_replicas must be at least 1")
+        others = [free_port() for _ in range(self.vllm_replicas - 1)]
+        self._replica_ports = [self.vllm_port, *others]
 
     @property
     def control_plane_url(self) -> str:
@@ -69,7 +94,13 @@ class EmbeddedStack(StartStop):
 
     @property
     def vllm_url(self) -> str:
+        """The first replica's URL."""
         return f"http://{self.host}:{self.vllm_port}"
+
+    @property
+    def vllm_urls(self) -> list[str]:
+        """Every replica's URL, in replica order."""
+        return [f"http://{self.host}:{port}" for port in self._replica_ports]
 
     @property
     def vllm_headers(self) -> dict[str, str]:
@@ -93,7 +124,7 @@ class EmbeddedStack(StartStop):
             source_roots=self.source_roots
             if self.source_roots is not None
             else [self.workdir, self.model_dir.parent],
-            vllm_urls=[self.vllm_url],
+            vllm_urls=self.vllm_urls,
             host=self.host,
             port=self.control_plane_port,
             max_loras=self.max_loras,
@@ -103,27 +134,57 @@ class EmbeddedStack(StartStop):
             api_key=self.vllm_api_key,
             admin_token=self.admin_token,
             resolver_token=self.resolver_token,
+            routing_policy=self.routing_policy,
         )
 
     def control_plane_env(self) -> dict[str, str]:
         """This process's environment plus the control plane's settings (as variables)."""
         return {**os.environ, **self.control_plane_settings().to_env()}
 
-    def vllm_launch(self) -> VllmLaunch:
+    def vllm_launch(self, replica: int = 0) -> VllmLaunch:
+        """How replica ``replica`` (0: the first) is started."""
+        suffix = "" if replica == 0 else f"-{replica}"
+        cache_dir = self.artifact_cache_dir(replica)
         return VllmLaunch(
             model=str(self.model_dir),
             registry_url=self.control_plane_url,
             host=self.host,
-            port=self.vllm_port,
+            port=self._replica_ports[replica],
             max_lora_rank=self.max_lora_rank,
             max_loras=self.max_loras,
             max_model_len=self.max_model_len,
             dtype="float32",
             # vLLM's /metrics then also shows the worker's adapter load times (plugins/README.md)
-            metrics_dir=str(self.workdir / "vllm-metrics"),
+            metrics_dir=str(self.workdir / f"vllm-metrics{suffix}"),
             api_key=self.vllm_api_key,
             resolver_token=self.resolver_token,
+            artifact_cache_dir=str(cache_dir) if cache_dir is not None else None,
+            artifact_cache_bytes=self.artifact_cache_bytes if cache_dir is not None else None,
         )
+
+    def artifact_cache_dir(self, replica: int) -> Path | None:
+        """Where replica ``replica`` keeps the versions it downloads (private artifacts only)."""
+        return self.workdir / f"vllm-{replica}-artifacts" if self.private_artifacts else None
+
+    def _vllm_command(self, launch: VllmLaunch) -> list[str]:
+        argv = launch.command()
+        if not self.private_artifacts:
+            return argv
+        hidden = self.workdir / "artifacts"
+        hidden.mkdir(parents=True, exist_ok=True)
+        # a private mount namespace in which the control plane's artifact directory is an
+        # empty tmpfs: vLLM (and its resolver) cannot read the registry's copies
+        return [
+            private_view_tool(),
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            'mount -t tmpfs -o size=1m hidden-artifacts "$0" && exec "$@"',
+            str(hidden),
+            *argv,
+        ]
 
     def migrate(self) -> None:
         """``hi-moe-lora db upgrade`` against the stack's database."""
@@ -160,22 +221,36 @@ class EmbeddedStack(StartStop):
         self.wait_ready()
         return process
 
-    def start_vllm(self) -> ManagedProcess:
-        launch = self.vllm_launch()
-        launch.prepare_metrics_dir()
-        process = ManagedProcess(
-            "vLLM",
-            launch.command(),
-            self.log_dir / "vllm.log",
-            env=launch.environment(),
-        ).start()
-        self._processes.append(process)
-        process.wait_http_ok(f"{self.vllm_url}/health", VLLM_START_TIMEOUT_S, interval_s=2.0)
-        return process
+    def start_vllm(self, replica: int | None = None) -> list[ManagedProcess]:
+        """Start replica ``replica`` (``None``: every replica, side by side) and wait until
+        each answers ``/health``."""
+        indices = range(self.vllm_replicas) if replica is None else [replica]
+        started: list[ManagedProcess] = []
+        for index in indices:
+            launch = self.vllm_launch(index)
+            launch.prepare_metrics_dir()
+            process = ManagedProcess(
+                _vllm_process_name(index),
+                self._vllm_command(launch),
+                self.log_dir / ("vllm.log" if index == 0 else f"vllm-{index}.log"),
+                env=launch.environment(),
+            ).start()
+            self._processes.append(process)
+            started.append(process)
+        for index, process in zip(indices, started, strict=True):
+            process.wait_http_ok(
+                f"{self.vllm_urls[index]}/health", VLLM_START_TIMEOUT_S, interval_s=2.0
+            )
+        return started
 
-    def stop_vllm(self) -> None:
-        """Stop vLLM only (the control plane keeps running); :meth:`start_vllm` starts it again."""
-        for process in [p for p in self._processes if p.name == "vLLM"]:
+    def stop_vllm(self, replica: int | None = None) -> None:
+        """Stop vLLM replica ``replica`` (``None``: all) only; the control plane keeps running
+        and :meth:`start_vllm` starts it again."""
+        names = {
+            _vllm_process_name(i)
+            for i in (range(self.vllm_replicas) if replica is None else [replica])
+        }
+        for process in [p for p in self._processes if p.name in names]:
             process.stop()
             self._processes.remove(process)
 
@@ -191,7 +266,7 @@ class EmbeddedStack(StartStop):
             self.start_control_plane()
             logger.info("control plane ready at %s", self.control_plane_url)
             self.start_vllm()
-            logger.info("vLLM ready at %s", self.vllm_url)
+            logger.info("vLLM ready at %s", ", ".join(self.vllm_urls))
             self.wait_ready()
         except BaseException:
             self.stop()
@@ -202,3 +277,19 @@ class EmbeddedStack(StartStop):
         """Stop vLLM first (it may call the registry while stopping), then the control plane."""
         while self._processes:
             self._processes.pop().stop()
+
+
+def _vllm_process_name(replica: int) -> str:
+    """``vLLM`` for the first replica (its log stays ``vllm.log``), ``vLLM 1``, … after it."""
+    return "vLLM" if replica == 0 else f"vLLM {replica}"
+
+
+def private_view_tool() -> str:
+    """``unshare``'s path, if this machine lets us make a mount namespace (Linux, root);
+    raises :class:`ProcessStartError` otherwise."""
+    tool = shutil.which("unshare")
+    if tool is None or sys.platform != "linux" or os.geteuid() != 0:
+        raise ProcessStartError(
+            "private_artifacts needs unshare(1) and root on Linux (a mount namespace per vLLM)"
+        )
+    return tool

@@ -72,6 +72,13 @@ class VllmLaunch:
     api_key: str | None = field(default=None, repr=False)
     #: The resolver plugin's token for the control plane (``HI_MOE_LORA_RESOLVER_TOKEN``).
     resolver_token: str | None = field(default=None, repr=False)
+    #: Where the resolver keeps adapter versions it downloads from the control plane
+    #: (``HI_MOE_LORA_ARTIFACT_CACHE_DIR``; absolute); ``None``: the environment's, else a
+    #: shared file system only.
+    artifact_cache_dir: str | None = None
+    #: That cache's byte budget (``HI_MOE_LORA_ARTIFACT_CACHE_BYTES``); ``None``: the
+    #: environment's, else 20 GiB.
+    artifact_cache_bytes: int | None = None
 
     def command(self, python: str = sys.executable) -> list[str]:
         """The argv that starts vLLM's OpenAI-compatible server."""
@@ -114,6 +121,10 @@ class VllmLaunch:
             settings = dataclasses.replace(settings, kernels=self.kernels)
         if self.resolver_token is not None:
             settings = dataclasses.replace(settings, resolver_token=self.resolver_token)
+        if self.artifact_cache_dir is not None:
+            settings = dataclasses.replace(settings, artifact_cache_dir=self.artifact_cache_dir)
+        if self.artifact_cache_bytes is not None:
+            settings = dataclasses.replace(settings, artifact_cache_bytes=self.artifact_cache_bytes)
         return settings
 
     def variables(self, base: Mapping[str, str] | None = None) -> dict[str, str]:

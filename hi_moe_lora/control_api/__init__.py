@@ -6,7 +6,7 @@ plugin inside vLLM, the CLI, the demo). The control plane's routers use the same
 only, so the plugin can use it inside every vLLM process.
 """
 
-from hi_moe_lora.control_api.answers import AnswerError, ResolvedAdapter
+from hi_moe_lora.control_api.answers import AnswerError, ArtifactFile, ResolvedAdapter
 from hi_moe_lora.control_api.client import (
     ControlPlaneClient,
     ControlPlaneError,
@@ -16,6 +16,7 @@ from hi_moe_lora.control_api.client import (
 
 __all__ = [
     "AnswerError",
+    "ArtifactFile",
     "ControlPlaneClient",
     "ControlPlaneError",
     "ControlPlaneUnreachable",

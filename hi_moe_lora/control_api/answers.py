@@ -17,6 +17,14 @@ class AnswerError(ValueError):
 
 
 @dataclass(frozen=True)
+class ArtifactFile:
+    """One file of a registered version, as the artifact endpoint serves it."""
+
+    name: str
+    size: int
+
+
+@dataclass(frozen=True)
 class ResolvedAdapter:
     """What vLLM needs to load one adapter version."""
 
@@ -30,14 +38,19 @@ class ResolvedAdapter:
     alpha: float
     variant: str
     base_model: str
+    #: The version's files (``paths.ARTIFACT`` serves each); ``None``: the answer did not say
+    #: (an older control plane), so a fetch learns the sizes from the downloads.
+    files: tuple[ArtifactFile, ...] | None = None
 
     @classmethod
     def from_json(cls, payload: Any) -> ResolvedAdapter:
         """Parse a resolve answer; raises :class:`AnswerError` naming what is wrong."""
         if not isinstance(payload, Mapping):
             raise AnswerError("resolve answer is not a JSON object")
-        values: dict[str, Any] = {}
+        values: dict[str, Any] = {"files": _files(payload.get("files"))}
         for field in dataclasses.fields(cls):
+            if field.name == "files":
+                continue
             kind = {"int": int, "float": float}.get(str(field.type), str)
             raw = payload.get(field.name)
             if raw is None or isinstance(raw, (bool, dict, list)):
@@ -49,3 +62,21 @@ class ResolvedAdapter:
                     f"resolve answer lacks a usable field {field.name!r}: {raw!r}"
                 ) from None
         return cls(**values)
+
+
+def _files(raw: Any) -> tuple[ArtifactFile, ...] | None:
+    """The optional ``files`` list of a resolve answer (absent or null: unknown)."""
+    if raw is None:
+        return None
+    if not isinstance(raw, list):
+        raise AnswerError("resolve answer's 'files' is not a list")
+    files = []
+    for item in raw:
+        name = item.get("name") if isinstance(item, Mapping) else None
+        size = item.get("size") if isinstance(item, Mapping) else None
+        if not isinstance(name, str) or not name or isinstance(size, bool):
+            raise AnswerError(f"resolve answer lists an unusable file: {item!r}")
+        if not isinstance(size, int) or size < 0:
+            raise AnswerError(f"resolve answer lists an unusable file: {item!r}")
+        files.append(ArtifactFile(name=name, size=size))
+    return tuple(files)

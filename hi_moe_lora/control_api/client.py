@@ -7,7 +7,8 @@ OpenAI-style errors of ``/v1`` both become :class:`ControlPlaneError` with their
 the answers code reads
 (:class:`.answers.ResolvedAdapter`); other answers come back as the JSON objects the admin API
 documents. A warm-up can also be followed as it happens (:meth:`ControlPlaneClient.warmup_events`:
-the admin API's NDJSON lines, read one by one).
+the admin API's NDJSON lines, read one by one), and so can a registration
+(:meth:`ControlPlaneClient.register_events`: bytes fetched, then the outcome).
 """
 
 from __future__ import annotations
@@ -97,6 +98,54 @@ class ControlPlaneClient:
             "description": description,
         }
         return self._object(self._call("POST", paths.VERSIONS, body, name=name))
+
+    def register_events(
+        self,
+        name: str,
+        version: str,
+        source: str,
+        *,
+        domains: Sequence[str] = (),
+        description: str | None = None,
+    ) -> Generator[JsonObject, None, None]:
+        """The same registration, followed as it happens: ``progress`` events (``bytes``,
+        ``total``: ``None`` while unknown) while the files are fetched or copied, then one
+        ``registered`` event whose ``version`` is what :meth:`register` returns.
+
+        A refusal raises :class:`ControlPlaneError` (its subclasses), whether the control plane
+        answered it at once or as the stream's ``error`` line; so does a stream that ends
+        without its outcome. A control plane that answers plain JSON (no stream) yields the one
+        ``registered`` event.
+        """
+        body = {
+            "version": version,
+            "source": source,
+            "domains": list(domains),
+            "description": description,
+        }
+        request = self._request("POST", self.url(paths.VERSIONS, name=name), body)
+        request.add_header("Accept", f"{paths.NDJSON}, application/json;q=0.5")
+        with self._open(request) as response:
+            content_type = response.headers.get("Content-Type", "")
+            if paths.NDJSON not in content_type:
+                raw = self._read(response, MAX_ANSWER_BYTES + 1)
+                try:
+                    answer = json.loads(raw)
+                except ValueError:
+                    raise ControlPlaneError("answer is not JSON") from None
+                yield {"event": "registered", "version": self._object(answer)}
+                return
+            for event in self._lines(response):
+                kind = event.get("event")
+                if kind == "error":
+                    problem = event.get("problem")
+                    raise _problem_error(problem if isinstance(problem, Mapping) else {}, None)
+                yield event
+                if kind == "registered":
+                    return
+            raise ControlPlaneUnreachable(
+                f"the registration stream from {self.base_url} ended before its outcome"
+            )
 
     def list_adapters(self) -> list[JsonObject]:
         adapters = self._object(self._call("GET", paths.ADAPTERS)).get("adapters")
@@ -336,13 +385,25 @@ def _problem(exc: urllib.error.HTTPError) -> ControlPlaneError:
         text = ""
     finally:
         exc.close()
-    error = NotFound if exc.code == 404 else ControlPlaneError
     try:
         payload = json.loads(text)
     except ValueError:
         payload = None
     if not isinstance(payload, Mapping):
+        error = NotFound if exc.code == 404 else ControlPlaneError
         return error(text.strip()[:500] or str(exc.reason), status=exc.code)
+    return _problem_error(payload, exc.code, text)
+
+
+def _problem_error(
+    payload: Mapping[str, Any], status: int | None, text: str = ""
+) -> ControlPlaneError:
+    """A problem (RFC 9457) or OpenAI-style error body as :class:`ControlPlaneError`;
+    ``status``: the HTTP status (``None``: the problem's own, e.g. a streamed error line)."""
+    if status is None:
+        own = payload.get("status")
+        status = own if isinstance(own, int) else None
+    error = NotFound if status == 404 else ControlPlaneError
     openai_error = payload.get("error")
     if isinstance(openai_error, Mapping):  # the front door's /v1 answers OpenAI's error shape
         payload = {
@@ -355,7 +416,7 @@ def _problem(exc: urllib.error.HTTPError) -> ControlPlaneError:
     title = payload.get("title")
     return error(
         detail,
-        status=exc.code,
+        status=status,
         code=str(code) if code else None,
         title=str(title) if title else None,
     )

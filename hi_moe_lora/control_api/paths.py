@@ -25,6 +25,10 @@ ROUTING_GAP_SUMMARY = "/routing-gaps/summary"
 WARMUP = "/warmup"
 #: The resolver plugin's lookup: ``name`` (active version) or ``name@version``.
 RESOLVE = "/resolve/{served_name}"
+#: One file of a registered version (``adapter_config.json`` or ``adapter_model.safetensors``),
+#: streamed with ``Range`` support (GET and HEAD), for vLLM hosts that share no file system with
+#: the control plane; the resolver's token (or an admin token) opens it.
+ARTIFACT = "/artifacts/{name}/{version}/{file}"
 #: Access tokens (POST creates: the secret is in that answer only; DELETE revokes).
 TOKENS = "/tokens"
 TOKEN = "/tokens/{name}"

@@ -7,11 +7,13 @@ Every route needs an admin token while access control is on, except the resolver
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 
-from fastapi import APIRouter, Response, status
+from fastapi import APIRouter, Request, Response, status
 
 from hi_moe_lora.control_api import ResolvedAdapter, paths
 from registry.api.problems import PROBLEM_JSON
+from registry.api.registration import registration_events
 from registry.api.schemas import (
     AdapterListOut,
     AdapterOut,
@@ -23,9 +25,14 @@ from registry.api.schemas import (
 )
 from registry.dependencies import AdaptersDep as Adapters
 from registry.dependencies import AdminCaller, ResolverCaller
-from registry.services.records import AdapterInfo
+from registry.services.records import AdapterInfo, AdapterVersionInfo
+from registry.services.sources import Progress
 
 _problem = {"model": Problem, "content": {PROBLEM_JSON: {}}}
+_progress_lines = {
+    "description": "with Accept: application/x-ndjson: progress lines, then the outcome",
+    "content": {paths.NDJSON: {"schema": {"type": "string"}}},
+}
 router = APIRouter(
     prefix=paths.ADMIN_PREFIX,
     tags=["admin"],
@@ -37,18 +44,34 @@ router = APIRouter(
     paths.VERSIONS,
     status_code=status.HTTP_201_CREATED,
     response_model=AdapterVersionOut,
+    responses={200: _progress_lines},
 )
 async def register_version(
-    name: str, body: RegisterVersionIn, caller: AdminCaller, adapters: Adapters, response: Response
-) -> AdapterVersionOut:
-    info = await adapters.register(
-        name,
-        body.version,
-        body.source,
-        domains=body.domains,
-        description=body.description,
-        actor=caller.name,
-    )
+    name: str,
+    body: RegisterVersionIn,
+    caller: AdminCaller,
+    adapters: Adapters,
+    request: Request,
+    response: Response,
+) -> AdapterVersionOut | Response:
+    """Register a version from a local directory or an allowed URL; with ``Accept:
+    application/x-ndjson`` the answer streams progress lines, then the outcome
+    (:mod:`registry.api.registration`)."""
+
+    def register(progress: Progress | None = None) -> Awaitable[AdapterVersionInfo]:
+        return adapters.register(
+            name,
+            body.version,
+            body.source,
+            domains=body.domains,
+            description=body.description,
+            actor=caller.name,
+            progress=progress,
+        )
+
+    if paths.NDJSON in request.headers.get("accept", ""):
+        return await registration_events(register)
+    info = await register()
     response.headers["Location"] = paths.admin_path(paths.VERSION, name=name, version=info.version)
     return AdapterVersionOut.model_validate(info)
 

@@ -6,8 +6,9 @@ threads, answers) to each turn of the loop, and a front-door request, which need
 waits behind all of them. :class:`AdminAdmission` (an ASGI middleware) lets at most
 ``limit`` admin requests past it at a time; the others wait, in arrival order, before any work
 is done for them (a waiting request costs the loop nothing). The registry serialises its writes
-anyway, so admin throughput hardly changes. The resolver's look-up is exempt: vLLM waits on it
-to load an adapter for a request in flight.
+anyway, so admin throughput hardly changes. The resolver's look-up and the artifact downloads
+(``/admin/v1/artifacts/...``) are exempt: vLLM waits on them to load an adapter for a request
+in flight.
 """
 
 from __future__ import annotations
@@ -31,10 +32,14 @@ class AdminAdmission:
         # one semaphore per event loop (an app may be served by several loops in turn: tests)
         self._slots: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
         self._admin = paths.ADMIN_PREFIX + "/"
-        self._exempt = paths.ADMIN_PREFIX + paths.RESOLVE.split("{", 1)[0]
+        self._exempt = tuple(
+            paths.ADMIN_PREFIX + template.split("{", 1)[0]
+            for template in (paths.RESOLVE, paths.ARTIFACT)
+        )
 
     def admits(self, path: str) -> bool:
-        """Whether ``path`` waits for a slot (admin API, not the resolver's look-up)."""
+        """Whether ``path`` waits for a slot (admin API, not the resolver's look-up or the
+        artifact downloads of vLLM hosts)."""
         return path.startswith(self._admin) and not path.startswith(self._exempt)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -1,9 +1,12 @@
 """The vLLM replicas behind the control plane and the one HTTP client that talks to them.
 
-:class:`UpstreamPool` picks a replica round-robin among those not recently found down, fails over
-to the next one when a connection cannot be made (the request was not sent, so retrying is safe),
-and turns every transport failure into :class:`UpstreamUnavailable` within bounded timeouts.
-Answers come back as :class:`UpstreamResponse`.
+:class:`UpstreamPool` sends to the replicas in the order :mod:`registry.fleet.routing` chose
+(adapter affinity; round-robin among those not recently found down when no order is given),
+fails over to the next one when a connection cannot be made (the request was not sent, so
+retrying is safe), retries a non-streaming request once elsewhere when it failed after it was
+sent but before its answer was read, counts each replica's outstanding requests, and turns every
+transport failure into :class:`UpstreamUnavailable` within bounded timeouts. Answers come back as
+:class:`UpstreamResponse`.
 
 Two bounds, two answers: making a connection is bounded by ``connect_timeout_s`` (seconds: a
 refused or unanswered connection fails over to the next replica, and when none is left the front
@@ -24,7 +27,7 @@ import itertools
 import json
 import logging
 import time
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import Any
 
 import aiohttp
@@ -64,7 +67,8 @@ class Replica:
 
     ``down_until``: skipped until then after a refused connection. ``healthy``: the health
     monitor's last verdict (``None`` before its first check, or when no monitor runs), with
-    ``health_reason`` saying why not.
+    ``health_reason`` saying why not. ``outstanding``: front-door requests sent to it whose
+    answer has not been read or relayed to the end yet (the routing policies' load signal).
     """
 
     def __init__(self, url: str) -> None:
@@ -72,9 +76,14 @@ class Replica:
         self.down_until = 0.0
         self.healthy: bool | None = None
         self.health_reason: str | None = None
+        self.outstanding = 0
 
     def is_up(self, now: float) -> bool:
         return now >= self.down_until and self.healthy is not False
+
+    def outstanding_now(self) -> float:
+        """:attr:`outstanding`, for a gauge read at scrape time."""
+        return float(self.outstanding)
 
     def __repr__(self) -> str:
         return f"Replica({self.url!r})"
@@ -83,10 +92,19 @@ class Replica:
 class UpstreamResponse:
     """One answer of a replica: status, headers and (read at once, or streamed) body."""
 
-    def __init__(self, replica: Replica, raw: aiohttp.ClientResponse) -> None:
+    def __init__(
+        self, replica: Replica, raw: aiohttp.ClientResponse, *, counted: bool = False
+    ) -> None:
         self.replica = replica
         self._raw = raw
         self._content: bytes | None = None
+        #: whether this answer counts in ``replica.outstanding`` until it is read or closed
+        self._counted = counted
+
+    def _release(self) -> None:
+        if self._counted:
+            self._counted = False
+            self.replica.outstanding -= 1
 
     @property
     def status_code(self) -> int:
@@ -134,6 +152,8 @@ class UpstreamResponse:
             except TRANSPORT_ERRORS as exc:
                 self._raw.close()
                 raise _unavailable(self.replica, exc) from exc
+            finally:
+                self._release()
         return self._content
 
     async def aiter_raw(self) -> AsyncGenerator[bytes, None]:
@@ -146,6 +166,7 @@ class UpstreamResponse:
 
     async def aclose(self) -> None:
         """Give the connection back (or drop it when the body was not read to the end)."""
+        self._release()
         if self._raw.content.is_eof():
             self._raw.release()
         else:
@@ -153,7 +174,11 @@ class UpstreamResponse:
 
 
 class UpstreamPool:
-    """Round-robin over vLLM replicas with connect-failure failover."""
+    """The vLLM replicas and their one client: failover on connect failures, one retry.
+
+    Which replica a front-door request tries first is :mod:`registry.fleet.routing`'s choice
+    (``order``); without one, replicas are taken round-robin.
+    """
 
     def __init__(
         self,
@@ -162,7 +187,10 @@ class UpstreamPool:
         read_timeout_s: float,
         connect_timeout_s: float = CONNECT_TIMEOUT_S,
         api_key: str | None = None,
+        on_retry: Callable[[Replica], None] | None = None,
     ) -> None:
+        """``on_retry``: called with the replica a sent request failed on before it is
+        retried on another (:meth:`send` with ``retry=True``), for a metric."""
         if not urls:
             raise ValueError("at least one vLLM URL is needed")
         self.replicas = [Replica(url) for url in urls]
@@ -180,6 +208,7 @@ class UpstreamPool:
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
         self._client: aiohttp.ClientSession | None = None
+        self._on_retry = on_retry
 
     @property
     def client(self) -> aiohttp.ClientSession:
@@ -214,8 +243,17 @@ class UpstreamPool:
         content: bytes | None = None,
         headers: Mapping[str, str] | None = None,
         stream: bool = False,
+        order: Sequence[Replica] | None = None,
+        retry: bool = False,
     ) -> UpstreamResponse:
-        """Send to the first replica that accepts a connection.
+        """Send to the first replica of ``order`` (default: :meth:`candidates`) that accepts.
+
+        A replica that refuses the connection (or does not accept it in time) is marked down
+        for a few seconds and the next one is tried: the request was not sent. With
+        ``retry=True`` (non-streaming requests only: nothing has reached the client before the
+        whole answer is read) a request that was sent but failed before its answer was read
+        (the connection broke, vLLM died) is sent once more, to the next replica; a read timeout
+        is never retried (vLLM may still be working on it).
 
         With ``stream=True`` the body is not read: the caller must close the response.
         Raises :class:`UpstreamTimeout` when the replica that took the request went silent for
@@ -228,13 +266,16 @@ class UpstreamPool:
             reasons = "; ".join(f"{r.url}: {r.health_reason}" for r in self.replicas)
             raise UpstreamUnavailable(f"no healthy vLLM replica ({reasons})")
         last_error: Exception | None = None
+        retried = False
         client = self.client
-        for replica in self.candidates():
+        for replica in self.candidates() if order is None else order:
+            replica.outstanding += 1
             try:
                 raw = await client.request(
                     method, replica.url + path, data=content, headers=headers
                 )
             except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
+                replica.outstanding -= 1
                 replica.down_until = time.monotonic() + DOWN_FOR_S
                 logger.warning(
                     "vLLM replica %s unreachable: %s", replica.url, describe_failure(exc)
@@ -242,14 +283,36 @@ class UpstreamPool:
                 last_error = exc
                 continue
             except TRANSPORT_ERRORS as exc:
-                raise _unavailable(replica, exc) from exc
-            response = UpstreamResponse(replica, raw)
+                replica.outstanding -= 1
+                failure = _unavailable(replica, exc)
+                if not self._retry(retry and not retried, replica, failure):
+                    raise failure from exc
+                retried, last_error = True, failure
+                continue
+            response = UpstreamResponse(replica, raw, counted=True)
             if not stream:
-                await response.aread()
+                try:
+                    await response.aread()
+                except UpstreamUnavailable as failure:
+                    if not self._retry(retry and not retried, replica, failure):
+                        raise
+                    retried, last_error = True, failure
+                    continue
             return response
+        if isinstance(last_error, UpstreamUnavailable):
+            raise last_error
         raise UpstreamUnavailable(
             f"no vLLM replica is reachable ({describe_failure(last_error)})"
         ) from last_error
+
+    def _retry(self, allowed: bool, replica: Replica, failure: UpstreamUnavailable) -> bool:
+        """Whether a request that failed on ``replica`` after it was sent goes to the next one."""
+        if not allowed or isinstance(failure, UpstreamTimeout):
+            return False
+        logger.warning("%s; retrying the request once on another replica", failure.message)
+        if self._on_retry is not None:
+            self._on_retry(replica)
+        return True
 
     async def send_to(
         self,

@@ -15,7 +15,8 @@ versions come from the registry (``SPECIALIST_BASE`` for the base model,
 from __future__ import annotations
 
 import contextlib
-from typing import Final, get_args
+from collections.abc import Callable, Sequence
+from typing import Final, Literal, get_args
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -39,6 +40,9 @@ from registry.metrics.labels import (
 from registry.metrics.live import Backlog, LiveCollector, TrafficWindow
 
 __all__ = ["SPECIALIST_BASE", "SPECIALIST_NONE", "ControlPlaneMetrics", "outcome_of"]
+
+#: What became of a change notification (registry/fleet/change_feed.py).
+ChangeNotificationOutcome = Literal["applied", "own", "malformed"]
 
 #: Front-door latency: a few ms of proxying to minutes of generation.
 LATENCY_BUCKETS_S: Final = (
@@ -168,6 +172,41 @@ class ControlPlaneMetrics:
             ["outcome"],
             registry=r,
         )
+        self.upstream_routes = Counter(
+            p + "upstream_routes",
+            "Front-door requests by the replica that answered and why it was chosen "
+            "(loaded, home, spill, least_outstanding, round_robin, failover).",
+            ["upstream", "reason"],
+            registry=r,
+        )
+        self.upstream_retries = Counter(
+            p + "upstream_retries",
+            "Non-streaming requests that failed on a replica after they were sent and were "
+            "retried once on another, by the replica they failed on.",
+            ["upstream"],
+            registry=r,
+        )
+        self.upstream_outstanding = Gauge(
+            p + "upstream_outstanding",
+            "Front-door requests sent to the replica whose answer is not finished yet.",
+            ["upstream"],
+            registry=r,
+        )
+        # ---- the change feed (several instances on one PostgreSQL registry)
+        self.change_notifications = Counter(
+            p + "change_feed_notifications",
+            "Change notifications this instance received from the shared registry, by outcome "
+            "(applied: another instance's change, own: ignored, malformed: ignored).",
+            ["outcome"],
+            registry=r,
+        )
+        for feed_outcome in get_args(ChangeNotificationOutcome):
+            self.change_notifications.labels(feed_outcome)
+        self.change_feed_connected = Gauge(
+            p + "change_feed_connected",
+            "1 while this instance listens to the registry's change feed (PostgreSQL), else 0.",
+            registry=r,
+        )
         # statistics_flush_lag_seconds, statistics_pending, statistics_dropped_total and
         # traffic_share_ratio are read at scrape time: registry/metrics/live.py
         self._seen: set[tuple[str, str]] = set()
@@ -230,6 +269,24 @@ class ControlPlaneMetrics:
 
     def foreign_binding_unloaded(self, outcome: UnloadOutcome) -> None:
         self.foreign_bindings.labels(outcome).inc()
+
+    def upstream_routed(self, upstream: str, reason: str) -> None:
+        """A request was answered by ``upstream``, chosen for ``reason`` (a route reason)."""
+        self.upstream_routes.labels(upstream, reason).inc()
+
+    def upstream_retried(self, upstream: str) -> None:
+        self.upstream_retries.labels(upstream).inc()
+
+    def watch_outstanding(self, upstreams: Sequence[tuple[str, Callable[[], float]]]) -> None:
+        """Export each upstream's outstanding requests, read at scrape time."""
+        for url, read in upstreams:
+            self.upstream_outstanding.labels(url).set_function(read)
+
+    def change_notification(self, outcome: ChangeNotificationOutcome) -> None:
+        self.change_notifications.labels(outcome).inc()
+
+    def change_feed_listening(self, connected: bool) -> None:
+        self.change_feed_connected.set(1.0 if connected else 0.0)
 
     def upstream_checked(self, upstream: str, up: bool) -> None:
         self.upstream_up.labels(upstream).set(1.0 if up else 0.0)

@@ -1,5 +1,9 @@
 """Forwarding of completion requests to vLLM.
 
+Each request goes to the replica :class:`registry.fleet.routing.ReplicaChooser` puts first (adapter
+affinity by default), falling over to the next; a non-streaming request that broke after it was
+sent is retried once on another replica.
+
 The body is forwarded untouched except for ``model``, which becomes the served (versioned) name;
 when the client already named that, the original bytes go out as they came. Non-streaming answers
 pass through as vLLM wrote them (vLLM echoes the ``model`` it received, i.e. the served name);
@@ -26,6 +30,7 @@ from registry.dispatch import Decision, Task
 from registry.errors import RegistryError
 from registry.fleet.loaded import LoadedAdapters
 from registry.fleet.quarantine import Quarantine
+from registry.fleet.routing import ReplicaChooser
 from registry.fleet.upstreams import (
     UpstreamPool,
     UpstreamResponse,
@@ -118,6 +123,7 @@ class FrontDoor:
         metrics: ControlPlaneMetrics,
         loaded: LoadedAdapters,
         quarantine: Quarantine,
+        chooser: ReplicaChooser,
     ) -> None:
         self.adapters = adapters
         self.router = router
@@ -128,6 +134,7 @@ class FrontDoor:
         self.metrics = metrics
         self.loaded = loaded
         self.quarantine = quarantine
+        self.chooser = chooser
         self._warm_first_tokens = WarmFirstTokens()
 
     async def models(self) -> dict[str, Any]:
@@ -175,9 +182,18 @@ class FrontDoor:
             if value is not None:
                 headers[name] = value
         stream = body.get("stream") is True
+        choice = self.chooser.choose(target.served_name if target.is_adapter else None)
         upstream = await self.upstream.send(
-            "POST", endpoint.path, content=raw, headers=headers, stream=stream
+            "POST",
+            endpoint.path,
+            content=raw,
+            headers=headers,
+            stream=stream,
+            order=choice.order,
+            retry=not stream,  # a stream may have sent bytes to the client before it breaks
         )
+        reason = choice.reason if upstream.replica is choice.order[0] else "failover"
+        self.metrics.upstream_routed(upstream.replica.url, reason)
         account.sent(upstream.replica.url)
 
         def finish(status: int) -> None:

@@ -23,8 +23,10 @@ the path vLLM loaded from) with what the registry issues:
   the front door never forwards such a name, so they cannot shadow a registry name. They are
   reported in the health picture.
 
-The control plane and vLLM must see the artifact store under the same path (the resolver already
-assumes it: it hands vLLM the registry's ``local_path``).
+A replica that sees the artifact store gets the registry's ``local_path``; one that does not
+(``HI_MOE_LORA_ARTIFACT_CACHE_DIR``, :mod:`hi_moe_lora.fetching`) gets the resolver's verified
+download, a directory named by the version's checksum: both count as issued. (Whoever can write
+a directory of that name on the vLLM host can already change what vLLM serves.)
 """
 
 from __future__ import annotations
@@ -71,26 +73,38 @@ def _forms(path: str) -> frozenset[str]:
 
 
 class IssuedPaths:
-    """Served name → the paths the registry would hand vLLM for it."""
+    """Served name → the paths the registry would hand vLLM for it, and the checksums a
+    resolver's download cache names its verified copies by."""
 
     def __init__(self, adapters: Iterable[AdapterInfo]) -> None:
         self._paths: dict[str, frozenset[str]] = {}
+        self._digests: dict[str, frozenset[str]] = {}
         for adapter in adapters:
             every: set[str] = set()
+            digests: set[str] = set()
             for version in adapter.versions:
                 forms = _forms(version.local_path)
                 self._paths[version.served_name] = forms
+                self._digests[version.served_name] = frozenset({version.sha256})
                 every |= forms
+                digests.add(version.sha256)
             self._paths[adapter.name] = frozenset(every)
+            self._digests[adapter.name] = frozenset(digests)
 
     def problem(self, name: str, root: str | None) -> str | None:
         """Why ``name`` bound to ``root`` is foreign; ``None`` when the registry issued it."""
         issued = self._paths.get(name)
         if issued is None:
             return NOT_REGISTERED
-        if root is None or os.path.normpath(root) not in issued:
+        if root is None:
             return OTHER_WEIGHTS
-        return None
+        if os.path.normpath(root) in issued:
+            return None
+        # a host without the artifact store: the resolver downloaded the version, verified its
+        # checksum, and handed vLLM the cache entry named by that checksum
+        if os.path.basename(os.path.normpath(root)) in self._digests.get(name, ()):
+            return None
+        return OTHER_WEIGHTS
 
 
 def is_ours(name: str) -> bool:

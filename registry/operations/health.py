@@ -6,11 +6,15 @@ it checks each upstream:
 
 1. ``GET /health`` and ``GET /v1/models`` answer 200, else the upstream is down (with the
    reason); ``/v1/models`` also tells which adapter names vLLM has loaded
-   (:class:`registry.fleet.loaded.LoadedAdapters`) and from which paths: a name of ours bound
-   to weights the registry did not issue is unloaded first (:mod:`registry.operations.bindings`);
+   (:class:`registry.fleet.loaded.LoadedAdapters`, with the adapters the engine runs or
+   queues, from ``/metrics``: :mod:`registry.fleet.lora_info`) and from which paths: a name of
+   ours bound to weights the registry did not issue is unloaded first
+   (:mod:`registry.operations.bindings`);
 2. the base model's answer to a fixed short prompt (greedy, a few tokens), computed once per
    upstream and base model (again after the upstream was down);
-3. a probe of every served adapter version (:func:`registry.operations.served.served_versions`):
+3. a probe of every served adapter version (:func:`registry.operations.served.served_versions`)
+   on the replicas requests for it go to (with adapter affinity, where it is loaded, else its
+   home replica: probes must not load every version everywhere):
    the same prompt through the adapter, which must answer 200 with output that differs from the
    base model's: identical output means the adapter has no effect (zero weights, or vLLM served
    the base model) and an error means vLLM could not load it. Before probing, the version's
@@ -39,6 +43,7 @@ from registry.errors import DatabaseUnavailable
 from registry.fleet.completions import Completion, greedy_completion
 from registry.fleet.invalidation import UNLOAD_DEADLINE_S
 from registry.fleet.loaded import LoadedAdapters
+from registry.fleet.lora_info import active_adapters
 from registry.fleet.model_cards import adapter_cards, base_model_ids, served_base_name
 from registry.fleet.quarantine import Quarantine
 from registry.fleet.upstreams import Replica, UpstreamPool, UpstreamUnavailable
@@ -56,6 +61,8 @@ logger = logging.getLogger(__name__)
 PROBE_PROMPT = "The capital of France is"
 
 UpListener = Callable[[Replica], Awaitable[None]]
+#: Whether a version (served name) is probed on a replica (the routing's affinity).
+ProbesHere = Callable[[Replica, str], bool]
 
 
 @dataclass(frozen=True)
@@ -98,8 +105,12 @@ class HealthMonitor:
         settings: HealthSettings,
         *,
         base_model: str | None = None,
+        probes_here: ProbesHere | None = None,
     ) -> None:
+        """``probes_here``: whether to probe a version on a replica (default: everywhere);
+        with adapter affinity, where requests for it go (:meth:`ReplicaChooser.serves_here`)."""
         self._adapters = adapters
+        self._probes_here = probes_here
         self._upstreams = upstreams
         self._loaded = loaded
         self._metrics = metrics
@@ -232,6 +243,9 @@ class HealthMonitor:
         bindings = await self._bindings.check(replica, cards, registered)
         removed = {f.served_name for f in bindings.foreign if f.removed}
         self._loaded.replace(replica.url, [c.name for c in cards if c.name not in removed])
+        for name in await self._engine_adapters(replica):
+            if name not in removed:
+                self._loaded.mark(replica.url, name)
         health = UpstreamHealth(
             replica.url,
             True,
@@ -249,6 +263,8 @@ class HealthMonitor:
                 task = asyncio.get_running_loop().create_task(self._notify(listener, replica))
                 self._notifying.add(task)
                 task.add_done_callback(self._notifying.discard)
+        if self._probes_here is not None:
+            versions = [v for v in versions if self._probes_here(replica, v.served_name)]
         verdicts = await self._probe_all(replica, state, base, versions, artifacts, semaphore)
         self._set_replica(replica, state, replace(health, adapters=verdicts))
         self._retire_missing(replica, state, verdicts)
@@ -283,6 +299,17 @@ class HealthMonitor:
             return None, models.json()
         except ValueError:
             return "GET /v1/models answered something that is not JSON", None
+
+    async def _engine_adapters(self, replica: Replica) -> frozenset[str]:
+        """The adapters vLLM's engine runs or queues (``vllm:lora_requests_info``); a
+        ``/metrics`` that cannot be read tells nothing (the replica is not down for it)."""
+        try:
+            answer = await self._upstreams.send_to(
+                replica, "GET", "/metrics", timeout_s=self._settings.probe_timeout_s
+            )
+        except UpstreamUnavailable:
+            return frozenset()
+        return active_adapters(answer.text) if answer.status_code == 200 else frozenset()
 
     def _base_name(self, models: Any) -> str | None:
         return served_base_name(base_model_ids(models), self._configured_base)

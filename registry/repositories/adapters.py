@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import case, delete, select, update
+from sqlalchemy import case, delete, or_, select, update
 from sqlalchemy.orm import Session, selectinload
 
 from registry.db.models import Adapter, AdapterVersion
@@ -106,7 +106,11 @@ class AdapterRepository:
                     (table.success_rate.is_(None), success.first),
                     else_=table.success_rate * success.decay + success.tail,
                 ),
-                last_used_at=at,
+                # batches of several instances commit in any order: keep the latest use
+                last_used_at=case(
+                    (or_(table.last_used_at.is_(None), table.last_used_at < at), at),
+                    else_=table.last_used_at,
+                ),
             )
             .execution_options(synchronize_session=False)
         )

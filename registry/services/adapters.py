@@ -25,6 +25,7 @@ All public methods are coroutines; database and file work runs in a worker threa
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -37,7 +38,9 @@ from hi_moe_lora.adapters import (
     inspect_adapter,
 )
 from hi_moe_lora.adapters.architecture import ModelConfigError, ModelShape, load_model_shape
-from hi_moe_lora.control_api import ResolvedAdapter
+from hi_moe_lora.adapters.checksum import CONFIG_FILE
+from hi_moe_lora.adapters.inspection import SAFETENSORS_FILE
+from hi_moe_lora.control_api import ArtifactFile, ResolvedAdapter
 from registry.access.scopes import SYSTEM
 from registry.db.models import Adapter, AdapterVersion
 from registry.db.session import Database, UnitOfWork
@@ -67,11 +70,26 @@ from registry.services.records import (
     traffic_shares,
     version_info,
 )
-from registry.services.sources import SourcePolicy
+from registry.services.sources import Progress, SourcePolicy
 
 logger = logging.getLogger(__name__)
 
 ActiveChangedListener = Callable[[str], Awaitable[None]]
+
+
+#: The files of a version the artifact endpoint serves (what the store keeps of an adapter).
+ARTIFACT_FILES = (CONFIG_FILE, SAFETENSORS_FILE)
+
+
+def _artifact_files(directory: str) -> tuple[ArtifactFile, ...]:
+    """Name and size of each artifact file present in ``directory``."""
+    files = []
+    for name in ARTIFACT_FILES:
+        try:
+            files.append(ArtifactFile(name=name, size=(Path(directory) / name).stat().st_size))
+        except OSError:
+            continue
+    return tuple(files)
 
 
 @dataclass(frozen=True)
@@ -160,6 +178,12 @@ class AdapterService:
         the call answers: nothing may route to, or keep serving, the deleted version."""
         self._deleted_listeners.append(listener)
 
+    def changed_elsewhere(self, name: str) -> None:
+        """Another control-plane instance changed ``name`` (the change feed): bump
+        :attr:`generation` so readers of a fleet snapshot (the dispatcher) read it again. No
+        listener runs here: they ran on that instance, fleet-side effects included."""
+        self.generation += 1
+
     # ---------------------------------------------------------------- registration
 
     async def register(
@@ -171,7 +195,10 @@ class AdapterService:
         domains: Iterable[str] = (),
         description: str | None = None,
         actor: str = SYSTEM,
+        progress: Progress | None = None,
     ) -> AdapterVersionInfo:
+        """Register ``name@version`` from ``source`` (a local directory or an allowed URL);
+        ``progress`` is told the bytes copied (from a worker thread) as they are."""
         check_name(name)
         check_version(version)
         cleaned = _cleaned(domains, what="domains", code="invalid_domain", fold_case=False)
@@ -181,7 +208,15 @@ class AdapterService:
                 code="base_model_not_configured",
             )
         info = await asyncio.to_thread(
-            self._register, name, version, source, cleaned, description, self.base_model, actor
+            self._register,
+            name,
+            version,
+            source,
+            cleaned,
+            description,
+            self.base_model,
+            actor,
+            progress,
         )
         self.generation += 1
         if info.is_active:
@@ -197,11 +232,12 @@ class AdapterService:
         description: str | None,
         base_model: str,
         actor: str,
+        progress: Progress | None = None,
     ) -> AdapterVersionInfo:
         checked = self.sources.check(source)  # reads nothing outside the roots, writes nothing
         self.database.run(lambda uow: self._ensure_version_free(uow, name, version), write=False)
         model = _served_model_shape(base_model)
-        staging = self.store.stage(checked)
+        staging = self.store.stage(checked, progress)
         try:
             try:
                 manifest = inspect_adapter(staging)
@@ -441,9 +477,34 @@ class AdapterService:
 
         def work(uow: UnitOfWork) -> ResolvedAdapter:
             name, row = self._served_row(AdapterRepository(uow.session), served_name)
-            return resolved(name, row)
+            return dataclasses.replace(resolved(name, row), files=_artifact_files(row.local_path))
 
         return await asyncio.to_thread(self.database.run, work, write=False)
+
+    async def artifact_file(self, name: str, version: str, file: str) -> tuple[Path, str]:
+        """The path of one file of ``name@version`` in the artifact store, and the version's
+        sha256 (the file's content never changes while the version exists).
+
+        ``file`` must be one of :data:`ARTIFACT_FILES`; the path comes from the registered
+        version's ``local_path``, never from the caller. Raises :class:`NotFoundError` for an
+        unknown adapter, version or file name, or a file missing from the store.
+        """
+        name_or_not_found(name, version)
+        if file not in ARTIFACT_FILES:
+            raise NotFoundError(f"{file!r} is not an artifact file", code="artifact_not_found")
+        wanted = ARTIFACT_FILES[ARTIFACT_FILES.index(file)]  # our constant, not the caller's text
+
+        def work(uow: UnitOfWork) -> tuple[Path, str]:
+            repo = AdapterRepository(uow.session)
+            row = self._version(repo, self._adapter(repo, name), version)
+            return Path(row.local_path) / wanted, row.sha256
+
+        path, sha256 = await asyncio.to_thread(self.database.run, work, write=False)
+        if not await asyncio.to_thread(path.is_file):
+            raise NotFoundError(
+                f"{name}@{version} has no {wanted} in the artifact store", code="artifact_missing"
+            )
+        return path, sha256
 
     async def set_traffic(
         self, name: str, weights: Mapping[str, float], *, actor: str = SYSTEM

@@ -23,7 +23,7 @@ import time
 import uuid
 from pathlib import Path
 
-from registry.services.sources import CheckedSource
+from registry.services.sources import Progress, StagedSource
 
 logger = logging.getLogger(__name__)
 
@@ -55,12 +55,13 @@ class ArtifactStore:
     def path_for(self, name: str, version: str) -> Path:
         return self.root / name / version
 
-    def stage(self, source: CheckedSource) -> Path:
-        """Copy the files vLLM reads from a checked ``source`` into a fresh staging directory."""
+    def stage(self, source: StagedSource, progress: Progress | None = None) -> Path:
+        """Copy the files vLLM reads from a checked ``source`` (local or remote) into a fresh
+        staging directory; ``progress`` is told the bytes copied as they are."""
         staging = self.root / _STAGING / f"{_host_tag()}-{os.getpid()}-{uuid.uuid4().hex}"
         staging.mkdir(parents=True)
         try:
-            source.copy_to(staging)
+            source.copy_to(staging, progress)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise

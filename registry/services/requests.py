@@ -65,12 +65,16 @@ class RequestLog:
         by_served: dict[str, list[FinishedRequest]] = {}
         for request in requests:
             by_served.setdefault(request.served_name, []).append(request)
-        version_ids: dict[str, int | None] = {}
-        for served_name, batch in by_served.items():
-            version_id = self._version_id(adapters, served_name) if batch[0].is_adapter else None
-            version_ids[served_name] = version_id
-            if version_id is None:
-                continue  # the base model, or a version deleted since the request
+        version_ids: dict[str, int | None] = {
+            served_name: self._version_id(adapters, served_name) if batch[0].is_adapter else None
+            for served_name, batch in by_served.items()
+        }
+        # the base model, and versions deleted since the request, have no statistics; the
+        # others are updated in id order: instances sharing a database take the rows' locks in
+        # one order, so their concurrent batches wait for each other instead of deadlocking
+        folded = sorted((i, s) for s, i in version_ids.items() if i is not None)
+        for version_id, served_name in folded:
+            batch = by_served[served_name]
             adapters.record_outcomes(
                 version_id,
                 latencies_ms=[r.latency_ms for r in batch],

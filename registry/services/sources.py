@@ -23,6 +23,10 @@ what was checked is exactly what is served.
 
 Problems are :class:`~registry.errors.InvalidRequestError`s (422) with stable codes; their details
 never contain the source path or any file content (the path is logged on the server).
+
+A URL (``https://``, fsspec object storage) is handed to the policy's ``remote`` reader
+(:mod:`registry.services.remote_sources`) when one is configured; both kinds of source are
+:class:`StagedSource`s, copied into staging with the same limits and validated the same way.
 """
 
 from __future__ import annotations
@@ -30,9 +34,10 @@ from __future__ import annotations
 import logging
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 from urllib.parse import unquote, urlparse
 
 from hi_moe_lora.adapters.checksum import CONFIG_FILE
@@ -46,6 +51,25 @@ ROOTS_SETTING = "HI_MOE_LORA_SOURCE_ROOTS"
 COPIED_FILES = (CONFIG_FILE, SAFETENSORS_FILE)
 _COPY_CHUNK = 1 << 20
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+#: Told the bytes copied so far and the total expected (``None`` while unknown).
+Progress = Callable[[int, int | None], None]
+
+
+class StagedSource(Protocol):
+    """A checked source, local or remote: what is recorded, and how its files are copied."""
+
+    @property
+    def uri(self) -> str: ...
+
+    def copy_to(self, target: Path, progress: Progress | None = None) -> None: ...
+
+
+class UrlSources(Protocol):
+    """The reader of remote sources (:mod:`registry.services.remote_sources`)."""
+
+    def handles(self, source: str) -> bool: ...
+
+    def check(self, source: str) -> StagedSource: ...
 
 
 @dataclass(frozen=True)
@@ -98,15 +122,25 @@ class CheckedSource:
     def uri(self) -> str:
         return self.directory.as_uri()
 
-    def copy_to(self, target: Path) -> None:
+    def copy_to(self, target: Path, progress: Progress | None = None) -> None:
         """Copy the checked files into ``target`` (an empty directory of ours)."""
         total = 0
+        expected = sum(source.size for source in self.files)
+        if progress is not None:
+            progress(0, expected)
         for source in self.files:
+            report = _offset(progress, total, expected)
             total += self._copy_one(
-                source, target / source.name, self.limits.max_artifact_bytes - total
+                source, target / source.name, self.limits.max_artifact_bytes - total, report
             )
 
-    def _copy_one(self, source: SourceFile, destination: Path, budget: int) -> int:
+    def _copy_one(
+        self,
+        source: SourceFile,
+        destination: Path,
+        budget: int,
+        report: Callable[[int], None] | None = None,
+    ) -> int:
         try:
             descriptor = os.open(source.path, _OPEN_FLAGS)
         except OSError as exc:
@@ -134,14 +168,23 @@ class CheckedSource:
                     if copied > limit:
                         raise _too_large(self.limits)
                     out.write(chunk)
+                    if report is not None:
+                        report(copied)
         return copied
 
 
 class SourcePolicy:
     """The source roots and limits registration obeys (``HI_MOE_LORA_SOURCE_*`` settings)."""
 
-    def __init__(self, roots: Sequence[Path], limits: SourceLimits | None = None) -> None:
+    def __init__(
+        self,
+        roots: Sequence[Path],
+        limits: SourceLimits | None = None,
+        *,
+        remote: UrlSources | None = None,
+    ) -> None:
         self.limits = limits or SourceLimits()
+        self.remote = remote
         written = [os.path.normpath(os.path.abspath(os.path.expanduser(r))) for r in roots]
         resolved = [os.path.realpath(r) for r in written]
         #: roots as configured and as resolved (a root may itself be a symbolic link)
@@ -152,8 +195,15 @@ class SourcePolicy:
     def roots(self) -> tuple[str, ...]:
         return self._resolved_roots
 
-    def check(self, source: str) -> CheckedSource:
-        """Every file-system check (module docstring); nothing is copied or written."""
+    def check(self, source: str) -> StagedSource:
+        """Every file-system check (module docstring), or a remote reader's URL checks;
+        nothing is copied or written."""
+        if self.remote is not None and self.remote.handles(source):
+            return self.remote.check(source)
+        return self.check_local(source)
+
+    def check_local(self, source: str) -> CheckedSource:
+        """The checks of a local source (module docstring)."""
         if not self._resolved_roots:
             raise ConfigurationError(
                 f"no adapter source roots are configured: set {ROOTS_SETTING} to the "
@@ -256,6 +306,14 @@ class SourcePolicy:
                 code="source_special_file",
             )
         return SourceFile(path.name, Path(target), info.st_size, info.st_dev, info.st_ino)
+
+
+def _offset(progress: Progress | None, done: int, expected: int) -> Callable[[int], None] | None:
+    """``progress`` told of one file's bytes as the whole copy's (``done`` before it)."""
+    if progress is None:
+        return None
+    told = progress
+    return lambda copied: told(done + copied, expected)
 
 
 def _source_path(source: str) -> Path:

@@ -31,6 +31,7 @@ PARAMS = {
     "name": "x-lora",
     "version": "1.0.0",
     "served_name": "x-lora",
+    "file": "adapter_config.json",
 }
 
 
@@ -83,7 +84,7 @@ async def test_every_admin_route_needs_an_admin_token(
             assert narrow.status_code == 403, (method, path, narrow.text)
             assert narrow.json()["code"] == "forbidden"
         resolver = await _call(closed, method, path, bearer(RESOLVER))
-        if path.startswith("/admin/v1/resolve/"):
+        if path.startswith(("/admin/v1/resolve/", "/admin/v1/artifacts/")):
             assert resolver.status_code == 404  # past the gate: no such adapter
         else:
             assert resolver.status_code == 403, (method, path)

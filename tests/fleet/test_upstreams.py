@@ -1,4 +1,5 @@
-"""UpstreamPool: round-robin, connect-failure failover, bounded connect and read timeouts."""
+"""UpstreamPool: round-robin, connect-failure failover, one retry after a broken answer, outstanding
+requests, bounded connect and read timeouts."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from starlette.routing import Route
 from hi_moe_lora.app.processes import free_port
 from registry.fleet.upstreams import UpstreamPool, UpstreamTimeout, UpstreamUnavailable
 from tests.openai.live import ServedApp
-from tests.support.sockets import silent_listener, unanswered_connects
+from tests.support.sockets import hanging_up_listener, silent_listener, unanswered_connects
 
 
 def _replica(name: str, delay_s: float = 0.0) -> Starlette:
@@ -23,7 +24,7 @@ def _replica(name: str, delay_s: float = 0.0) -> Starlette:
         await asyncio.sleep(delay_s)
         return PlainTextResponse(name)
 
-    return Starlette(routes=[Route("/who", who)])
+    return Starlette(routes=[Route("/who", who, methods=["GET", "POST"])])
 
 
 @pytest.fixture
@@ -143,4 +144,53 @@ def test_needs_a_replica() -> None:
 async def test_sends_the_api_key(two_replicas: list[ServedApp]) -> None:
     pool = UpstreamPool([two_replicas[0].url], read_timeout_s=5, api_key="s3cret")
     assert pool.client.headers["authorization"] == "Bearer s3cret"
+    await pool.aclose()
+
+
+async def test_a_sent_request_that_broke_is_retried_once_on_another_replica(
+    two_replicas: list[ServedApp],
+) -> None:
+    failed_on: list[str] = []
+    with hanging_up_listener() as (dying, taken):
+        pool = UpstreamPool(
+            [dying, two_replicas[0].url],
+            read_timeout_s=5,
+            on_retry=lambda replica: failed_on.append(replica.url),
+        )
+        answer = await pool.send("POST", "/who", order=pool.replicas, retry=True)
+        assert answer.text == "a"
+        assert failed_on == [dying]
+        assert len(taken) == 1  # it did reach the dying replica first (POST: aiohttp's own
+        # retry of idempotent methods on a dropped connection does not apply)
+        # without retry (a stream), the failure is the answer
+        with pytest.raises(UpstreamUnavailable, match="failed"):
+            await pool.send("POST", "/who", order=pool.replicas, retry=False)
+        await pool.aclose()
+    assert all(r.outstanding == 0 for r in pool.replicas)
+
+
+async def test_the_retry_happens_once_only() -> None:
+    with (
+        hanging_up_listener() as (first, _),
+        hanging_up_listener() as (second, _),
+        hanging_up_listener() as (third, taken_third),
+    ):
+        pool = UpstreamPool([first, second, third], read_timeout_s=5)
+        with pytest.raises(UpstreamUnavailable, match="failed"):
+            await pool.send("POST", "/who", order=pool.replicas, retry=True)
+        await pool.aclose()
+        assert taken_third == []  # two attempts in all, never a third
+
+
+async def test_outstanding_counts_answers_not_yet_finished(two_replicas: list[ServedApp]) -> None:
+    pool = UpstreamPool([two_replicas[0].url], read_timeout_s=5)
+    replica = pool.replicas[0]
+    streamed = await pool.send("GET", "/who", stream=True)
+    assert replica.outstanding == 1
+    read = await pool.send("GET", "/who")
+    assert read.text == "a"
+    assert replica.outstanding == 1  # a read answer is finished
+    await streamed.aclose()
+    await streamed.aclose()  # twice: counted once
+    assert replica.outstanding == 0
     await pool.aclose()

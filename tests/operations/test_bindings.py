@@ -106,17 +106,22 @@ def test_foreign_bindings_are_quarantined_and_unloaded_and_other_names_left_alon
         url = plane.url
         info = register(url, "spec", "1.0.0", write_adapter(tmp_path / "src"))
         issued = info["local_path"]
+        cached = register(url, "cached", "1.0.0", write_adapter(tmp_path / "c", seed=3))
+        host_cache = tmp_path / "host-cache"  # a replica without the artifact store
         vllm.cards = {
             "spec@1.0.0": str(tmp_path / "evil"),  # rebound to other weights
             "spec": issued + "/",  # the registry's weights (paths are compared normalised)
             "ghost@2.0.0": issued,  # in our namespace, unknown to the registry
+            # the resolver's verified download, named by the version's checksum: issued
+            "cached@1.0.0": str(host_cache / cached["sha256"]),
+            "cached": str(host_cache / ("0" * 64)),  # a checksum the registry never issued
             "Team/Model": str(tmp_path / "theirs"),  # outside our namespace
         }
         vllm.unload_status = 500  # vLLM fails to unload at first
         register(url, "trigger-a", "1.0.0", write_adapter(tmp_path / "a", seed=1))  # a round
-        picture = eventually(lambda: _picture(url), lambda p: len(p["foreign_bindings"]) == 2, 10)
+        picture = eventually(lambda: _picture(url), lambda p: len(p["foreign_bindings"]) == 3, 10)
         foreign = {f["served_name"]: f for f in picture["foreign_bindings"]}
-        assert set(foreign) == {"spec@1.0.0", "ghost@2.0.0"}
+        assert set(foreign) == {"spec@1.0.0", "ghost@2.0.0", "cached"}
         assert not foreign["spec@1.0.0"]["removed"]
         assert "did not issue" in foreign["spec@1.0.0"]["reason"]
         assert "does not know" in foreign["ghost@2.0.0"]["reason"]
@@ -137,13 +142,14 @@ def test_foreign_bindings_are_quarantined_and_unloaded_and_other_names_left_alon
             10,
         )
         assert all(f["removed"] for f in picture["foreign_bindings"]), picture
-        assert set(vllm.cards) == {"spec", "Team/Model"}  # the issued and the outside one stay
-        assert set(vllm.unloads) == {"spec@1.0.0", "ghost@2.0.0"}
+        # the issued ones and the outside one stay
+        assert set(vllm.cards) == {"spec", "cached@1.0.0", "Team/Model"}
+        assert set(vllm.unloads) == {"spec@1.0.0", "ghost@2.0.0", "cached"}
         served = _complete(url, "spec@1.0.0")
         assert served.status_code == 200, served.text
         assert (
             value(metrics_text_of(url), "hi_moe_lora_foreign_bindings_total", outcome="unloaded")
-            == 2
+            == 3
         )
         # everything the control plane sent vLLM carried vLLM's key
         for path in ("/health", "/v1/models", "/v1/completions", "/v1/unload_lora_adapter"):

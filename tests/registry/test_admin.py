@@ -108,6 +108,10 @@ async def test_register_happy_path(
         "alpha": 16.0,
         "variant": "lora",
         "base_model": "/models/tiny-llama",
+        "files": [
+            {"name": name, "size": (local / name).stat().st_size}
+            for name in ("adapter_config.json", "adapter_model.safetensors")
+        ],
     }
     pinned = (await client.get("/admin/v1/resolve/python-lora@1.1.0")).json()
     assert pinned["lora_int_id"] == 2

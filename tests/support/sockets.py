@@ -4,12 +4,15 @@
   is ever read or answered, like a vLLM whose process was stopped with SIGSTOP.
 - :func:`unanswered_connects`: a listener whose accept queue is full, so the kernel drops new
   connection attempts and a client's connect hangs until its own timeout (Linux).
+- :func:`hanging_up_listener`: accepts, reads the request, then closes the connection without a
+  byte of answer, like a vLLM that died while it worked on the request.
 """
 
 from __future__ import annotations
 
 import contextlib
 import socket
+import threading
 import time
 from collections.abc import Iterator
 
@@ -43,3 +46,36 @@ def unanswered_connects() -> Iterator[str]:
         finally:
             for filler in fillers:
                 filler.close()
+
+
+@contextlib.contextmanager
+def hanging_up_listener() -> Iterator[tuple[str, list[int]]]:
+    """``(url, taken)``: a listener that reads each request and hangs up without answering;
+    ``taken`` grows by one per request it took."""
+    taken: list[int] = []
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    server.settimeout(0.2)
+    stopping = threading.Event()
+
+    def serve() -> None:
+        while not stopping.is_set():
+            try:
+                connection, _ = server.accept()
+            except OSError:  # timeout (check stopping), or closed
+                continue
+            with connection:
+                connection.settimeout(2)
+                with contextlib.suppress(OSError):
+                    connection.recv(65536)
+                    taken.append(1)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.getsockname()[1]}", taken
+    finally:
+        stopping.set()
+        thread.join(timeout=5)
+        server.close()

@@ -1,18 +1,23 @@
 """``hi-moe-lora adapters ...``: the registry's admin API from the command line.
 
-Every call goes through :class:`hi_moe_lora.control_api.ControlPlaneClient`.
+Every call goes through :class:`hi_moe_lora.control_api.ControlPlaneClient`. ``register``
+follows the registration as it happens (the files fetched or copied, in bytes) with a progress
+bar on stderr, then prints the registered version on stdout.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from hi_moe_lora.app.cli.progress import ProgressBar
 from hi_moe_lora.app.cli.remote import CommandError, common_options, run_with_client
-from hi_moe_lora.control_api import ControlPlaneClient
+from hi_moe_lora.control_api import ControlPlaneClient, ControlPlaneError
 from hi_moe_lora.served_names import format_served_name
 
 
@@ -26,7 +31,11 @@ def add_parser(subparsers: Any) -> None:
     register = commands.add_parser("register", parents=[common], help="register a version")
     register.add_argument("name")
     register.add_argument("version")
-    register.add_argument("source", help="adapter directory (path or file:// URI)")
+    register.add_argument(
+        "source",
+        help="adapter directory: a path or file:// URI below the control plane's source roots, "
+        "or a URL it allows (https://..., s3://... and other fsspec protocols)",
+    )
     register.add_argument("--domain", action="append", default=[], dest="domains")
     register.add_argument("--description", default=None)
     register.set_defaults(handler=run_register)
@@ -104,16 +113,53 @@ def _source(source: str) -> str:
     return source
 
 
+def _size(count: int) -> str:
+    """``512 B``, ``1.5 KiB``, ``3.2 MiB``, ``4.0 GiB``."""
+    value = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{count} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def _fetched(copied: int, total: int | None) -> str:
+    return f"{_size(copied)} of {_size(total) if total is not None else '?'}"
+
+
+def _follow_registration(events: Iterator[dict[str, Any]]) -> dict[str, Any]:
+    """Draw the bytes copied as ``progress`` events arrive; the ``registered`` version."""
+    bar: ProgressBar | None = None
+    try:
+        for event in events:
+            if event.get("event") == "registered":
+                version: dict[str, Any] = event["version"]
+                return version
+            if event.get("event") != "progress":
+                continue
+            copied = int(event["bytes"])
+            total = None if event.get("total") is None else int(event["total"])
+            if bar is None:
+                bar = ProgressBar(total if total is not None else copied)
+            bar.total = max(total if total is not None else copied, copied)
+            bar.advance(f"fetched {_fetched(copied, total)}", steps=copied - bar.done)
+    finally:
+        if bar is not None:
+            bar.finish()
+    raise ControlPlaneError("the registration stream ended without its outcome")
+
+
 def run_register(args: argparse.Namespace) -> int:
     def action(client: ControlPlaneClient) -> None:
-        info = client.register(
+        events = client.register_events(
             args.name,
             args.version,
             _source(args.source),
             domains=args.domains,
             description=args.description,
         )
-        _print_json(info)
+        with contextlib.closing(events):
+            _print_json(_follow_registration(events))
 
     return run_with_client(args, action)
 

@@ -24,6 +24,18 @@ def add_parser(subparsers: Any) -> None:
         default=Path(".demo"),
         help="where the model, adapters, database and logs go (default: %(default)s)",
     )
+    parser.add_argument(
+        "--replicas",
+        type=_replica_count,
+        default=1,
+        help="how many vLLM servers to run behind the control plane (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--private-artifacts",
+        action="store_true",
+        help="each vLLM downloads adapters into its own cache, as on a host that shares no "
+        "filesystem with the control plane (Linux, root: a mount namespace per vLLM)",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -41,8 +53,20 @@ def run(args: argparse.Namespace) -> int:
             args.workdir.resolve(),
             admin_token=os.environ.get("HI_MOE_LORA_ADMIN_TOKEN") or None,
             resolver_token=os.environ.get("HI_MOE_LORA_RESOLVER_TOKEN") or None,
+            replicas=args.replicas,
+            private_artifacts=args.private_artifacts,
         )
     except (ControlPlaneError, ProcessStartError, OSError) as exc:
         print(f"demo failed: {exc}")
         return 1
     return 0
+
+
+def _replica_count(text: str) -> int:
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if not 1 <= count <= 8:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 1 to 8, got {text!r}")
+    return count

@@ -22,7 +22,15 @@ from hi_moe_lora.app.vllm_launch import (
     VllmLaunch,
 )
 from hi_moe_lora.hosts import is_loopback
-from plugins.settings import ENV_KERNELS, ENV_REGISTRY_URL, KERNEL_CHOICES, PluginSettingsError
+from plugins.settings import (
+    ENV_ARTIFACT_CACHE_BYTES,
+    ENV_ARTIFACT_CACHE_DIR,
+    ENV_KERNELS,
+    ENV_REGISTRY_URL,
+    KERNEL_CHOICES,
+    PluginSettingsError,
+    parse_bytes,
+)
 
 
 def add_parser(subparsers: Any) -> None:
@@ -82,6 +90,19 @@ def add_parser(subparsers: Any) -> None:
         "also shows the worker-side adapter load times of our plugins",
     )
     parser.add_argument(
+        "--artifact-cache-dir",
+        default=None,
+        help=f"absolute directory where the resolver keeps adapter versions it downloads from "
+        f"the control plane when their path is not on this host (default: "
+        f"${ENV_ARTIFACT_CACHE_DIR}; unset: shared file system only)",
+    )
+    parser.add_argument(
+        "--artifact-cache-bytes",
+        default=None,
+        help=f"that cache's size budget, bytes or e.g. 10G (default: "
+        f"${ENV_ARTIFACT_CACHE_BYTES} or 20G)",
+    )
+    parser.add_argument(
         "--print-only",
         action="store_true",
         help="print the environment and command instead of starting vLLM",
@@ -113,6 +134,17 @@ def run(args: argparse.Namespace) -> int:
     if extra and extra[0] == "--":
         extra = extra[1:]
     source = key_source(args)
+    cache_bytes = None
+    if args.artifact_cache_bytes is not None:
+        try:
+            cache_bytes = parse_bytes(args.artifact_cache_bytes)
+        except PluginSettingsError as exc:
+            print(f"error: --artifact-cache-bytes: {exc}", file=sys.stderr)
+            return 2
+    cache_dir = args.artifact_cache_dir
+    if cache_dir is not None and not os.path.isabs(os.path.expanduser(cache_dir)):
+        print("error: --artifact-cache-dir must be an absolute directory", file=sys.stderr)
+        return 2
     launch = VllmLaunch(
         model=args.model,
         registry_url=args.registry_url,
@@ -127,6 +159,8 @@ def run(args: argparse.Namespace) -> int:
         plugins=tuple(name for name in args.plugins.split(",") if name),
         extra_args=tuple(extra),
         metrics_dir=args.metrics_dir,
+        artifact_cache_dir=os.path.expanduser(cache_dir) if cache_dir is not None else None,
+        artifact_cache_bytes=cache_bytes,
         api_key=os.environ[source] if source is not None else None,
     )
     argv = launch.command()
