@@ -106,15 +106,20 @@ def test_versions_download_verify_and_concentrate_on_the_replica_that_loaded_the
     fleet: EmbeddedStack, tiny_fleet: TinyFleet
 ) -> None:
     register(fleet.control_plane_url, "hosts-python", "1.0.0", _adapter(tiny_fleet, "python-lora"))
-    register(fleet.control_plane_url, "hosts-math", "1.0.0", _adapter(tiny_fleet, "math-lora"))
+    # a version whose home is the other replica, so that both replicas serve
+    python_home = _home(fleet, "hosts-python@1.0.0")
+    math = next(f"1.0.{i}" for i in range(64) if _home(fleet, f"hosts-math@1.0.{i}") != python_home)
+    register(fleet.control_plane_url, "hosts-math", math, _adapter(tiny_fleet, "math-lora"))
+    versions = {"hosts-python": "1.0.0", "hosts-math": math}
     distribution: dict[str, Counter[str]] = {}
-    for name in ("hosts-python", "hosts-math"):
+    for name in versions:
         before = _routes(fleet)
         _complete(fleet, name, 6)
         distribution[name] = _routes(fleet) - before
     print("requests per replica:", {n: dict(d) for n, d in distribution.items()})
+    assert len({next(iter(counts)) for counts in distribution.values()}) == 2
     for name, counts in distribution.items():
-        served = f"{name}@1.0.0"
+        served = f"{name}@{versions[name]}"
         assert counts == Counter({_home(fleet, served): 6}), (name, counts)
         # loaded only there, from that replica's own download cache
         holder = _home(fleet, served)
@@ -164,9 +169,8 @@ def test_traffic_moves_when_a_replica_stops_and_returns_when_it_is_back(
     _complete(fleet, str(tiny_fleet.model_dir), 6)
     base = _routes(fleet) - before
     assert set(base) == set(fleet.vllm_urls), base
+    # adapter requests went where their version was loaded (health probes load it at home
+    # first), base-model ones by load
     text = metrics_text(fleet)
-    assert (
-        value(text, "hi_moe_lora_upstream_routes_total", reason="failover")
-        + value(text, "hi_moe_lora_upstream_routes_total", reason="home")
-        >= 1
-    )
+    assert value(text, "hi_moe_lora_upstream_routes_total", reason="loaded") >= 12
+    assert value(text, "hi_moe_lora_upstream_routes_total", reason="least_outstanding") == 6
