@@ -1,9 +1,12 @@
-"""Whether a bind address names only this machine: the one rule for the control plane's and
-vLLM's refusal to listen on other addresses without their secrets."""
+"""This machine: whether a bind address names only it (the one rule for the control plane's and
+vLLM's refusal to listen on other addresses without their secrets), its name as a file-name tag,
+and whether a process of it still runs (for temporary files named ``<host>-<pid>-…``)."""
 
 from __future__ import annotations
 
 import ipaddress
+import os
+import socket
 
 
 def is_loopback(host: str) -> bool:
@@ -16,3 +19,19 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(name).is_loopback
     except ValueError:
         return False
+
+
+def host_tag() -> str:
+    """This host's name, safe in a file name (at most 64 characters)."""
+    return "".join(c if c.isalnum() else "_" for c in socket.gethostname())[:64] or "host"
+
+
+def process_gone(pid: int) -> bool:
+    """Whether no process ``pid`` runs on this host (another user's process counts as alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False

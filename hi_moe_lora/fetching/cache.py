@@ -37,7 +37,6 @@ import logging
 import os
 import re
 import shutil
-import socket
 import threading
 import time
 import uuid
@@ -46,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hi_moe_lora.adapters.checksum import CONFIG_FILE, WEIGHT_FILES, adapter_sha256
+from hi_moe_lora.hosts import host_tag, process_gone
 
 logger = logging.getLogger(__name__)
 
@@ -122,25 +122,11 @@ class FetchResult:
     evicted_in_use: tuple[str, ...] = ()
 
 
-def _host_tag() -> str:
-    return "".join(c if c.isalnum() else "_" for c in socket.gethostname())[:64] or "host"
-
-
-def _process_gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
-
-
 def _leftover(name: str, host: str, mtime: float, now: float) -> bool:
     """Whether a ``<host>-<pid>-<id>`` name belongs to a dead process of this host, or is old."""
     tag, _, _ = name.rpartition("-")
     tag, _, pid = tag.rpartition("-")
-    dead = tag == host and pid.isdigit() and _process_gone(int(pid))
+    dead = tag == host and pid.isdigit() and process_gone(int(pid))
     return dead or now - mtime > STALE_S
 
 
@@ -158,7 +144,7 @@ class ArtifactCache:
             raise ValueError("max_bytes must be positive")
         self.root = root.expanduser().resolve()
         self.max_bytes = max_bytes
-        self._host = _host_tag()
+        self._host = host_tag()
         self._tag = f"{self._host}-{os.getpid()}-{uuid.uuid4().hex[:12]}"
         for sub in (_TMP, _LOCKS, _IN_USE):
             (self.root / sub).mkdir(parents=True, exist_ok=True)

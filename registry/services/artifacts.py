@@ -18,11 +18,11 @@ import contextlib
 import logging
 import os
 import shutil
-import socket
 import time
 import uuid
 from pathlib import Path
 
+from hi_moe_lora.hosts import host_tag, process_gone
 from registry.services.sources import Progress, StagedSource
 
 logger = logging.getLogger(__name__)
@@ -31,20 +31,6 @@ _STAGING = ".staging"
 _TRASH = ".trash"
 #: Staging directories older than this are leftovers whatever made them.
 STALE_STAGING_S = 24 * 3600.0
-
-
-def _host_tag() -> str:
-    return "".join(c if c.isalnum() else "_" for c in socket.gethostname())[:64] or "host"
-
-
-def _process_gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:  # someone else's process: alive
-        return False
-    return False
 
 
 class ArtifactStore:
@@ -58,7 +44,7 @@ class ArtifactStore:
     def stage(self, source: StagedSource, progress: Progress | None = None) -> Path:
         """Copy the files vLLM reads from a checked ``source`` (local or remote) into a fresh
         staging directory; ``progress`` is told the bytes copied as they are."""
-        staging = self.root / _STAGING / f"{_host_tag()}-{os.getpid()}-{uuid.uuid4().hex}"
+        staging = self.root / _STAGING / f"{host_tag()}-{os.getpid()}-{uuid.uuid4().hex}"
         staging.mkdir(parents=True)
         try:
             source.copy_to(staging, progress)
@@ -75,12 +61,12 @@ class ArtifactStore:
         except FileNotFoundError:
             return []
         now = time.time() if now is None else now
-        host = _host_tag()
+        host = host_tag()
         removed = []
         for entry in entries:
             tag = entry.name.rpartition("-")[0]  # host-pid-uuid
             tag, _, pid = tag.rpartition("-")
-            dead = tag == host and pid.isdigit() and _process_gone(int(pid))
+            dead = tag == host and pid.isdigit() and process_gone(int(pid))
             try:
                 stale = now - entry.lstat().st_mtime > STALE_STAGING_S
             except FileNotFoundError:
