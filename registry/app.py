@@ -34,6 +34,7 @@ from registry.fleet.quarantine import Quarantine
 from registry.fleet.routing import ReplicaChooser
 from registry.fleet.upstreams import UpstreamPool
 from registry.metrics.families import ControlPlaneMetrics
+from registry.metrics.workers import WorkerMetrics
 from registry.openai import endpoints as openai_endpoints
 from registry.openai.outcomes import OutcomeRecorder
 from registry.openai.proxy import FrontDoor
@@ -186,6 +187,11 @@ def create_app(settings: ControlPlaneSettings | None = None) -> ControlPlaneApp:
     if settings.warmup:
         health_monitor.add_up_listener(warmup.upstream_up)
         adapters.add_served_changed_listener(warmup.served_changed)
+    worker_metrics = None
+    if settings.worker_metrics_dir is not None:
+        worker_metrics = WorkerMetrics(
+            settings.worker_metrics_dir, lambda: control_plane_metrics.exposition()[0]
+        )
     components = Components(
         settings=settings,
         database=database,
@@ -204,6 +210,7 @@ def create_app(settings: ControlPlaneSettings | None = None) -> ControlPlaneApp:
         health=health_monitor,
         warmup=warmup,
         change_feed=change_feed,
+        worker_metrics=worker_metrics,
     )
 
     app = ControlPlaneApp(components)
@@ -211,6 +218,8 @@ def create_app(settings: ControlPlaneSettings | None = None) -> ControlPlaneApp:
     install_access_handler(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(AdminAdmission)
+    # the front door first: routes are matched in order, and /v1 carries the traffic
+    app.include_router(openai_endpoints.router)
     app.include_router(health.router)
     app.include_router(admin.router)
     app.include_router(artifacts.router)
@@ -218,7 +227,6 @@ def create_app(settings: ControlPlaneSettings | None = None) -> ControlPlaneApp:
     app.include_router(dispatcher.router)
     app.include_router(operations.router)
     app.include_router(metrics.router)
-    app.include_router(openai_endpoints.router)
     return app
 
 

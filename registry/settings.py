@@ -66,6 +66,21 @@ class ControlPlaneSettings(BaseSettings):
     # On SIGTERM/SIGINT `serve` stops accepting, lets requests and streams in flight finish for
     # at most this long (then cuts them), writes buffered statistics and exits.
     shutdown_grace_s: int = Field(default=30, ge=0)
+    # uvicorn's access log (one INFO line per HTTP request). Off by default: under load the line
+    # cost about 8 % of the front door's event loop, and the metrics and request records count
+    # every request anyway.
+    access_log: bool = False
+    # `serve --workers N`: N processes on one port (the kernel spreads connections), for hosts
+    # with more cores than one event loop uses. Needs PostgreSQL (the workers are instances of
+    # one registry: the change feed keeps their caches in step). `serve` sets
+    # worker_metrics_dir, where each worker offers its metrics to the one that gets a scrape
+    # (registry/metrics/workers.py); don't set it yourself.
+    workers: int = Field(default=1, ge=1, le=64)
+    worker_metrics_dir: Path | None = None
+    # `serve` sets this: once started, the objects that live as long as the process are moved
+    # out of the garbage collector's sight (gc.freeze). Off for apps built in-process (tests),
+    # where a frozen app that is thrown away could never be collected.
+    freeze_heap_at_start: bool = False
     # Bounds on talking to vLLM: making a connection (a refused or silent replica fails over,
     # then 503) and each read of an answer (a hung replica: 504; long, for slow generations).
     upstream_connect_timeout_s: float = Field(default=3.0, gt=0)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from registry.dispatch import explain
@@ -129,6 +129,15 @@ class Dispatcher:
 
     def decide(self, task: Task) -> Decision:
         """The specialist for ``task``, or the base model with a ``fallback_reason``."""
+        step = self.first_pass(task)
+        return step if isinstance(step, Decision) else step.run()
+
+    def first_pass(self, task: Task) -> Decision | SemanticStep:
+        """Tiers 1-2 (well under a millisecond): the decision, or the tier-3 step still to run.
+
+        Tier 3 embeds the task (milliseconds of model time): a caller on an event loop runs the
+        returned :class:`SemanticStep` in a worker thread, and only then pays the thread hop.
+        """
         state = self._state
         seen = _Lexical.of(state.fleet, task)
         if not state.fleet.specialists:
@@ -152,7 +161,8 @@ class Dispatcher:
             reason = f"{verdict.reason}; tier 3 is off ({state.embeddings[1]})"
             kind: FallbackKind = "low_confidence" if seen.evidence.total else "no_signal"
             return seen.fallback(reason, kind, seen.strengths, seen.evidence.total)
-        return self._semantic(state.bank, seen, task, verdict, tie)
+        bank = state.bank
+        return SemanticStep(lambda: self._semantic(bank, seen, task, verdict, tie))
 
     def _lexical_choice(self, seen: _Lexical, verdict: Verdict) -> Decision:
         lead = seen.lead(verdict.leader) or seen.ranked[0]
@@ -251,6 +261,13 @@ class _Lexical:
             signals=self.signals,
             tier_best=self.tier_best,
         )
+
+
+@dataclass(frozen=True)
+class SemanticStep:
+    """Tier 3 for one task, still to run (its state is this task's own: any thread may run it)."""
+
+    run: Callable[[], Decision]
 
 
 def group_by_specialist(decisions: Sequence[tuple[str, Decision]]) -> dict[str | None, list[str]]:

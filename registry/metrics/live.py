@@ -50,13 +50,18 @@ class TrafficWindow:
             self._expire(index)
         self._buckets[-1][1][specialist] += 1
 
-    def shares(self, now: float | None = None) -> dict[str, float]:
-        """Each specialist's share of the window's requests (empty when there were none)."""
+    def counts(self, now: float | None = None) -> dict[str, int]:
+        """Each specialist's requests in the window."""
         index = int((time.monotonic() if now is None else now) // self._bucket_s)
         self._expire(index)
         total: Counter[str] = Counter()
         for _, counts in self._buckets:
             total.update(counts)
+        return dict(total)
+
+    def shares(self, now: float | None = None) -> dict[str, float]:
+        """Each specialist's share of the window's requests (empty when there were none)."""
+        total = self.counts(now)
         requests = sum(total.values())
         return {name: count / requests for name, count in total.items()} if requests else {}
 
@@ -107,6 +112,15 @@ class LiveCollector(Collector):
             "each specialist (_base: the base model).",
             labels=["specialist"],
         )
-        for specialist, ratio in sorted(self._traffic.shares(now).items()):
-            share.add_metric([specialist], ratio)
-        yield from (lag, pending, dropped, share)
+        window = GaugeMetricFamily(
+            PREFIX + "traffic_window_requests",
+            f"Completion requests of the last {TRAFFIC_WINDOW_S:.0f} s per specialist (_base: the "
+            "base model): what traffic_share_ratio divides.",
+            labels=["specialist"],
+        )
+        counts = self._traffic.counts(now)
+        requests = sum(counts.values())
+        for specialist, count in sorted(counts.items()):
+            window.add_metric([specialist], count)
+            share.add_metric([specialist], count / requests)
+        yield from (lag, pending, dropped, share, window)

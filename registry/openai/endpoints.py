@@ -1,8 +1,9 @@
 """The OpenAI-compatible endpoints of the control plane (thin: the work is in :mod:`.proxy`).
 
-Each request is admitted by an ``InferenceCaller`` (an API key when ``require_api_keys``; its
-name counted in ``hi_moe_lora_client_requests_total``); ``/v1/health`` by a ``HealthCaller``.
-Refusals are OpenAI-style 401/403 (``registry/api/access_errors.py``).
+The completion endpoints are answered by :mod:`.fast_path` (the same admission, without
+FastAPI's routing). Each request is admitted by an ``InferenceCaller`` (an API key when
+``require_api_keys``; its name counted in ``hi_moe_lora_client_requests_total``); ``/v1/health``
+by a ``HealthCaller``. Refusals are OpenAI-style 401/403 (``registry/api/access_errors.py``).
 """
 
 from __future__ import annotations
@@ -14,8 +15,17 @@ from fastapi import APIRouter, Depends, Request
 from starlette.responses import JSONResponse, Response
 
 from hi_moe_lora.control_api import paths
-from registry.dependencies import FrontDoorDep, HealthDep, health_caller, inference_caller
-from registry.openai.proxy import CHAT_COMPLETIONS, COMPLETIONS, guarded, new_request_id
+from registry.components import Components
+from registry.dependencies import (
+    ComponentsDep,
+    FrontDoorDep,
+    HealthDep,
+    health_caller,
+    inference_caller,
+)
+from registry.openai.fast_path import complete
+from registry.openai.proxy import CHAT_COMPLETIONS, COMPLETIONS, Endpoint, guarded
+from registry.openai.request_ids import new_request_id
 from registry.openai.schemas import (
     CHAT_BODY,
     COMPLETION_BODY,
@@ -51,22 +61,25 @@ _COMPLETION_RESPONSES: dict[int | str, dict[str, Any]] = {
     "/v1/chat/completions",
     responses=_COMPLETION_RESPONSES,
     openapi_extra=CHAT_BODY,
-    dependencies=_INFERENCE,
 )
-async def chat_completions(request: Request, door: FrontDoorDep) -> Response:
-    request_id = new_request_id()
-    return await guarded(lambda: door.handle(request, CHAT_COMPLETIONS, request_id), request_id)
+async def chat_completions(request: Request, components: ComponentsDep) -> Response:
+    return await _complete(request, CHAT_COMPLETIONS, components)
 
 
 @router.post(
     "/v1/completions",
     responses=_COMPLETION_RESPONSES,
     openapi_extra=COMPLETION_BODY,
-    dependencies=_INFERENCE,
 )
-async def completions(request: Request, door: FrontDoorDep) -> Response:
-    request_id = new_request_id()
-    return await guarded(lambda: door.handle(request, COMPLETIONS, request_id), request_id)
+async def completions(request: Request, components: ComponentsDep) -> Response:
+    return await _complete(request, COMPLETIONS, components)
+
+
+async def _complete(request: Request, endpoint: Endpoint, components: Components) -> Response:
+    # ControlPlaneApp answers these paths before routing (fast_path.CompletionPath, the same
+    # code): the routes document them, and serve them in an app without that shortcut.
+    gatekeeper, metrics, door = components.gatekeeper, components.metrics, components.front_door
+    return await complete(request, endpoint, gatekeeper, metrics, door)
 
 
 @router.get(

@@ -8,7 +8,9 @@ moment its active version changes (the adapter service's ``on_active_changed``, 
 the promote/rollback call returns), so a promotion or rollback applies to the very next request.
 A deleted version is dropped the same way (:class:`VersionDeleted`); other changes (a new traffic
 split, a newly registered version) apply within ``ttl_s``; names the table does not hold are
-always looked up.
+always looked up. One lookup per adapter runs at a time: while it runs, requests are served from
+the expired snapshot (or, with none, wait for that lookup), so an expiry under load costs one
+query, not one per request in flight.
 
 While the database is unavailable, an adapter whose snapshot has expired keeps being served from
 that last snapshot (a warning once per outage, then one lookup attempt per ``ttl_s``); only
@@ -17,6 +19,7 @@ adapters the table has never held (or forgot) answer 503 ``database_unavailable`
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 import time
@@ -75,6 +78,9 @@ class VersionTable:
         #: store what it read (it may predate the change)
         self._forgotten: dict[str, int] = {}
         self._serving_stale = False  # the database is down and expired snapshots serve
+        #: per name, the one lookup under way (and the forget count it began under): requests
+        #: that find a snapshot expired share it instead of each querying the database
+        self._lookups: dict[str, tuple[int, asyncio.Future[_Entry]]] = {}
 
     def forget(self, name: str) -> None:
         """Drop ``name``'s snapshot (its active version changed)."""
@@ -103,7 +109,24 @@ class VersionTable:
         entry = self._entries.get(name)
         if entry is not None and now - entry.fetched_at < self._ttl_s:
             return entry
-        forgotten = self._forgotten.get(name, 0)
+        generation = self._forgotten.get(name, 0)
+        pending = self._lookups.get(name)
+        if pending is not None and pending[0] == generation:
+            if entry is not None:
+                return entry  # being refreshed: the last snapshot serves until then
+            return await asyncio.shield(pending[1])
+        lookup = asyncio.ensure_future(self._lookup(name, entry, now, generation))
+        self._lookups[name] = (generation, lookup)
+        lookup.add_done_callback(lambda done: self._lookup_done(name, done))
+        return await asyncio.shield(lookup)
+
+    def _lookup_done(self, name: str, lookup: asyncio.Future[_Entry]) -> None:
+        if self._lookups.get(name, (0, None))[1] is lookup:
+            del self._lookups[name]
+        if not lookup.cancelled():
+            lookup.exception()  # retrieved: its waiters may all have gone
+
+    async def _lookup(self, name: str, entry: _Entry | None, now: float, generation: int) -> _Entry:
         try:
             info = await self._adapters.get_adapter(name)
         except DatabaseUnavailable:
@@ -120,7 +143,7 @@ class VersionTable:
             self._serving_stale = False
             logger.warning("database available again: routing snapshots refreshed")
         entry = _entry(info, now)
-        if self._forgotten.get(name, 0) == forgotten:
+        if self._forgotten.get(name, 0) == generation:
             self._entries[name] = entry
         return entry
 

@@ -5,8 +5,9 @@ registry's specialists: every adapter with an active version, its domains, its o
 exemplars, and its active version's statistics (success rate, request count). It reads the fleet
 again after any change made through the adapter service (its ``generation``) and at most every
 ``refresh_s`` seconds otherwise (statistics, and changes made by other control-plane instances).
-Decisions run in a worker thread (tier 3 is ~15 ms of CPU); the embedding model is loaded once,
-at start. A fallback of a real request is recorded as a routing gap, off the request path.
+Tiers 1-2 decide on the event loop (well under a millisecond); tier 3, when a task needs it, runs
+in a worker thread (~15 ms of CPU); the embedding model is loaded once, at start. A fallback of
+a real request is recorded as a routing gap, off the request path.
 """
 
 from __future__ import annotations
@@ -159,7 +160,9 @@ class DispatchService:
         """The decision for one task; a fallback is recorded as a routing gap if ``record_gap``."""
         engine = await self._fresh_engine()
         task = Task(objective, tuple(context_refs))
-        decision = await asyncio.to_thread(engine.decide, task)
+        # tiers 1-2 here (well under a millisecond); only tier 3 is worth a worker thread
+        step = engine.first_pass(task)
+        decision = step if isinstance(step, Decision) else await asyncio.to_thread(step.run)
         if decision.specialist is None and record_gap:
             self._gap_writer.add(gap_record(task, decision, request_id))
         return decision

@@ -18,6 +18,7 @@ from registry.dispatch import (
     UnavailableEmbedder,
     group_by_specialist,
 )
+from registry.dispatch.engine import SemanticStep
 from tests.dispatch.conftest import SEED_FLEET, WordsEmbedder
 
 
@@ -272,6 +273,21 @@ def test_exemplars_are_encoded_only_when_the_fleet_changes(catalogue: Catalogue)
     assert engine.fleet[0].request_count == 9
     engine.set_fleet([*SEED_FLEET, Specialist("go-lora", ("go",))])
     assert len(embedder.indexed) == 2
+
+
+def test_first_pass_decides_lexically_and_defers_only_tier_3(catalogue: Catalogue) -> None:
+    embedder = WordsEmbedder()
+    engine = Dispatcher(catalogue=catalogue, embedder=embedder)
+    engine.set_fleet(SEED_FLEET)
+    clear = engine.first_pass(Task("fix the failing pytest fixture in conftest.py"))
+    assert isinstance(clear, Decision)
+    assert clear.specialist == "python-lora"
+    assert embedder.queries == 0  # no model time for a task tiers 1-2 settle
+    vague = engine.first_pass(Task("make it better please"))
+    assert isinstance(vague, SemanticStep)
+    assert embedder.queries == 0  # deferred: the caller runs it (in a worker thread)
+    assert vague.run() == engine.decide(Task("make it better please"))
+    assert embedder.queries == 2
 
 
 def test_concurrent_decisions_while_the_fleet_changes(catalogue: Catalogue) -> None:

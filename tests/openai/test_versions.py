@@ -187,3 +187,53 @@ async def test_a_lookup_older_than_a_change_is_not_kept(service: AdapterService)
     paused.go_on.set()
     assert await lookup == _v("1.0.0")  # begun before the change: may see the old state
     assert await table.choose("spec") == _v("3.0.0")  # but did not keep it for later ones
+
+
+class CountingAdapters(PausedAdapters):
+    """Paused lookups, counted."""
+
+    def __init__(self, service: AdapterService) -> None:
+        super().__init__(service)
+        self.lookups = 0
+
+    async def get_adapter(self, name: str) -> AdapterInfo:
+        self.lookups += 1
+        return await super().get_adapter(name)
+
+
+async def test_requests_in_flight_share_one_lookup(service: AdapterService) -> None:
+    clock = Clock()
+    adapters = CountingAdapters(service)
+    table = VersionTable(cast(AdapterService, adapters), ttl_s=1.0, clock=clock)
+    # never seen: 64 requests wait for the one lookup
+    first = [asyncio.create_task(table.choose("spec")) for _ in range(64)]
+    await adapters.read.wait()
+    adapters.go_on.set()
+    assert {await task for task in first} == {_v("1.0.0")}
+    assert adapters.lookups == 1
+    # expired: one request refreshes, the others are served the last snapshot meanwhile
+    await service.set_traffic("spec", {"2.0.0": 1.0})
+    clock.now += 1.5
+    adapters.read.clear()
+    adapters.go_on.clear()
+    refresh = asyncio.create_task(table.choose("spec"))
+    await adapters.read.wait()
+    during = [await table.choose("spec") for _ in range(10)]
+    assert during == [_v("1.0.0")] * 10
+    adapters.go_on.set()
+    assert await refresh == _v("2.0.0")
+    assert await table.choose("spec") == _v("2.0.0")
+    assert adapters.lookups == 2
+
+
+async def test_a_failed_shared_lookup_fails_every_waiter(service: AdapterService) -> None:
+    adapters = DownableAdapters(service)
+    adapters.down = True
+    table = VersionTable(cast(AdapterService, adapters), ttl_s=1.0)
+    results = await asyncio.gather(
+        *(table.choose("spec") for _ in range(8)), return_exceptions=True
+    )
+    assert all(isinstance(r, DatabaseUnavailable) for r in results)
+    assert adapters.lookups == 1
+    adapters.down = False
+    assert await table.choose("spec") == _v("1.0.0")  # the failure was not kept

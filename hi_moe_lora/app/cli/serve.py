@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 
@@ -29,6 +30,13 @@ def add_parser(subparsers: Any) -> None:
         help="serve without access control on a non-loopback address (default: "
         "$HI_MOE_LORA_INSECURE; set HI_MOE_LORA_ADMIN_TOKEN instead)",
     )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="worker processes on the one port (default: $HI_MOE_LORA_WORKERS or 1; more than "
+        "1 needs PostgreSQL)",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -46,10 +54,11 @@ def run(args: argparse.Namespace) -> int:
             ("port", args.port),
             ("database_url", args.database_url),
             ("insecure", args.insecure),
+            ("workers", args.workers),
         )
         if value is not None
     }
-    settings = ControlPlaneSettings(**overrides)
+    settings = ControlPlaneSettings(**overrides, freeze_heap_at_start=True)
     if args.migrate:
         upgrade_to_head(settings.database_url)
     # The app's lifespan refuses a stale schema too; checking here first gives a one-line
@@ -66,6 +75,8 @@ def run(args: argparse.Namespace) -> int:
     if refused is not None:
         print(f"error: {refused}", file=sys.stderr)
         return 2
+    if settings.workers > 1:
+        return _run_workers(settings)
     # SIGTERM/SIGINT: uvicorn stops accepting, waits for requests and streams in flight at
     # most shutdown_grace_s, then runs the lifespan's shutdown (buffered statistics written).
     uvicorn.run(
@@ -73,6 +84,51 @@ def run(args: argparse.Namespace) -> int:
         host=settings.host,
         port=settings.port,
         log_config=None,
+        access_log=settings.access_log,
         timeout_graceful_shutdown=settings.shutdown_grace_s,
     )
+    return 0
+
+
+def _run_workers(settings: Any) -> int:
+    """``settings.workers`` processes, each an instance of the registry, on one port.
+
+    uvicorn binds the port once and starts the workers (spawned: each builds its app from the
+    environment, which carries these settings); it restarts a worker that dies and, on
+    SIGTERM/SIGINT, stops them all gracefully. The workers merge their metrics for /metrics
+    through a private directory made here and removed at the end.
+    """
+    import os
+    import shutil
+    import tempfile
+
+    import uvicorn
+
+    if settings.database_url.startswith("sqlite"):
+        print(
+            "error: --workers > 1 needs PostgreSQL (HI_MOE_LORA_DATABASE_URL=postgresql+psycopg://"
+            "...): the workers share the registry and keep their caches in step through its "
+            "change feed, which SQLite does not have",
+            file=sys.stderr,
+        )
+        return 2
+    if not settings.change_feed:
+        print("error: --workers > 1 needs HI_MOE_LORA_CHANGE_FEED=true", file=sys.stderr)
+        return 2
+    metrics_dir = Path(tempfile.mkdtemp(prefix="hi-moe-lora-workers-"))
+    try:
+        chosen = settings.model_copy(update={"worker_metrics_dir": metrics_dir})
+        os.environ.update(chosen.to_env())
+        uvicorn.run(
+            "registry.app:create_app",
+            factory=True,
+            workers=settings.workers,
+            host=settings.host,
+            port=settings.port,
+            log_config=None,
+            access_log=settings.access_log,
+            timeout_graceful_shutdown=settings.shutdown_grace_s,
+        )
+    finally:
+        shutil.rmtree(metrics_dir, ignore_errors=True)
     return 0

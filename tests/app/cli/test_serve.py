@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -7,8 +8,13 @@ import time
 from pathlib import Path
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 from hi_moe_lora.app.processes import ManagedProcess, free_port
+from tests.support.adapter_files import DEFAULT_BASE_MODEL, write_adapter
+from tests.support.databases import postgres_url
+
+__all__ = ["postgres_url"]  # a fixture
 
 
 def _serve_env(tmp_path: Path, port: int) -> dict[str, str]:
@@ -60,3 +66,74 @@ def test_serve_with_migrate_starts_and_is_not_ready_without_vllm(tmp_path: Path)
         assert ready.json()["code"] == "no_healthy_upstream"
         assert "ConnectError" in ready.json()["detail"]
     assert (tmp_path / "registry.db").is_file()
+
+
+def test_workers_refuse_sqlite(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "hi_moe_lora.app.cli", "serve", "--migrate", "--workers", "2"],
+        env=_serve_env(tmp_path, free_port()),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "--workers > 1 needs PostgreSQL" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def _dispatched_versions(url: str, times: int) -> set[str]:
+    versions = set()
+    for _ in range(times):  # a new connection each time: the kernel picks the worker
+        answer = httpx.post(
+            f"{url}/v1/dispatch", json={"objective": "fix the failing pytest in utils.py"}
+        )
+        assert answer.status_code == 200, answer.text
+        versions.add(answer.json()["version"])
+    return versions
+
+
+def _client_requests(url: str) -> float:
+    text = httpx.get(f"{url}/metrics").text
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "hi_moe_lora_client_requests_total":
+                return float(sample.value)
+    return 0.0
+
+
+def test_two_workers_serve_one_registry_and_one_metrics(tmp_path: Path, postgres_url: str) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = _serve_env(tmp_path, port)
+    env.update(
+        {
+            "HI_MOE_LORA_DATABASE_URL": postgres_url,
+            "HI_MOE_LORA_BASE_MODEL": DEFAULT_BASE_MODEL,
+            "HI_MOE_LORA_SOURCE_ROOTS": json.dumps([str(tmp_path)]),
+            "HI_MOE_LORA_DISPATCH_EMBEDDINGS": "false",
+            "HI_MOE_LORA_HEALTH_CHECKS": "false",
+            "HI_MOE_LORA_WARMUP": "false",
+        }
+    )
+    argv = [sys.executable, "-m", "hi_moe_lora.app.cli", "serve", "--migrate", "--workers", "2"]
+    with ManagedProcess("control plane", argv, tmp_path / "serve.log", env=env) as server:
+        server.wait_http_ok(f"{url}/healthz", timeout_s=120)
+        for version, seed in (("1.0.0", 1), ("2.0.0", 2)):
+            source = write_adapter(tmp_path / f"src-{version}", seed=seed)
+            body = {"version": version, "source": str(source), "domains": ["python"]}
+            answer = httpx.post(f"{url}/admin/v1/adapters/python-lora/versions", json=body)
+            assert answer.status_code == 201, answer.text
+        assert _dispatched_versions(url, 16) == {"1.0.0"}
+        promoted = httpx.post(f"{url}/admin/v1/adapters/python-lora/versions/2.0.0/promote")
+        assert promoted.status_code == 200, promoted.text
+        # the worker that promoted applies it at once; the other hears it on the change feed
+        deadline = time.monotonic() + 10
+        while _dispatched_versions(url, 16) != {"2.0.0"}:
+            assert time.monotonic() < deadline, "a worker kept routing the old version"
+            time.sleep(0.2)
+        # one /metrics for both workers: every scrape counts every worker's requests
+        before = _client_requests(url)
+        for _ in range(40):
+            httpx.post(f"{url}/v1/completions", json={"model": "python-lora", "prompt": "p"})
+        assert [_client_requests(url) for _ in range(6)] == [before + 40] * 6
