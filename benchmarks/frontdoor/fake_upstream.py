@@ -20,7 +20,7 @@ import asyncio
 import json
 import os
 import sys
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,9 +38,13 @@ TOKEN_MS_ENV = "FAKE_UPSTREAM_TOKEN_MS"
 _TOKEN_S = float(os.environ.get(TOKEN_MS_ENV, "0")) / 1000.0
 
 
-def start(port: int, log_path: Path, token_ms: float = 0.0) -> ManagedProcess:
-    """This app under uvicorn on ``port`` (quiet, no access log), started; stop it when done."""
-    argv = [sys.executable, "-m", "uvicorn", f"{__name__}:app", "--port", str(port)]
+def start(
+    port: int, log_path: Path, token_ms: float = 0.0, prefix: Sequence[str] = ()
+) -> ManagedProcess:
+    """This app under uvicorn on ``port`` (quiet, no access log), started; stop it when done.
+
+    ``prefix`` goes before the command (e.g. ``taskset -c 0``)."""
+    argv = [*prefix, sys.executable, "-m", "uvicorn", f"{__name__}:app", "--port", str(port)]
     argv += ["--log-level", "warning", "--no-access-log", "--backlog", "4096"]
     env = {**os.environ, TOKEN_MS_ENV: str(token_ms)}
     return ManagedProcess("fake upstream", argv, log_path, cwd=REPO_ROOT, env=env).start()

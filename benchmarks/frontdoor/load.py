@@ -20,7 +20,9 @@ with ``--postgres``) in front of it, with one registered specialist.
    (non-2xx answers and socket errors).
 
 Every process shares this machine's cores (2 on the development machines): client, control plane
-and fake upstream compete, so compare rows of one run only.
+and fake upstream compete, so compare rows of one run only. ``--pin`` gives the control plane a
+core of its own (``taskset``: CPU 1; the client, wrk and the fake upstream share CPU 0, for the
+direct rows as for the others), so that what it adds is its own work and not the others' CPU.
 
 Run: ``.venv/bin/python -m benchmarks.frontdoor.load`` (``--help`` for the knobs; about 6 min
 with the defaults).
@@ -69,14 +71,15 @@ class Result:
     samples: dict[str, Any]
 
     def percentile(self, key: str, q: float) -> float:
-        values = sorted(self.samples[key])
+        values: list[float] = sorted(self.samples[key])
         if not values:
             return float("nan")
         return values[min(len(values) - 1, int(q * len(values)))]
 
     @property
     def rate(self) -> float:
-        return float(self.samples["requests"]) / max(self.samples["measured_s"], 1e-9)
+        measured_s: float = self.samples["measured_s"]
+        return float(self.samples["requests"]) / max(measured_s, 1e-9)
 
 
 @dataclass
@@ -95,10 +98,12 @@ def _body(model: str, stream: bool, tokens: int) -> dict[str, Any]:
     return {"model": model, "prompt": prompt, "max_tokens": tokens, "stream": stream}
 
 
-def _client(url: str, body: dict[str, Any], concurrency: int, seconds: float) -> dict[str, Any]:
+def _client(
+    url: str, body: dict[str, Any], concurrency: int, seconds: float, prefix: list[str]
+) -> dict[str, Any]:
     job = {"url": url, "body": body, "concurrency": concurrency, "seconds": seconds}
     completed = subprocess.run(
-        [sys.executable, "-m", "benchmarks.frontdoor.load_client"],
+        [*prefix, sys.executable, "-m", "benchmarks.frontdoor.load_client"],
         input=json.dumps(job),
         capture_output=True,
         text=True,
@@ -110,7 +115,12 @@ def _client(url: str, body: dict[str, Any], concurrency: int, seconds: float) ->
 
 
 def _wrk(
-    url: str, body: dict[str, Any], connections: int, seconds: int, workdir: Path
+    url: str,
+    body: dict[str, Any],
+    connections: int,
+    seconds: int,
+    workdir: Path,
+    prefix: list[str],
 ) -> WrkResult:
     script = workdir / "post.lua"
     script.write_text(
@@ -118,7 +128,17 @@ def _wrk(
         f"wrk.body = {json.dumps(json.dumps(body))}\n"
         'wrk.headers["Content-Type"] = "application/json"\n'
     )
-    argv = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency", "-s", str(script), url]
+    argv = [
+        *prefix,
+        "wrk",
+        "-t1",
+        f"-c{connections}",
+        f"-d{seconds}s",
+        "--latency",
+        "-s",
+        str(script),
+        url,
+    ]
     output = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
     return WrkResult(
         target="",
@@ -202,17 +222,23 @@ class Bench:
         )
         self.upstream: ManagedProcess | None = None
         self.control_plane: ManagedProcess | None = None
+        #: command prefixes: the load's side (client, wrk, fake upstream) and the control plane's
+        self.load_cpus = ["taskset", "-c", "0"] if args.pin else []
+        self.control_plane_cpus = ["taskset", "-c", "1"] if args.pin else []
 
     def start_upstream(self, token_ms: float) -> None:
         if self.upstream is not None:
             self.upstream.stop()
         log = self.workdir / f"fake-upstream-{token_ms:g}ms.log"
-        self.upstream = fake_upstream.start(self.upstream_port, log, token_ms=token_ms)
+        self.upstream = fake_upstream.start(
+            self.upstream_port, log, token_ms=token_ms, prefix=self.load_cpus
+        )
         self.upstream.wait_http_ok(f"{self.upstream_url}/health", 30)
 
     def start_control_plane(self) -> None:
         env = {**os.environ, **self.settings.to_env()}
-        argv = [sys.executable, "-m", "hi_moe_lora.app.cli", "serve", "--migrate"]
+        argv = [*self.control_plane_cpus, sys.executable, "-m", "hi_moe_lora.app.cli", "serve"]
+        argv.append("--migrate")
         if self.args.workers > 1:
             argv += ["--workers", str(self.args.workers)]
         log = self.workdir / "control-plane.log"
@@ -262,7 +288,8 @@ def latency_phase(bench: Bench, args: argparse.Namespace) -> list[Result]:
                 order = TARGETS if round_ % 2 == 0 else tuple(reversed(TARGETS))
                 for target in order:
                     body = _body(bench.model(target), stream, args.tokens)
-                    samples = _client(bench.url(target), body, concurrency, args.seconds)
+                    url = bench.url(target)
+                    samples = _client(url, body, concurrency, args.seconds, bench.load_cpus)
                     result = Result(target, concurrency, stream, round_, samples)
                     results.append(result)
                     print(
@@ -282,7 +309,12 @@ def throughput_phase(bench: Bench, args: argparse.Namespace) -> list[WrkResult]:
         for target in order:
             body = _body(bench.model(target), False, 1)
             result = _wrk(
-                bench.url(target), body, args.wrk_connections, args.wrk_seconds, bench.workdir
+                bench.url(target),
+                body,
+                args.wrk_connections,
+                args.wrk_seconds,
+                bench.workdir,
+                bench.load_cpus,
             )
             result.target = target
             results.append(result)
@@ -322,7 +354,8 @@ def _added(row: Result, direct: Result, key: str) -> str:
 def report(latency: list[Result], throughput: list[WrkResult], args: argparse.Namespace) -> str:
     lines = [
         f"fake upstream: {args.tokens} tokens at {args.token_ms:g} ms each; "
-        f"{args.rounds} rounds x {args.seconds:g} s per row; control plane workers: {args.workers}",
+        f"{args.rounds} rounds x {args.seconds:g} s per row; control plane workers: {args.workers}"
+        f"; {'pinned: control plane on CPU 1, the rest on CPU 0' if args.pin else 'not pinned'}",
         "",
         "Streamed (added = through the control plane minus direct, per percentile):",
         "",
@@ -412,6 +445,11 @@ def main() -> int:
         dest="embeddings",
         action="store_false",
         help="dispatcher tiers 1-2 only (skips loading the embedding model)",
+    )
+    parser.add_argument(
+        "--pin",
+        action="store_true",
+        help="control plane on CPU 1, everything else on CPU 0 (taskset)",
     )
     parser.add_argument("--json", type=Path, default=None, help="also write raw results here")
     args = parser.parse_args()
