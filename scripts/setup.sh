@@ -46,5 +46,8 @@ pip_install -e ".[dev]"
 # promtool (Debian's prometheus package, binary only) for the alert-rule tests
 step "checking promtool"
 bash deploy/prometheus/install-promtool.sh
+# a Compose implementation for the compose-file tests (Debian's docker-compose if none is here)
+step "checking docker compose"
+bash deploy/compose/install-compose.sh
 step "setup done"
 python -c "import torch, vllm, hi_moe_lora; print(f'torch {torch.__version__}, vllm {vllm.__version__}')"
