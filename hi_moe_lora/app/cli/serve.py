@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from registry.settings import ControlPlaneSettings
 
 
 def add_parser(subparsers: Any) -> None:
@@ -90,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_workers(settings: Any) -> int:
+def _run_workers(settings: ControlPlaneSettings) -> int:
     """``settings.workers`` processes, each an instance of the registry, on one port.
 
     uvicorn binds the port once and starts the workers (spawned: each builds its app from the
