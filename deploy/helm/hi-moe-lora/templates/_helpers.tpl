@@ -63,6 +63,8 @@ the Gateway in inference-pool mode (its endpoint picker chooses the replica).
 {{ include "hml.secretEnv" (dict "root" . "name" "HI_MOE_LORA_ADMIN_TOKEN" "key" .Values.secrets.keys.adminToken) }}
 {{ include "hml.secretEnv" (dict "root" . "name" "HI_MOE_LORA_RESOLVER_TOKEN" "key" .Values.secrets.keys.resolverToken) }}
 {{ include "hml.secretEnv" (dict "root" . "name" "HI_MOE_LORA_API_KEY" "key" .Values.secrets.keys.vllmApiKey) }}
+- name: HOME   # the root filesystem is read-only: caches (transformers, triton) go to /tmp
+  value: /tmp
 - name: HI_MOE_LORA_ARTIFACT_DIR
   value: /var/lib/hi-moe-lora/artifacts
 - name: HI_MOE_LORA_BASE_MODEL
