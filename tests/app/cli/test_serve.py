@@ -30,15 +30,20 @@ def _serve_env(tmp_path: Path, port: int) -> dict[str, str]:
     return env
 
 
-def test_serve_refuses_a_database_that_is_not_at_head(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "hi_moe_lora.app.cli", "serve"],
+def _serve_refused(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``hi-moe-lora serve *args`` run to its (expected) refusal."""
+    return subprocess.run(
+        [sys.executable, "-m", "hi_moe_lora.app.cli", "serve", *args],
         env=_serve_env(tmp_path, free_port()),
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
+
+
+def test_serve_refuses_a_database_that_is_not_at_head(tmp_path: Path) -> None:
+    result = _serve_refused(tmp_path)
     assert result.returncode == 2
     assert "run `hi-moe-lora db upgrade`" in result.stderr
     assert "Traceback" not in result.stderr
@@ -69,14 +74,7 @@ def test_serve_with_migrate_starts_and_is_not_ready_without_vllm(tmp_path: Path)
 
 
 def test_workers_refuse_sqlite(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "hi_moe_lora.app.cli", "serve", "--migrate", "--workers", "2"],
-        env=_serve_env(tmp_path, free_port()),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = _serve_refused(tmp_path, "--migrate", "--workers", "2")
     assert result.returncode == 2
     assert "--workers > 1 needs PostgreSQL" in result.stderr
     assert "Traceback" not in result.stderr
