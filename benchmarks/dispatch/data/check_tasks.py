@@ -5,10 +5,11 @@ or null), tag consistency, the ``no-signal`` rules, the minimum sizes, and that 
 field is exactly the seeded, stratified 30 % hold-out that ``expected_split`` computes (so no
 task was moved between ``tune`` and ``heldout`` by hand).
 
-A held-out-only file such as ``heldout_v2.jsonl`` (every id is ``h`` + 4 digits) is checked by
+A held-out-only file such as ``heldout_v3.jsonl`` (every id is ``h`` + 4 digits) is checked by
 the same per-task rules, but instead of the seeded split it must have every ``split`` equal to
 ``heldout``, its own minimum sizes, and no id or objective (normalised whitespace and case)
-shared with the main set (``--against``, default ``tasks.jsonl``).
+shared with any other set (``--against``, repeatable; default: ``tasks.jsonl`` and every other
+``heldout_*.jsonl`` beside it).
 
 Run: ``.venv/bin/python benchmarks/dispatch/data/check_tasks.py [--data PATH] [--assign-split]``
 (PATH may also be given positionally; the default is ``tasks.jsonl``).
@@ -67,7 +68,7 @@ TAGS = frozenset(
 )
 ID_RE = re.compile(r"^t\d{4}$")
 
-# A held-out-only file (heldout_v2.jsonl): written after the main set, never tuned on.
+# A held-out-only file (heldout_v*.jsonl): written after the main set, never tuned on.
 HELDOUT_ID_PREFIX = "h"
 HELDOUT_ID_RE = re.compile(r"^h\d{4}$")
 HELDOUT_MIN_TASKS = 200
@@ -354,6 +355,12 @@ def assign_split(path: Path, tasks: list[dict[str, Any]]) -> None:
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
+def _other_sets(path: Path) -> list[Path]:
+    """The sets a held-out file must not overlap: the main set and every other held-out file."""
+    others = sorted(DEFAULT_PATH.parent.glob("heldout_*.jsonl"))
+    return [DEFAULT_PATH, *(p for p in others if p.resolve() != path.resolve())]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("path", nargs="?", type=Path, help="same as --data")
@@ -363,9 +370,9 @@ def main() -> int:
     parser.add_argument(
         "--against",
         type=Path,
-        default=DEFAULT_PATH,
-        help="for a held-out file: the set it must share no id or objective with "
-        f"(default {DEFAULT_PATH.name})",
+        action="append",
+        help="for a held-out file: a set it must share no id or objective with (repeatable; "
+        f"default {DEFAULT_PATH.name} and every other heldout_*.jsonl beside it)",
     )
     parser.add_argument(
         "--assign-split", action="store_true", help="rewrite every split from the seeded rule"
@@ -381,10 +388,13 @@ def main() -> int:
     if not errors and args.assign_split:
         assign_split(path, tasks)
     if not errors and heldout_file:
-        reference, reference_errors = load(args.against)
-        errors = [f"{args.against}: {e}" for e in reference_errors] or check_heldout(
-            tasks, reference, args.against.name
-        )
+        for other in args.against or _other_sets(path):
+            reference, reference_errors = load(other)
+            errors.extend(
+                [f"{other}: {e}" for e in reference_errors]
+                or check_heldout(tasks, reference, other.name)
+            )
+        errors = list(dict.fromkeys(errors))  # per-task errors repeat once per reference
     elif not errors:
         errors = check(tasks)
     if not errors:
