@@ -13,11 +13,12 @@ dispatcher without an embedder; with tier 3: the full one, model loaded once and
 a task's latency is the median of its runs, and the table gives the median and p99 of those
 over the split, measured with ``--threads`` torch threads (2 by default).
 
-The held-out rule (data/README.md): the v1 ``heldout`` split of ``tasks.jsonl`` was evaluated
-once (2026-11-23) and has been tuning material since, so ``--errors`` lists misroutes on every
-split of it. The fresh held-out set, ``data/heldout_v2.jsonl``, is evaluated once by the
-integrator: this script refuses any ``--data`` file whose name starts with ``heldout_v2``;
-``--heldout-v2`` evaluates it (split ``heldout``, never with ``--errors``: misroutes of the
+The held-out rule (data/README.md): the v1 ``heldout`` split of ``tasks.jsonl`` and the v2
+set ``data/heldout_v2.jsonl`` were each evaluated once (2026-11-23) and have been tuning
+material since, so ``--errors`` lists their misroutes (``--data data/heldout_v2.jsonl --split
+heldout``). The fresh held-out set, ``data/heldout_v3.jsonl``, is evaluated once by the
+integrator: this script refuses any ``--data`` file whose name starts with ``heldout_v3``;
+``--heldout-v3`` evaluates it (split ``heldout``, never with ``--errors``: misroutes of the
 held-out set are not listed, so nobody tunes on them).
 
 Run: ``.venv/bin/python benchmarks/dispatch/evaluate.py --split tune [--errors] [--check]``
@@ -51,7 +52,7 @@ from registry.dispatch import (  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data" / "tasks.jsonl"
 #: Data files this script refuses (the fresh held-out set; data/README.md).
-REFUSED_PREFIX = "heldout_v2"
+REFUSED_PREFIX = "heldout_v3"
 FLEET = (
     Specialist("python-lora", ("python", "debugging", "testing")),
     Specialist("cuda-lora", ("cuda", "gpu optimization")),
@@ -235,13 +236,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-embeddings", action="store_true", help="tiers 1-2 only")
     parser.add_argument("--errors", action="store_true", help="list misrouted tasks")
     parser.add_argument(
-        "--heldout-v2",
+        "--heldout-v3",
         action="store_true",
-        help="evaluate the fresh held-out set data/heldout_v2.jsonl (no --errors)",
+        help="evaluate the fresh held-out set data/heldout_v3.jsonl (no --errors)",
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    if args.heldout_v2:
+    if args.heldout_v3:
         if args.errors:
             parser.error("--errors never lists the held-out set's misroutes (data/README.md)")
         args.data, args.split = DATA.with_name(f"{REFUSED_PREFIX}.jsonl"), "heldout"

@@ -13,6 +13,11 @@ from typing import Literal
 #: ambiguous keyword is meant technically; ``background``: everyday requests, tier 3 only.
 DomainKind = Literal["topic", "corroboration", "background"]
 
+#: What a programming language's domain outranks: the markup its code handles, and the generic
+#: activities (testing, debugging) that the language decides ("unit tests for our C ring
+#: buffer" is C work; labelling rule 4: the language of the code to change decides).
+LANGUAGE_OUTRANKS = ("markdown", "testing", "debugging")
+
 
 @dataclass(frozen=True)
 class DomainSpec:

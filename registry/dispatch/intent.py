@@ -10,7 +10,8 @@ about.
 
 Owns :func:`find_deliverable`: it reads the clauses of the objective that open with a request
 verb (``write``, ``add``, ``document``, ``derive``..., after at most a few polite or auxiliary
-words: "could you please write", "I'd like to add"), and looks for a deliverable term of a
+words: "could you please write", "I'd like to add"; or a question that asks for a value:
+"what's the running time of …"), and looks for a deliverable term of a
 domain (:attr:`~registry.dispatch.domain_spec.DomainSpec.deliverables`) or a deliverable file
 (``README.md``, ``Dockerfile``) as the head of the verb's object: the words after the verb up
 to the first preposition or conjunction ("write tests *for* the docstring parser" delivers
@@ -80,6 +81,14 @@ _CODE_DELIVERABLES_TEXT = """
     generator linter formatter
     """
 CODE_DELIVERABLES = frozenset(_CODE_DELIVERABLES_TEXT.split())
+#: The question forms :func:`_asks_what` accepts in the verb position.
+QUESTION_FORMS = frozenset(("what's", "whats", "what\u2019s", "is", "are"))
+#: Parts of a deliverable: "the README section", "the changelog entry", "a runbook chapter"
+#: deliver the README, the changelog, the runbook ("a comments section" is a feature of a page,
+#: no documentation).
+PART_NOUNS = frozenset(
+    ("section", "sections", "chapter", "chapters", "paragraph", "paragraphs", "part", "entry")
+)
 _PUNCTUATION = ".,;:!?\"'`()"
 _CLAUSE = re.compile(r"(?<=[.!?;:])\s+|\n+")
 _LEAD_CHUNK = re.compile(r"[^\w+#]+")
@@ -123,6 +132,14 @@ def find_deliverable(
     return None
 
 
+def _asks_what(words: list[str], previous: str) -> bool:
+    """``what's`` / ``what is`` / ``what are``: a question that asks for a value (the running
+    time, the expected value), which counts like a request verb."""
+    if words in (["what", "s"], ["whats"]):
+        return True
+    return len(words) == 1 and words[0] in ("is", "are") and previous.lower() == "what"
+
+
 def _in_clause(
     clause: str, lexicon: Lexicon, files: FileMatcher, domains: frozenset[str]
 ) -> Deliverable | None:
@@ -135,11 +152,16 @@ def _in_clause(
         if words[0] in REQUEST_VERBS and len(words) == 1:
             verb_at = index
             break
+        if _asks_what(words, chunks[index - 1] if index else ""):
+            verb_at = index  # "what's the running time of …" asks for the analysis
+            break
         if not all(word in LEAD_WORDS for word in words):
             return None
     if verb_at is None:
         return None
     verb = chunks[verb_at].lower().strip(_PUNCTUATION)
+    if verb in QUESTION_FORMS:
+        verb = "what is"  # not itself a deliverable term
     obj: list[str] = []
     for chunk in chunks[verb_at + 1 : verb_at + 1 + OBJECT_WORDS]:
         bare = chunk.lower().strip(_PUNCTUATION)
@@ -156,6 +178,8 @@ def _in_clause(
     # The deliverable is the head of the object, its last words: "JSDoc comments", "a README",
     # "API reference pages"; not a modifier ("a comments section", "a README parser").
     words = [chunk.lower().strip(_PUNCTUATION) for chunk in obj]
+    if len(words) > 1 and words[-1] in PART_NOUNS and words[-2] not in ("comment", "comments"):
+        words = words[:-1]  # "the README section": a part of the deliverable is the deliverable
     best: Deliverable | None = None
     for size in range(1, min(len(words), HEAD_WORDS) + 1):
         head = " ".join(words[-size:])

@@ -49,6 +49,35 @@ def test_keyword_decisions(lexical: Dispatcher) -> None:
         assert decision.domains
 
 
+def test_the_language_and_the_data_tool_outrank_the_setting(lexical: Dispatcher) -> None:
+    # labelling rules 3 and 4: the testing around C++ code is C++ work; a dbt test failing on
+    # CI is pipeline work; an ORM's query pattern is SQL work, though the app is Python
+    cases = {
+        "write unit tests for our C++ matrix class with a hand-written harness": "systems-lora",
+        "the nightly dbt run fails in the CI job on a not_null test of customers.email": (
+            "data-lora"
+        ),
+        "SQLAlchemy issues one extra SELECT per row when the view touches order.customer": (
+            "data-lora"
+        ),
+    }
+    for objective, expected in cases.items():
+        decision = decide(lexical, objective)
+        assert decision.specialist == expected, (objective, decision)
+
+
+def test_everyday_senses_of_bash_and_proofread_fall_back(lexical: Dispatcher) -> None:
+    for objective in (
+        "throwing a bash for my sister's graduation, menu ideas for 30 people?",
+        "proofread my wedding speech, the ending feels flat",
+    ):
+        decision = decide(lexical, objective)
+        assert decision.specialist is None, (objective, decision)
+    assert decide(lexical, "bash: my loop over files with spaces breaks").specialist == (
+        "devops-lora"
+    )
+
+
 def test_file_decisions(lexical: Dispatcher) -> None:
     decision = decide(lexical, "make the cache key depend on the lock file", ".gitlab-ci.yml")
     assert (decision.specialist, decision.tier) == ("devops-lora", "extension")

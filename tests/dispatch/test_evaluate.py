@@ -70,8 +70,8 @@ def test_per_task_errors_are_listed_for_every_split_of_the_tuning_set(
 
 
 def test_the_fresh_held_out_set_is_refused(data: Path, tmp_path: Path) -> None:
-    fresh = tmp_path / "heldout_v2.jsonl"
+    fresh = tmp_path / "heldout_v3.jsonl"
     fresh.write_text(data.read_text())
     with pytest.raises(SystemExit):
         evaluate.main(["--data", str(fresh), "--no-embeddings", "--split", "all"])
-    assert evaluate.REFUSED_PREFIX == "heldout_v2"
+    assert evaluate.REFUSED_PREFIX == "heldout_v3"

@@ -33,6 +33,9 @@ def _found(fleet: FleetIndex, text: str) -> Deliverable | None:
             "First some context. Then: write an installation guide for Windows users.",
             "documentation",
         ),
+        ("update the changelog entry for the 2.0 release", "documentation"),  # a part of it
+        ("What's the time complexity of this nested loop over the grid?", "algorithms"),
+        ("what is the expected value of the longest run in 20 coin flips", "math"),
     ],
 )
 def test_the_object_of_a_request_verb_is_the_deliverable(
@@ -58,6 +61,7 @@ def test_a_deliverable_file_in_the_object_counts(fleet: FleetIndex) -> None:
         "the README says to run make install but it fails",  # a statement, not a request
         "write a document about my trip to Lisbon",  # "document" counts only as the verb
         "write a haiku about the sea",  # no deliverable term
+        "what is the best laptop for a student",  # a question, but no deliverable
     ],
 )
 def test_no_deliverable(fleet: FleetIndex, text: str) -> None:

@@ -36,7 +36,8 @@ SQL = DomainSpec(
     bigquery|redshift|clickhouse|duckdb|~snowflake=0.7|partition pruning|sargable|
     psycopg|psycopg2|asyncpg|pgbouncer|vacuum|autovacuum|sql_mode|only_full_group_by|
     query=0.5|queries=0.5|single query=0.8|one query=0.7|slow query=0.9|aggregate(s)=0.5|
-    sql injection=0.5|orm=0.4|
+    sql injection=0.5|orm=0.4|sqlalchemy|n+1|n+1 queries|n+1 query|joinedload|selectinload|
+    select_related|prefetch_related|eager loading=0.8|eager load=0.8|
     running total|cumulative sum|rolling sum|most recent row|latest row per|top n per group|
     retention cohort|cohort(s)=0.5|deduplicate|duplicate rows|
     create table|alter table|drop table|varchar|distinct=0.5|union all|coalesce|nullif|
@@ -133,7 +134,9 @@ PIPELINES = DomainSpec(
     source system|raw data|events|logs|warehouse|s3 bucket|cloud storage
     """,
     files="dags/=1.0|dbt_project.yml|profiles.yml=0.6|pipelines/=0.6|etl/=0.8|.avro|.orc",
-    outranks=("python", "debugging", "testing"),
+    # a dbt test or an Airflow DAG that fails on CI is pipeline work, not CI configuration (a
+    # CI workflow asked for as the deliverable still goes to CI/CD: intent.py decides first)
+    outranks=("python", "debugging", "testing", "ci/cd"),
     exemplars=(
         "design an idempotent daily load from object storage into the warehouse",
         "our nightly jobs miss records that arrive late from upstream",
@@ -155,7 +158,8 @@ SPREADSHEETS = DomainSpec(
     strong="""
     excel|~spreadsheet(s)|google sheets|vlookup|xlookup|pivot table(s)|conditional formatting|
     airtable|notion|zapier|make.com|wix|squarespace|wordpress|shopify|webflow|
-    google forms|power bi=0.6|tableau=0.6|looker studio
+    google forms|power bi=0.6|tableau=0.6|looker studio|crm|salesforce|hubspot|
+    sales pipeline=1.2|deal pipeline|sales funnel|pipedrive
     """,
     files=".xlsx|.xls|.ods|.numbers|.xlsm",
     exemplars=(
@@ -163,6 +167,7 @@ SPREADSHEETS = DomainSpec(
         "Squarespace or Wix for a small bakery website",
         "my spreadsheet budget: can I afford this rent",
         "build a simple form that saves answers into a sheet without code",
+        "which deals in our CRM should the sales team stop chasing",
     ),
 )
 

@@ -160,7 +160,7 @@ SHELL = DomainSpec(
     bash script|shell script|cron job|crontab|crontab entry|shell one-liner
     """,
     strong="""
-    bash=1.1|zsh|fish shell|~shell=0.8|shell script(s)=1.2|shell scripting|bash script(s)=1.2|
+    ~bash=1.1|zsh|fish shell|~shell=0.8|shell script(s)=1.2|shell scripting|bash script(s)=1.2|
     cron=0.9|crontab|cron job(s)|cronjob=0.5|set -e|set -euo|pipefail|sed|awk|grep=0.8|
     xargs|chmod|chown|sudo=0.6|bash_profile|bashrc|
     zshrc|path variable|environment variable(s)=0.5|env var(s)=0.5|export=0.4|

@@ -13,7 +13,7 @@ PYTHON = DomainSpec(
     aliases=("py", "python3", "cpython", "python programming", "python development"),
     strong="""
     ~python|python2|python3|pythonic|cpython|pypy|pip|pip3|pipx|pypi|pytest|unittest|doctest|
-    django|~flask|fastapi|starlette|pydantic|sqlalchemy|alembic|~celery|asyncio|aiohttp|httpx|
+    django|~flask|fastapi|starlette|pydantic|alembic|~celery|asyncio|aiohttp|httpx|
     virtualenv|venv|virtual environment|conda|~anaconda|miniconda|~poetry|pipenv|pip-tools|~uv|
     pyproject|setuptools|wheel file|mypy|pyright|ruff|flake8|pylint|isort|
     jinja2|gunicorn=0.6|uvicorn|wsgi|asgi|werkzeug|jsonify|beautifulsoup|bs4|lxml=0.6|scrapy|
@@ -38,7 +38,7 @@ PYTHON = DomainSpec(
     keyword argument(s)=0.7|unexpected keyword argument|takes no arguments|
     elif=0.8|isinstance=0.8|microsoft visual c++=1.2|build tools=0.5|building wheel|
     failed building wheel|none type|nonetype|
-    jupyter=0.6|ipython|django orm|drf|django rest framework
+    jupyter=0.6|ipython|django orm|drf|django rest framework|ctypes|cffi|csv module=0.8
     """,
     weak="""
     script(s)|module(s)|package(s)|import|def|lambda|tuple(s)|dict|dictionary|dictionaries|

@@ -6,7 +6,7 @@ weak (a grade, a vitamin, a key); phrases such as ``in c`` or ``c program`` are 
 
 from __future__ import annotations
 
-from registry.dispatch.domain_spec import DomainSpec
+from registry.dispatch.domain_spec import LANGUAGE_OUTRANKS, DomainSpec
 
 C = DomainSpec(
     name="c",
@@ -35,7 +35,7 @@ C = DomainSpec(
     files="""
     .c|.h=0.7|makefile|gnumakefile|*.mk=0.7|configure.ac=0.7|meson.build=0.7
     """,
-    outranks=("markdown",),  # the code that handles markup, not the markup
+    outranks=LANGUAGE_OUTRANKS,
     exemplars=(
         "why does my C program crash with a segmentation fault when I free this pointer",
         "write a function in C that reverses a string in place",
@@ -82,7 +82,7 @@ CPP = DomainSpec(
     .cpp|.cc|.cxx|.hpp|.hh|.hxx|.inl|.h=0.6|cmakelists.txt=1.2|*.cmake|conanfile.txt|
     conanfile.py=0.6|vcpkg.json|binding.gyp
     """,
-    outranks=("markdown",),  # the code that handles markup, not the markup
+    outranks=LANGUAGE_OUTRANKS,
     exemplars=(
         "why is my copy constructor called instead of the move constructor",
         "explain RAII and when to use unique_ptr versus shared_ptr",

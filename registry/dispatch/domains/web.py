@@ -5,7 +5,7 @@ Data only (see :mod:`registry.dispatch.catalogue` for the notation).
 
 from __future__ import annotations
 
-from registry.dispatch.domain_spec import DomainSpec
+from registry.dispatch.domain_spec import LANGUAGE_OUTRANKS, DomainSpec
 
 JAVASCRIPT = DomainSpec(
     name="javascript",
@@ -43,7 +43,7 @@ JAVASCRIPT = DomainSpec(
     *.test.js=1.0|*.spec.js=1.0|*.test.jsx|*.test.tsx|*.spec.tsx|*.test.ts|*.spec.ts|
     node_modules/=0.6|components/=0.4
     """,
-    outranks=("markdown",),  # the code that handles markup, not the markup
+    outranks=LANGUAGE_OUTRANKS,
     exemplars=(
         "why is my array still empty after I push results inside forEach with async callbacks",
         "debounce a search input without a library",
@@ -78,7 +78,7 @@ TYPESCRIPT = DomainSpec(
     """,
     weak="type(s)|typed|generic(s)|interface|strict mode|infer|inferred|inference",
     files=".ts|.tsx|.mts|.cts|tsconfig.json|tsconfig.*.json|*.d.ts",
-    outranks=("markdown",),  # the code that handles markup, not the markup
+    outranks=LANGUAGE_OUTRANKS,
     exemplars=(
         "Type string or undefined is not assignable to type string",
         "type a generic fetch hook so callers get the data type inferred",
@@ -127,7 +127,7 @@ HTML_CSS = DomainSpec(
     files="""
     .html|.htm|.css|.scss|.sass|.less=0.8|.styl|tailwind.config.js|index.html|styles/=0.5
     """,
-    outranks=("markdown",),  # the code that handles markup, not the markup
+    outranks=LANGUAGE_OUTRANKS,
     exemplars=(
         "make the header sticky and shrink it when the user scrolls",
         "my footer does not stay at the bottom when the content is short",

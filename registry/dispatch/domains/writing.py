@@ -26,7 +26,7 @@ DOCUMENTATION = DomainSpec(
     """,
     strong="""
     documentation=1.2|~docs=0.9|document=0.5|documented=0.6|documenting=0.8|
-    technical writing|technical writer|copy edit*|copyedit*|proofread*|rewrite this paragraph|
+    technical writing|technical writer|copy edit*|copyedit*|~proofread*|rewrite this paragraph|
     grammar=0.8|grammer=0.8|tone=0.6|wording=0.6|phrasing=0.6|readability=0.6|
     intro section|introduction section|section=0.4|guide=0.6|manual=0.5|handbook=0.6|
     announce=0.5|announcement=0.5|breaking change(s)=0.6|deprecation notice|
