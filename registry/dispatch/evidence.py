@@ -70,6 +70,8 @@ class OwnerEvidence:
     outranks: frozenset[str] = frozenset()
     #: the matched domain with the most evidence (what the owner's evidence is mostly about).
     dominant: str = ""
+    #: some of the owner's words have an everyday sense (``~docs``, ``~pipeline``, ``~bash``).
+    everyday_words: bool = False
 
 
 def _per_domain(weights: Iterable[tuple[str, float]]) -> dict[str, float]:
@@ -186,6 +188,10 @@ def weigh(fleet: FleetIndex, evidence: Evidence) -> list[OwnerEvidence]:
                 ),
                 dominant=max(
                     sorted(matched), key=lambda name: evidence.total[name] * owner.domains[name]
+                ),
+                everyday_words=any(
+                    hit.term.ambiguous and hit.domain in owner.domains
+                    for hit in evidence.keyword_hits
                 ),
             )
         )

@@ -28,6 +28,8 @@ _CHUNK = re.compile(r"[\w.+#/:\-@~*$]+")
 _WORD = re.compile(r"[^\W_][\w]*(?:\+\+|#)?|_+[^\W_][\w]*")
 #: An identifier that only code has: snake_case, camelCase, dunder.
 _IDENTIFIER = re.compile(r"[a-z0-9]_[a-z0-9]|[a-z][A-Z]|__\w")
+#: A snake_case name with letters on both sides of the underscore (``merge_asof``, not ``_1``).
+_SNAKE_CASE = re.compile(r"\b[a-z][a-z0-9]*_[a-z][a-z0-9_]*\b")
 #: A line (and column) number after a file name: ``list.c:57``, ``app.py:12:5``.
 _LINE_SUFFIX = re.compile(r"(?::\d+)+$")
 #: Dialect markers: a pasted snippet in a recognisable file format adds a compound token
@@ -160,7 +162,9 @@ def tokenize(text: str) -> Tokens:
 def _code_like(text: str) -> bool:
     head = text[:20_000]
     punct = sum(head.count(mark) for mark in _CODE_PUNCT)
-    return punct >= 2 or len(_IDENTIFIER.findall(head)) >= 2
+    if punct >= 2 or _SNAKE_CASE.search(head) is not None:
+        return True  # one snake_case name (``merge_asof``) is code; prose has none
+    return len(_IDENTIFIER.findall(head)) >= 2  # camelCase alone may be a brand (iPhone)
 
 
 def split_words(text: str) -> tuple[str, ...]:

@@ -42,6 +42,7 @@ class Thresholds:
     candidate_ratio: float = 0.5
     embedding_min: float = 0.2
     embedding_margin: float = 0.02
+    everyday_margin: float = 0.06
     lexical_boost: float = 0.2
     tie_boost: float = 0.2
     lexical_cap: float = 2.0
@@ -53,7 +54,8 @@ class Thresholds:
             raise InvalidConfigurationError(f"ratios must be within (0, 1], got {ratios}")
         if self.keyword_min <= 0 or self.lexical_cap <= 0 or self.top_k < 1:
             raise InvalidConfigurationError("keyword_min and lexical_cap > 0, top_k >= 1")
-        if min(self.embedding_margin, self.lexical_boost, self.tie_boost) < 0:
+        margins = (self.embedding_margin, self.everyday_margin)
+        if min(*margins, self.lexical_boost, self.tie_boost) < 0:
             raise InvalidConfigurationError("margins and boosts must be >= 0")
 
 
@@ -70,6 +72,9 @@ class Verdict:
     leader: str | None = None
     candidates: tuple[tuple[str, float], ...] = ()
     contenders: tuple[str, ...] = ()
+    #: the lead rests on unconfirmed words that have an everyday sense ("which docs do I need
+    #: for a passport"): tier 3 then asks ``everyday_margin`` over the base model's side.
+    everyday: bool = False
 
 
 def lexical_verdict(ranked: Sequence[OwnerEvidence], limits: Thresholds) -> Verdict:
@@ -83,13 +88,20 @@ def lexical_verdict(ranked: Sequence[OwnerEvidence], limits: Thresholds) -> Verd
         candidates = _candidates(ranked, delivers, limits)
         return Verdict(True, "", leader=delivers.owner.key, candidates=candidates)
     key = lead.owner.key
+    everyday = not lead.confirmed and lead.everyday_words
     if lead.strength < limits.keyword_min:
         return Verdict(
-            False, f"only weak signals (best: {key} {lead.strength:.2f})", contenders=(key,)
+            False,
+            f"only weak signals (best: {key} {lead.strength:.2f})",
+            contenders=(key,),
+            everyday=everyday,
         )
     if not lead.confirmed:
         return Verdict(
-            False, f"keywords of {key} may have an everyday sense here", contenders=(key,)
+            False,
+            f"keywords of {key} may have an everyday sense here",
+            contenders=(key,),
+            everyday=everyday,
         )
     close = [o for o in ranked[1:] if o.strength >= limits.margin_ratio * lead.strength]
     rivals = [o for o in close if not (o.matched & lead.matched)]
@@ -203,7 +215,8 @@ def semantic_verdict(
             return Verdict(
                 False, f"no specialist is close enough (best: {winner} {best:.2f})", winner
             )
-        if outside and best - scores[outside[0]] < limits.embedding_margin:
+        margin = limits.everyday_margin if after.everyday else limits.embedding_margin
+        if outside and best - scores[outside[0]] < margin:
             runner = outside[0]
             what = "everyday requests" if runner == BACKGROUND else f"'{runner.split(':', 1)[-1]}'"
             return Verdict(

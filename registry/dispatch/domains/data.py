@@ -117,7 +117,7 @@ PIPELINES = DomainSpec(
         "data processing",
     ),
     strong="""
-    etl|elt|data pipeline(s)|~pipeline(s)=0.5|airflow|dag(s)=0.8|dbt|~spark|pyspark|
+    etl|elt|data pipeline(s)|~pipeline(s)=0.5|~airflow|dag(s)=0.8|dbt|~spark|pyspark|
     spark sql|kafka|kafka consumer(s)|consumer lag|flink|apache beam|dataflow|luigi|prefect|
     dagster|ingestion|ingest=0.8|backfill(s)=0.8|idempotent load(s)|incremental load(s)|
     full refresh|cdc|change data capture|debezium|data lake|lakehouse|delta lake|

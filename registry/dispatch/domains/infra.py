@@ -122,7 +122,7 @@ CICD = DomainSpec(
     github actions=1.3|github action|gitlab ci=1.3|gitlab-ci|jenkins=1.2|jenkinsfile|circleci|
     travis ci|azure pipelines|azure devops|buildkite|teamcity|bamboo=0.3|drone ci|
     tekton|spinnaker|workflow(s)=0.5|workflow file|ci pipeline(s)|build pipeline(s)|
-    release pipeline(s)|deploy pipeline(s)|deployment pipeline(s)|pipeline=0.4|
+    release pipeline(s)|deploy pipeline(s)|deployment pipeline(s)|~pipeline=0.4|
     ci job(s)|build job(s)|runner(s)=0.5|self-hosted runner(s)|artifact(s)=0.4|
     build matrix|matrix build|cache key=0.6|blue-green|blue/green|canary release(s)|
     canary deployment(s)|zero downtime=0.7|zero-downtime=0.7|rollback(s)=0.5|
@@ -132,7 +132,7 @@ CICD = DomainSpec(
     on push=0.5|pull_request trigger|tag push|release tag|
     ecs=0.6|fargate=0.6|alb=0.5|deploy(s)=0.4|deployment=0.4|deploying=0.4
     """,
-    weak="build(s)|pipeline|release(s)|job(s)|stage(s)|trigger(s)|tag(s)|branch(es)|merge",
+    weak="build(s)|release(s)|job(s)|stage(s)|trigger(s)|tag(s)|branch(es)|merge",
     files="""
     .github/workflows/=1.5|.gitlab-ci.yml=1.5|jenkinsfile=1.5|.circleci/=1.5|
     azure-pipelines.yml=1.5|.travis.yml=1.5|bitbucket-pipelines.yml=1.5|.drone.yml=1.5|
