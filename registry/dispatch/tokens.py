@@ -27,7 +27,9 @@ _CHUNK = re.compile(r"[\w.+#/:\-@~*$]+")
 #: A word inside a chunk; ``++`` and ``#`` stay attached (c++, c#).
 _WORD = re.compile(r"[^\W_][\w]*(?:\+\+|#)?|_+[^\W_][\w]*")
 #: An identifier that only code has: snake_case, camelCase, dunder.
-_IDENTIFIER = re.compile(r"[a-z0-9]_[a-z0-9]|[a-z][A-Z]|__\w")
+#: (camelCase counts from a lowercase start of two letters: ``useEffect``, ``getById``; brands
+#: such as ``iPhone``, ``MacBook`` or ``YouTube`` do not.)
+_IDENTIFIER = re.compile(r"[a-z0-9]_[a-z0-9]|\b[a-z]{2,}[A-Z]|__\w")
 #: A snake_case name with letters on both sides of the underscore (``merge_asof``, not ``_1``).
 _SNAKE_CASE = re.compile(r"\b[a-z][a-z0-9]*_[a-z][a-z0-9_]*\b")
 #: A line (and column) number after a file name: ``list.c:57``, ``app.py:12:5``.

@@ -233,6 +233,21 @@ def test_embeddings_status(catalogue: Catalogue, lexical: Dispatcher) -> None:
     assert decide(off, "kubectl get pods").specialist == "devops-lora"  # tiers 1-2 still work
 
 
+def test_an_everyday_word_needs_a_clear_tier_3_margin(full: Dispatcher) -> None:
+    # "docs" and "pipeline" have an everyday sense and nothing technical confirms them: tier 3
+    # must put the task clearly closer to the specialist than to everyday requests
+    for objective in (
+        "which docs do I need to renew my passport in Germany",
+        "the pipeline under our street is being replaced, will our water be cut off?",
+    ):
+        decision = decide(full, objective)
+        assert decision.specialist is None, (objective, decision)
+        assert decision.fallback_reason is not None
+    assert decide(full, "the docs build fails since we moved to the new theme").specialist == (
+        "docs-lora"
+    )
+
+
 def test_no_signal_tasks_go_through_tier_3(full: Dispatcher) -> None:
     assert full.embeddings_status[0]
     cases = {

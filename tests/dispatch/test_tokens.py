@@ -75,6 +75,8 @@ def test_code_like() -> None:
     assert tokenize("const x = () => { return 1; }").code_like
     assert tokenize("call read_csv then to_parquet").code_like
     assert not tokenize("what should I cook tonight").code_like
+    assert tokenize("pandas merge_asof drops the last quote").code_like  # one snake_case name
+    assert not tokenize("my iPhone and my MacBook do not pair").code_like  # brands, not code
 
 
 def test_split_words_matches_tokenize() -> None:
