@@ -45,6 +45,50 @@ _MARKERS = (
         ),
         2,
     ),
+    (
+        # print(...) without a semicolon, def/class/import lines, block headers ending in a colon,
+        # an inline "# comment" after code
+        "python-syntax",
+        re.compile(
+            r"\bprint\([^;\n]*\)(?=[ \t]*(?:#|$))|^[ \t]*(?:def|class)[ \t]+\w+[^\n]*:[ \t]*$|"
+            r"^[ \t]*(?:import[ \t]+\w+|from[ \t]+[\w.]+[ \t]+import\b)|"
+            r"^[ \t]*(?:elif|for|while|if|with|try|except)\b[^\n;{]*:[ \t]*$|"
+            r"(?<=[\w)\]])[ \t]+#[ \t]",
+            re.MULTILINE,
+        ),
+        2,
+    ),
+    (
+        "javascript-syntax",
+        re.compile(
+            r"\b(?:const|let|var)[ \t]+\w+[ \t]*=|=>|\bconsole\.log\(|\bfunction[ \t]*\w*[ \t]*\(|"
+            r"\bdocument\.\w+|\b(?:module\.exports|require\(['\"])",
+        ),
+        2,
+    ),
+    (
+        "c-syntax",
+        re.compile(
+            r"^[ \t]*#[ \t]*(?:include|define)\b|\b(?:printf|malloc|free|memcpy|strncpy|sizeof)\(|"
+            r"\b(?:int|void|char|unsigned|size_t)[ \t]+\*?\w+[ \t]*\(|std::",
+            re.MULTILINE,
+        ),
+        2,
+    ),
+    (
+        # big-O notation: O(n^2), O(n log n), Θ(n), O(1)
+        "complexity-notation",
+        re.compile(r"(?<![\w.])[OΘΩ]\((?:1|[a-z](?:[\^*+ ]|log|\w|\d){0,12})\)"),
+        1,
+    ),
+    (
+        "sql-syntax",
+        re.compile(
+            r"^[ \t]*(?:SELECT|FROM|WHERE|GROUP BY|ORDER BY|JOIN|INSERT INTO|UPDATE)\b",
+            re.MULTILINE,
+        ),
+        2,
+    ),
 )
 #: Markers are looked for in this much of the text.
 _MARKER_CHARS = 20_000

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from registry.dispatch.tokens import extension_of, is_path, split_words, tokenize
 
 
@@ -111,3 +113,34 @@ def test_a_pasted_dockerfile_is_marked() -> None:
     snippet = "FROM python:3.11-slim\nWORKDIR /app\nCOPY . .\nRUN pip install -r requirements.txt"
     assert "dockerfile-syntax" in tokenize(snippet).compounds
     assert "dockerfile-syntax" not in tokenize("from here we run to the shop").compounds
+
+
+@pytest.mark.parametrize(
+    ("snippet", "marker"),
+    [
+        ("rows = [[0] * 2] * 2\nrows[0][1] = 5\nprint(rows)  # both rows change", "python-syntax"),
+        ("def area(r):\n    return 3.14 * r * r\nprint(area(2))", "python-syntax"),
+        ("const sum = xs.reduce((a, b) => a + b, 0);", "javascript-syntax"),
+        ('#include <stdio.h>\nint main(void) { printf("%d", 1); }', "c-syntax"),
+        ("SELECT id, total\nFROM orders\nWHERE total > 10", "sql-syntax"),
+        ("is this loop O(n log n) or O(n^2)?", "complexity-notation"),
+    ],
+)
+def test_pasted_code_is_marked_by_its_language(snippet: str, marker: str) -> None:
+    compounds = tokenize(snippet).compounds
+    assert marker in compounds
+    others = {"python-syntax", "javascript-syntax", "c-syntax", "sql-syntax"} - {marker}
+    assert not others & set(compounds)
+
+
+@pytest.mark.parametrize(
+    "prose",
+    [
+        "I print(ed) the report twice # oops",
+        "select a gift from the shop, then order it",
+        "Oh (no), the include list for the party is long",
+        "for dinner we had pasta: it was great",
+    ],
+)
+def test_prose_is_not_marked_as_code(prose: str) -> None:
+    assert not [c for c in tokenize(prose).compounds if c.endswith(("-syntax", "-notation"))]

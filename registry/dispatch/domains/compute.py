@@ -158,7 +158,8 @@ ALGORITHMS = DomainSpec(
     asymptotic bound|recurrence
     """,
     strong="""
-    algorithm(s)=0.9|algorithmic|complexity=0.8|time complexity|space complexity|big-o|big o|
+    complexity-notation=1.0|algorithm(s)=0.9|algorithmic|complexity=0.8|time complexity|
+    space complexity|big-o|big o|
     big-theta|big-omega|asymptotic|amortized|amortised|dynamic programming|
     greedy algorithm|greedy=0.7|binary search|quicksort|quick sort|mergesort|merge sort|
     heapsort|heap sort|radix sort=0.6|sorting algorithm(s)|dijkstra|bellman-ford|

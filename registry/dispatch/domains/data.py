@@ -21,7 +21,7 @@ SQL = DomainSpec(
         "data modeling",
     ),
     strong="""
-    sql|postgres|postgresql|psql|pg_dump=0.5|mysql|mariadb|sqlite=0.8|sqlite3=0.8|
+    sql-syntax=0.8|sql|postgres|postgresql|psql|pg_dump=0.5|mysql|mariadb|sqlite=0.8|sqlite3=0.8|
     ~oracle=0.5|sql server|mssql|t-sql|tsql|pl/pgsql|plpgsql|query plan(s)|explain analyze|
     explain plan|left join|right join|inner join|outer join|full outer join|cross join|
     anti join|anti-join|semi join|self join|join(s)=0.6|group by|order by|where clause|

@@ -38,7 +38,8 @@ PYTHON = DomainSpec(
     keyword argument(s)=0.7|unexpected keyword argument|takes no arguments|
     elif=0.8|isinstance=0.8|microsoft visual c++=1.2|build tools=0.5|building wheel|
     failed building wheel|none type|nonetype|
-    jupyter=0.6|ipython|django orm|drf|django rest framework|ctypes|cffi|csv module=0.8
+    jupyter=0.6|ipython|django orm|drf|django rest framework|ctypes|cffi|csv module=0.8|
+    python-syntax=0.8
     """,
     weak="""
     script(s)|module(s)|package(s)|import|def|lambda|tuple(s)|dict|dictionary|dictionaries|

@@ -12,7 +12,8 @@ C = DomainSpec(
     name="c",
     aliases=("c language", "c programming", "ansi c", "c99", "c11", "c17"),
     strong="""
-    in c|c program(s)|c code|c library|c libraries|c extension(s)|c project|c function(s)|
+    c-syntax=0.8|in c|c program(s)|c code|c library|c libraries|c extension(s)|c project|
+    c function(s)|
     c struct(s)|c string(s)|c api|c file(s)|c source|written in c|c compiler|plain c|c99|c11|
     c17|ansi c|malloc|calloc|realloc|printf|fprintf|sprintf|snprintf|scanf|strcpy|strncpy|
     strlen|strcmp|memcpy|memmove|memset|fgets|fopen|stdio|stdio.h|stdlib.h|string.h|

@@ -11,7 +11,7 @@ JAVASCRIPT = DomainSpec(
     name="javascript",
     aliases=("js", "ecmascript", "node", "nodejs", "node.js", "frontend", "front-end", "react"),
     strong="""
-    javascript|js|ecmascript|es6|es2020|node.js|nodejs|~node=0.6|npm|npx|yarn=0.7|pnpm|
+    javascript-syntax=0.8|javascript|js|ecmascript|es6|es2020|node.js|nodejs|~node=0.6|npm|npx|yarn=0.7|pnpm|
     react|reactjs|react.js|~vue|vue.js|vuejs|angular|angularjs|svelte|sveltekit|next.js|nextjs|
     nuxt|~express=0.7|express.js|expressjs|koa|nestjs|webpack|vite|rollup=0.6|esbuild|babel|
     eslint|prettier|jest|vitest|mocha|cypress|playwright|puppeteer|jquery|lodash|axios|
