@@ -166,11 +166,13 @@ def _pin_base_model(config_path: Path, base_model: str) -> None:
     config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
-#: The demo fleet: two versions of python-lora and one math-lora.
+#: The demo fleet: two versions of python-lora, one math-lora and a DoRA docs-lora.
 DEMO_ADAPTERS: dict[str, TinyAdapterSpec] = {
     "python-lora-1.0.0": TinyAdapterSpec(rank=8, seed=11),
     "python-lora-1.1.0": TinyAdapterSpec(rank=16, alpha=32, seed=12),
     "math-lora-1.0.0": TinyAdapterSpec(rank=8, seed=21),
+    # a DoRA adapter (magnitude vectors beside A and B), served by plugins.dora on the CPU
+    "docs-lora-1.0.0": TinyAdapterSpec(rank=8, seed=41, use_dora=True),
 }
 
 

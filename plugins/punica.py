@@ -12,7 +12,8 @@ names it (:func:`cache_key_tag`), so vLLM's compile cache never hands a graph co
 set of kernels to another.
 On the CPU platform it installs :class:`plugins.punica_cpu.IsolatedPunicaWrapperCPU` instead
 (vLLM's CPU wrapper with a fix: vLLM 0.32.0 computed base-model tokens of a mixed batch with the
-last slot's adapter), for every choice but ``vllm``; other platforms keep vLLM's wrapper.
+last slot's adapter), for every choice but ``vllm``, and with it DoRA support
+(:mod:`plugins.dora`); other platforms keep vLLM's wrapper.
 Registration is idempotent, imports only
 ``vllm.platforms`` (already loaded by vLLM when plugins load), and never breaks vLLM's start:
 any problem is logged and vLLM's wrapper stays. The heavy import of our wrapper (torch, triton)
@@ -146,6 +147,17 @@ def uninstall(platform: Any) -> None:
         delattr(platform_cls, _MARK)
 
 
+def _install_dora() -> None:
+    """DoRA adapters on the CPU platform (:mod:`plugins.dora`); a failure leaves vLLM's
+    refusal of DoRA in place."""
+    try:
+        from plugins import dora
+
+        dora.install()
+    except Exception:
+        logger.exception("hi-moe-lora DoRA support not installed; vLLM refuses DoRA adapters")
+
+
 def register() -> None:
     """vLLM ``general_plugins`` entry point."""
     route_to_vllm_log()
@@ -167,6 +179,8 @@ def register() -> None:
         return
     if not installed:
         return
+    if qualname == CPU_WRAPPER_QUALNAME:
+        _install_dora()
     try:
         tag_compile_cache_key(qualname)
     except Exception:

@@ -44,7 +44,7 @@ from hi_moe_lora.control_api import (
     ResolvedAdapter,
 )
 from hi_moe_lora.fetching import ArtifactCache, ChecksumMismatch, DownloadError, FetchError
-from plugins import load_timing
+from plugins import dora, load_timing
 from plugins.artifact_fetch import ArtifactFetcher, VllmModels
 from plugins.logs import route_to_vllm_log
 from plugins.metrics import PluginMetrics, ResolveOutcome, plugin_metrics
@@ -135,11 +135,11 @@ class HiMoeLoraResolver(LoRAResolver):
                 base_model_name,
             )
             return "declined", None
-        if resolved.variant == "dora":
-            # vLLM rejects DoRA, and our kernels do not have the magnitude epilogue yet: loading
-            # it would only fail later with vLLM's generic 400.
+        if resolved.variant == "dora" and not dora.is_installed():
+            # Only the CPU build serves DoRA (plugins.dora); on CUDA our fused kernel has no
+            # magnitude epilogue yet, and loading it would fail with vLLM's generic 400.
             logger.warning(
-                "LoRA %r is a DoRA adapter, which no serving kernel supports yet; declining",
+                "LoRA %r is a DoRA adapter, served only on the CPU platform so far; declining",
                 lora_name,
             )
             return "declined", None

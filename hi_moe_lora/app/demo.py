@@ -1,7 +1,8 @@
 """The end-to-end demo on the embedded default (vLLM CPU + tiny local model + SQLite).
 
 It builds the tiny model and adapters, starts the control plane and vLLM with our plugins,
-registers two versions of ``python-lora`` and one ``math-lora`` through the admin API, sends
+registers two versions of ``python-lora``, one ``math-lora`` and a DoRA ``docs-lora`` through the
+admin API, sends
 requests with the stock ``openai`` client naming each, promotes, rolls back, sends
 ``model="auto"`` tasks that the dispatcher routes (or leaves to the base model), and prints
 which model answered each time; then warms the specialists up on demand and shows the health
@@ -221,11 +222,15 @@ def run_demo(
                 ("python-lora", "1.0.0", ["python", "testing"]),
                 ("python-lora", "1.1.0", ["python", "testing"]),
                 ("math-lora", "1.0.0", ["math", "proofs"]),
+                ("docs-lora", "1.0.0", ["documentation", "markdown"]),
             ):
                 source = fleet.adapters[f"{name}-{version}"]
                 info = admin.register(name, version, str(source), domains=domains)
                 state = "active" if info.get("is_active") else "inactive"
-                print(f"  {name}@{version}: lora_int_id={info.get('lora_int_id')} ({state})")
+                print(
+                    f"  {name}@{version}: {info.get('variant', 'lora')}, "
+                    f"lora_int_id={info.get('lora_int_id')} ({state})"
+                )
 
             _wait_for_probes(admin, ["python-lora@1.0.0", "math-lora@1.0.0"])
             print("\nRequests through the control plane (openai client):")
@@ -261,6 +266,9 @@ def run_demo(
                 answer = _ask_auto(client, objective, refs)
                 answers.append(answer)
                 _show(step, answer)
+            answer = _ask(client, "docs-lora")
+            answers.append(answer)
+            _show("DoRA specialist (unmerged)", answer)
             decision = admin.dispatch("Prove that the sum of two even numbers is even")
             print(
                 f"  dry run (POST /v1/dispatch): {decision['specialist']} by {decision['tier']},"

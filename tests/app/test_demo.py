@@ -33,6 +33,8 @@ def test_demo_shows_promote_and_rollback_switching_versions(
     assert served[7] == "python-lora@1.0.0 [extension]"
     assert served[8].startswith("base (")
     assert served[8].endswith("[fallback]")
+    assert served[9] == "docs-lora@1.0.0"  # a DoRA adapter, served unmerged
+    assert answers[9].text not in (answers[0].text, answers[1].text)
     base_text = answers[0].text
     assert answers[1].text != base_text
     assert answers[1].text != answers[2].text

@@ -37,7 +37,7 @@ def test_demo_adapters_register_and_serve_under_the_checks(
             response = _register(admin, name, version, source)
             assert response.status_code == 201, response.text
             served.append(f"{name}@{version}")
-    assert len(served) == 3
+    assert len(served) == 4
     for model in served:
         body = {"model": model, "prompt": "def fibonacci(n):", "max_tokens": 4, "temperature": 0}
         response = httpx.post(

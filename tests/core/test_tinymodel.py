@@ -32,7 +32,12 @@ def test_fleet_has_model_tokenizer_and_demo_adapters(tiny_fleet: TinyFleet) -> N
     assert (tiny_fleet.model_dir / "model.safetensors").is_file()
     tokenizer_config = json.loads((tiny_fleet.model_dir / "tokenizer_config.json").read_text())
     assert tokenizer_config["eos_token"] == "</s>"
-    assert set(tiny_fleet.adapters) == {"python-lora-1.0.0", "python-lora-1.1.0", "math-lora-1.0.0"}
+    assert set(tiny_fleet.adapters) == {
+        "python-lora-1.0.0",
+        "python-lora-1.1.0",
+        "math-lora-1.0.0",
+        "docs-lora-1.0.0",
+    }
     config_path = tiny_fleet.adapters["python-lora-1.1.0"] / "adapter_config.json"
     config = json.loads(config_path.read_text())
     assert config["r"] == 16

@@ -26,6 +26,7 @@ import plugins.resolver as resolver_module
 from hi_moe_lora.adapters.checksum import adapter_sha256
 from hi_moe_lora.app.processes import free_port
 from hi_moe_lora.cache import ChecksumCache
+from plugins import dora
 from plugins.metrics import RESOLVER_DURATION, PluginMetrics
 from plugins.resolver import (
     RESOLVER_NAME,
@@ -198,14 +199,20 @@ def test_checksum_is_not_recomputed_for_unchanged_files(
     assert len(checksums) == 1
 
 
-def test_dora_is_declined_whatever_the_kernels(registry: ServedApp, adapters_dir: Path) -> None:
+def test_dora_is_resolved_only_where_this_process_serves_dora(
+    registry: ServedApp, adapters_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # plugins.dora serves DoRA on the CPU platform; on CUDA (no DoRA epilogue yet) it is off
     register_version(
         registry.url, "res-d", "1.0.0", write_adapter(adapters_dir / "d1", use_dora=True)
     )
     register_version(registry.url, "res-l", "1.0.0", write_adapter(adapters_dir / "l1"))
-    for kernels in ("vllm", "ours"):
-        assert _resolve(_resolver(registry.url, kernels=kernels), "res-d") is None
-        assert _resolve(_resolver(registry.url, kernels=kernels), "res-l") is not None
+    for served in (False, True):
+        monkeypatch.setattr(dora, "is_installed", lambda served=served: served)
+        for kernels in ("vllm", "ours"):
+            resolved = _resolve(_resolver(registry.url, kernels=kernels), "res-d")
+            assert (resolved is not None) == served
+            assert _resolve(_resolver(registry.url, kernels=kernels), "res-l") is not None
 
 
 # ------------------------------------------------------------------ registry failures

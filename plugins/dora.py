@@ -1,0 +1,341 @@
+"""vLLM plugin: serve PEFT DoRA adapters, unmerged, on the CPU build of vLLM.
+
+DoRA (weight-decomposed LoRA) computes ``y = g * (W x + B A x)`` per output feature, with
+``g = m / ||W + B A||_row`` (``m``: the adapter's ``lora_magnitude_vector``; the norm runs over
+the input dimension; ``B`` already carries the LoRA scaling, as vLLM stores it). vLLM rejects
+DoRA ("vLLM does not yet support DoRA"). This plugin lifts that for what it serves:
+
+- vLLM's checkpoint reader (``LoRAModel.from_local_checkpoint``) sets a DoRA adapter's
+  magnitude vectors aside (vLLM's loader knows only ``lora_A``/``lora_B``) and keeps them on
+  the loaded adapter (``dora_magnitudes``);
+- loading checks what the running model can serve and refuses the rest with a ``ValueError``
+  naming the reason (vLLM answers the request with it): DoRA on a layer with a bias, on an
+  embedding or ``lm_head``, on a quantized base, or under tensor parallelism;
+- when vLLM puts an adapter in a slot (``activate_adapter``), each layer's ``g`` is computed
+  **once** from the served base weight (:func:`dora_scale`) into that layer's scale table (one
+  row per slot, ones for LoRA adapters; a last row of ones for base-model tokens);
+- each LoRA layer multiplies its output (base plus LoRA delta) by its tokens' rows of the table,
+  so DoRA, LoRA and base-model tokens share one batch.
+
+Installed by the ``hi_moe_lora_kernels`` plugin on the CPU platform only (``plugins.punica``);
+on CUDA our fused kernel has no DoRA epilogue yet, and the resolver declines DoRA adapters
+there. ``install`` is idempotent; the caller logs a failure and vLLM's refusal stays.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+logger = logging.getLogger(__name__)
+
+#: The suffix of a magnitude vector in a PEFT checkpoint.
+MAGNITUDE_SUFFIX = ".lora_magnitude_vector"
+#: vLLM's refusal, dropped from its feature check while this plugin is installed.
+VLLM_DORA_REFUSAL = "vLLM does not yet support DoRA."
+#: The attribute that holds a LoRA layer's DoRA scale table.
+SCALE_TABLE = "hi_moe_lora_dora_scale"
+#: The attribute that holds a base linear layer's squared row norms (kept at load).
+ROW_NORMS = "hi_moe_lora_row_norm_sq"
+_INSTALLED = "_hi_moe_lora_dora_installed"
+_LOCK = threading.Lock()
+
+
+def split_magnitudes(
+    tensors: dict[str, torch.Tensor],
+) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """``tensors`` without the magnitude vectors, and those vectors by their module's key (the
+    checkpoint name without :data:`MAGNITUDE_SUFFIX`)."""
+    lora: dict[str, torch.Tensor] = {}
+    magnitudes: dict[str, torch.Tensor] = {}
+    for name, tensor in tensors.items():
+        stem = name.removesuffix(".weight")
+        if stem.endswith(MAGNITUDE_SUFFIX):
+            magnitudes[stem.removesuffix(MAGNITUDE_SUFFIX)] = tensor
+        else:
+            lora[name] = tensor
+    return lora, magnitudes
+
+
+def dora_scale(
+    row_norm_sq: torch.Tensor,
+    slices: Sequence[int],
+    lora_a: Sequence[torch.Tensor | None],
+    lora_b: Sequence[torch.Tensor | None],
+    magnitudes: Sequence[torch.Tensor | None],
+    apply_base: Callable[[torch.Tensor], torch.Tensor],
+) -> torch.Tensor:
+    """DoRA's per-output scale ``m / ||W + B A||_row`` of one (possibly packed) layer, without
+    the weight ``W`` itself: the served layer may hold it packed or quantized.
+
+    ``||W_i + (BA)_i||^2 = ||W_i||^2 + 2 (B (A W^T)^T)_ii + ||B_i A||^2``: ``row_norm_sq`` is
+    ``||W_i||^2`` (kept when the weights were loaded), ``apply_base(x)`` is the served layer's
+    own product ``x W^T`` (applied to the ``r`` rows of ``A``), and the last term needs only
+    ``A A^T``. Slice ``i`` of the output has its own ``lora_b[i] @ lora_a[i]`` (``[out_i, r] @
+    [r, in]``, scaling folded into ``B``) and magnitude ``[out_i]``; a slice without a
+    magnitude (a LoRA slice, or one the adapter does not touch) scales by one. Returns float32
+    ``[sum(slices)]``.
+    """
+    if row_norm_sq.dim() != 1 or row_norm_sq.numel() != sum(slices):
+        raise ValueError(f"{row_norm_sq.numel()} row norms do not match slices {tuple(slices)}")
+    if not len(slices) == len(lora_a) == len(lora_b) == len(magnitudes):
+        raise ValueError("one LoRA A, B and magnitude per slice")
+    parts: list[torch.Tensor] = []
+    start = 0
+    for size, a, b, magnitude in zip(slices, lora_a, lora_b, magnitudes, strict=True):
+        norm_sq = row_norm_sq[start : start + size].to(torch.float64)
+        if magnitude is None:
+            parts.append(torch.ones(size, dtype=torch.float64, device=norm_sq.device))
+            start += size
+            continue
+        if magnitude.numel() != size:
+            raise ValueError(f"magnitude of {magnitude.numel()} values for {size} outputs")
+        if a is not None and b is not None:
+            b64 = b.to(torch.float64)
+            a_w = apply_base(a)[:, start : start + size].to(torch.float64)  # (A W^T), [r, out_i]
+            cross = (b64 * a_w.T).sum(dim=1)
+            gram = a.to(torch.float64) @ a.to(torch.float64).T
+            delta_sq = ((b64 @ gram) * b64).sum(dim=1)
+            norm_sq = norm_sq + 2.0 * cross + delta_sq
+        parts.append(magnitude.reshape(-1).to(torch.float64) / norm_sq.clamp_min(0.0).sqrt())
+        start += size
+    return torch.cat(parts).to(torch.float32)
+
+
+def adapter_uses_dora(lora_dir: str | Path) -> bool:
+    """Whether the PEFT adapter in ``lora_dir`` says ``use_dora`` (False when unreadable)."""
+    try:
+        config = json.loads((Path(lora_dir) / "adapter_config.json").read_text("utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and config.get("use_dora") is True
+
+
+# --- vLLM integration (imported lazily: vLLM is only there inside vLLM) ---------------------
+
+
+def _read_dora_checkpoint(model_cls: Any, lora_dir: str, kwargs: dict[str, Any]) -> Any:
+    """vLLM's ``LoRAModel`` of a PEFT DoRA checkpoint, magnitudes in ``dora_magnitudes``."""
+    import safetensors
+    from vllm.lora import utils as lora_utils
+
+    path = Path(lora_dir) / "adapter_model.safetensors"
+    if not path.is_file():
+        raise ValueError(f"DoRA adapter {lora_dir}: adapter_model.safetensors not found")
+    with safetensors.safe_open(str(path), framework="pt") as handle:
+        tensors = {name: handle.get_tensor(name) for name in handle.keys()}  # noqa: SIM118
+    lora_tensors, raw = split_magnitudes(tensors)
+    mapper = kwargs.get("weights_mapper")
+    magnitudes = {}
+    for stem, vector in raw.items():
+        leaf = stem.rsplit(".", 1)[-1]
+        if "embed" in leaf or leaf == "lm_head":
+            raise ValueError(f"DoRA on {leaf} is not supported")
+        module, _ = lora_utils.parse_fine_tuned_lora_name(f"{stem}.lora_A.weight", mapper)
+        magnitudes[module] = vector.to(torch.float32)
+    lora_model_id = kwargs.get("lora_model_id")
+    new_id: Any = getattr(lora_utils, "get_lora_id", None)
+    model = model_cls.from_lora_tensors(
+        lora_model_id=new_id() if lora_model_id is None else lora_model_id,
+        tensors=lora_tensors,
+        peft_helper=kwargs["peft_helper"],
+        device=kwargs.get("device", "cpu"),
+        dtype=kwargs.get("dtype"),
+        model_vocab_size=kwargs.get("model_vocab_size"),
+        weights_mapper=mapper,
+        skip_prefixes=kwargs.get("skip_prefixes"),
+    )
+    model.dora_magnitudes = magnitudes
+    logger.info("DoRA adapter %s: %d magnitude vectors", lora_dir, len(magnitudes))
+    return model
+
+
+def _patch_lora_model(model_cls: Any) -> None:
+    """``LoRAModel.from_local_checkpoint`` reads DoRA checkpoints; ``clone`` keeps magnitudes."""
+    read = model_cls.from_local_checkpoint.__func__
+    clone = model_cls.clone
+
+    def from_local_checkpoint(cls: Any, lora_dir: str, *args: Any, **kwargs: Any) -> Any:
+        if adapter_uses_dora(lora_dir):
+            if args:
+                kwargs = {"expected_lora_modules": args[0], **kwargs}
+            return _read_dora_checkpoint(cls, lora_dir, kwargs)
+        return read(cls, lora_dir, *args, **kwargs)
+
+    def clone_with_magnitudes(self: Any, lora_model_id: int) -> Any:
+        copy = clone(self, lora_model_id)
+        copy.dora_magnitudes = dict(getattr(self, "dora_magnitudes", {}))
+        return copy
+
+    model_cls.from_local_checkpoint = classmethod(from_local_checkpoint)
+    model_cls.clone = clone_with_magnitudes
+
+
+def _check_servable(manager: Any, lora: Any) -> None:
+    """Refuse (``ValueError``) a DoRA adapter that the running model cannot serve."""
+    magnitudes: dict[str, torch.Tensor] = getattr(lora, "dora_magnitudes", {})
+    if not magnitudes:
+        return
+    packed_into = {sub: name for name, subs in manager.packed_modules.items() for sub in subs}
+    for module_name in magnitudes:
+        layer = manager.modules.get(packed_into.get(module_name, module_name))
+        if layer is None:
+            raise ValueError(f"DoRA: no LoRA layer serves {module_name}")
+        if getattr(layer, "tp_size", 1) != 1:
+            raise ValueError("DoRA under tensor parallelism is not supported")
+        base = getattr(layer, "base_layer", None)
+        if getattr(base, ROW_NORMS, None) is None:
+            raise ValueError(f"DoRA on a quantized base layer ({module_name}) is not supported")
+        if getattr(base, "bias", None) is not None:
+            raise ValueError(f"DoRA on a layer with a bias ({module_name}) is not supported")
+        if getattr(layer, SCALE_TABLE, None) is None:
+            raise ValueError(f"DoRA is not supported on {type(layer).__name__} ({module_name})")
+
+
+def _add_scale_tables(manager: Any, layer_cls: Any) -> None:
+    """Give every plain linear LoRA layer a scale table of ones: a row per slot and a last row
+    (index -1) for base-model tokens. Fully sharded LoRA layers take another path: none."""
+    if getattr(manager.lora_config, "fully_sharded_loras", False):
+        logger.info("hi-moe-lora DoRA: fully sharded LoRA layers are not supported")
+        return
+    layer: Any
+    for layer in manager.modules.values():
+        if not isinstance(layer, layer_cls):
+            continue
+        rows = torch.ones(manager.lora_slots + 1, sum(layer.output_slices), device=layer.device)
+        layer.register_buffer(SCALE_TABLE, rows, persistent=False)
+
+
+def _fill_scales(manager: Any, lora_id: int) -> None:
+    """Write every layer's scale row of the slot that adapter ``lora_id`` now holds."""
+    index = manager.lora_index_to_id.index(lora_id)
+    lora = manager._registered_adapters[lora_id]
+    magnitudes: dict[str, torch.Tensor] = getattr(lora, "dora_magnitudes", {})
+    for name, layer in manager.modules.items():
+        table: torch.Tensor | None = getattr(layer, SCALE_TABLE, None)
+        if table is None:
+            continue
+        subs = manager.packed_modules.get(name, [name])
+        if not any(sub in magnitudes for sub in subs):
+            table[index].fill_(1.0)
+            continue
+        weights = lora.get_lora(name)
+        lora_a = weights.lora_a if isinstance(weights.lora_a, list) else [weights.lora_a]
+        lora_b = weights.lora_b if isinstance(weights.lora_b, list) else [weights.lora_b]
+        with torch.no_grad():
+            scale = dora_scale(
+                getattr(layer.base_layer, ROW_NORMS),
+                tuple(layer.output_slices),
+                lora_a,
+                lora_b,
+                [magnitudes.get(sub) for sub in subs],
+                _served_product(layer),
+            )
+        table[index].copy_(scale.to(table.dtype))
+
+
+def _served_product(layer: Any) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``x -> x W^T`` through the served base layer's own GEMM (packed, or quantized)."""
+    base = layer.base_layer
+    dtype = getattr(base, "params_dtype", torch.float32)
+
+    def apply_base(x: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = base.quant_method.apply(base, x.to(device=layer.device, dtype=dtype))
+        return out
+
+    return apply_base
+
+
+def _keep_row_norms(method_cls: Any) -> None:
+    """Before vLLM packs a linear layer's weight for its CPU GEMM (and drops it), keep the
+    squared norm of each row (``ROW_NORMS``, float64): DoRA's scale needs it."""
+    process = method_cls.process_weights_after_loading
+
+    def process_weights_after_loading(self: Any, layer: torch.nn.Module) -> Any:
+        weight = getattr(layer, "weight", None)
+        if isinstance(weight, torch.Tensor) and weight.dim() == 2 and weight.is_floating_point():
+            norms = weight.detach().to(torch.float64).pow(2).sum(dim=1)
+            object.__setattr__(layer, ROW_NORMS, norms)
+        return process(self, layer)
+
+    method_cls.process_weights_after_loading = process_weights_after_loading
+
+
+def install() -> bool:
+    """Patch vLLM (CPU) to serve DoRA; True once installed (idempotent)."""
+    from vllm.lora.layers import base_linear
+    from vllm.lora.lora_model import LoRAModel
+    from vllm.lora.model_manager import LoRAModelManager
+    from vllm.lora.peft_helper import PEFTHelper
+    from vllm.model_executor.layers.linear import UnquantizedLinearMethod
+
+    with _LOCK:
+        if getattr(PEFTHelper, _INSTALLED, False):
+            return True
+        _keep_row_norms(UnquantizedLinearMethod)
+        validate: Any = PEFTHelper._validate_features
+
+        def validate_features(self: Any) -> list[str]:
+            return [m for m in validate(self) if m != VLLM_DORA_REFUSAL]
+
+        PEFTHelper._validate_features = validate_features  # type: ignore[method-assign]
+
+        layer_cls = base_linear.BaseLinearLayerWithLoRA
+        apply_lora: Any = layer_cls._apply_lora_to_output
+        create_modules: Any = LoRAModelManager._create_lora_modules
+
+        def create_lora_modules(self: Any) -> Any:
+            result = create_modules(self)
+            _add_scale_tables(self, layer_cls)
+            return result
+
+        def apply_lora_to_output(self: Any, x: torch.Tensor, output: torch.Tensor) -> Any:
+            output = apply_lora(self, x, output)
+            table = getattr(self, SCALE_TABLE, None)
+            if table is None:
+                return output
+            flat = output.flatten(0, -2) if output.ndim == 3 else output
+            slots = self.punica_wrapper.token_lora_indices[: flat.shape[0]]
+            flat.mul_(table[slots].to(flat.dtype))
+            return output
+
+        LoRAModelManager._create_lora_modules = create_lora_modules  # type: ignore[method-assign]
+        layer_cls._apply_lora_to_output = apply_lora_to_output  # type: ignore[method-assign]
+
+        activate: Any = LoRAModelManager.activate_adapter
+
+        def activate_adapter(self: Any, lora_id: int) -> bool:
+            activated = activate(self, lora_id)
+            if activated:
+                _fill_scales(self, lora_id)
+            return bool(activated)
+
+        LoRAModelManager.activate_adapter = activate_adapter  # type: ignore[method-assign]
+
+        add: Any = LoRAModelManager._add_adapter
+
+        def add_adapter(self: Any, lora: Any) -> None:
+            _check_servable(self, lora)
+            add(self, lora)
+
+        LoRAModelManager._add_adapter = add_adapter  # type: ignore[method-assign]
+
+        _patch_lora_model(LoRAModel)
+        setattr(PEFTHelper, _INSTALLED, True)
+    logger.info("hi-moe-lora DoRA support installed (PyTorch scale after the LoRA layers)")
+    return True
+
+
+def is_installed() -> bool:
+    """Whether this process serves DoRA (``install`` ran; the CPU platform)."""
+    try:
+        from vllm.lora.peft_helper import PEFTHelper
+    except ImportError:
+        return False
+    return bool(getattr(PEFTHelper, _INSTALLED, False))

@@ -1,0 +1,247 @@
+"""DoRA adapters on the CPU build of vLLM through ``plugins.dora``.
+
+The scale is checked against PEFT's own ``DoraLinearLayer`` on random tensors; then a DoRA
+adapter, a plain LoRA adapter and base-model requests run at once against the session's real
+vLLM CPU stack (float32), and every answer must equal PEFT's (transformers + peft on the same
+tiny model): the same greedy tokens and, token by token, log-probabilities within 1e-3.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import torch
+
+from hi_moe_lora.tinymodel import TinyAdapterSpec, build_adapter
+from plugins.dora import MAGNITUDE_SUFFIX, adapter_uses_dora, dora_scale, split_magnitudes
+from tests.conftest import VllmServer
+from tests.openai.live import register
+
+PROMPTS = ("def fibonacci(n):", "The integral of x squared")
+MAX_TOKENS = 12
+LOGPROB_TOLERANCE = 1e-3
+
+
+# ------------------------------------------------------------------ the scale, against PEFT
+
+
+def _peft_norm_scale(
+    weight: torch.Tensor, a: torch.Tensor, b: torch.Tensor, m: torch.Tensor, scaling: float
+) -> torch.Tensor:
+    from peft.tuners.lora.dora import DoraLinearLayer
+
+    layer = DoraLinearLayer(fan_in_fan_out=False)
+    norm = layer.get_weight_norm(weight, (b @ a).detach(), scaling)
+    return m / norm
+
+
+def _from_weight(
+    weight: torch.Tensor,
+) -> tuple[torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]:
+    """What the served layer offers: squared row norms and its own product ``x W^T``."""
+    return weight.double().pow(2).sum(dim=1), lambda x: x @ weight.T
+
+
+def test_the_scale_equals_peft_for_one_and_for_packed_layers() -> None:
+    torch.manual_seed(0)
+    weight = torch.randn(24, 16)
+    a = [torch.randn(4, 16), torch.randn(4, 16)]
+    b = [torch.randn(10, 4), torch.randn(14, 4)]
+    m = [torch.rand(10) + 0.5, torch.rand(14) + 0.5]
+    scaling = 2.0
+    # vLLM folds the scaling into B before it reaches the layers
+    folded = [scaling * b_i for b_i in b]
+    norms, apply_base = _from_weight(weight)
+    packed = dora_scale(norms, (10, 14), a, folded, m, apply_base)
+    expected = torch.cat(
+        [
+            _peft_norm_scale(weight[:10], a[0], b[0], m[0], scaling),
+            _peft_norm_scale(weight[10:], a[1], b[1], m[1], scaling),
+        ]
+    )
+    torch.testing.assert_close(packed, expected, rtol=1e-5, atol=1e-6)
+    norms, apply_base = _from_weight(weight[:10])
+    one = dora_scale(norms, (10,), a[:1], folded[:1], m[:1], apply_base)
+    torch.testing.assert_close(one, expected[:10], rtol=1e-5, atol=1e-6)
+
+
+def test_a_slice_without_magnitude_scales_by_one_and_shapes_are_checked() -> None:
+    norms, apply_base = _from_weight(torch.randn(6, 4))
+    scale = dora_scale(
+        norms,
+        (2, 4),
+        [None, torch.ones(1, 4)],
+        [None, torch.ones(4, 1)],
+        [None, torch.ones(4)],
+        apply_base,
+    )
+    assert torch.equal(scale[:2], torch.ones(2))
+    with pytest.raises(ValueError, match="do not match"):
+        dora_scale(norms, (2, 2), [None, None], [None, None], [None, None], apply_base)
+    with pytest.raises(ValueError, match="magnitude"):
+        dora_scale(norms, (6,), [None], [None], [torch.ones(5)], apply_base)
+
+
+def test_magnitudes_are_set_aside_by_module() -> None:
+    tensors = {
+        "base_model.model.layers.0.q_proj.lora_A.weight": torch.zeros(2, 2),
+        f"base_model.model.layers.0.q_proj{MAGNITUDE_SUFFIX}": torch.ones(2),
+        f"base_model.model.layers.0.k_proj{MAGNITUDE_SUFFIX}.weight": torch.ones(2),
+    }
+    lora, magnitudes = split_magnitudes(tensors)
+    assert list(lora) == ["base_model.model.layers.0.q_proj.lora_A.weight"]
+    assert sorted(magnitudes) == [
+        "base_model.model.layers.0.k_proj",
+        "base_model.model.layers.0.q_proj",
+    ]
+
+
+def test_adapter_uses_dora_reads_the_config(tmp_path: Path) -> None:
+    assert not adapter_uses_dora(tmp_path)  # no config
+    (tmp_path / "adapter_config.json").write_text(json.dumps({"use_dora": True}))
+    assert adapter_uses_dora(tmp_path)
+    (tmp_path / "adapter_config.json").write_text("{not json")
+    assert not adapter_uses_dora(tmp_path)
+
+
+# ------------------------------------------------------------------ on real vLLM
+
+
+@dataclass(frozen=True)
+class Answer:
+    token_ids: tuple[int, ...]
+    logprobs: tuple[float, ...]
+
+
+def _dora_adapter(model_dir: Path, target: Path) -> Path:
+    """A PEFT DoRA adapter whose magnitudes differ clearly from the weight norms (a scale that
+    is ignored, or taken as one, changes the answers)."""
+    build_adapter(model_dir, target, TinyAdapterSpec(rank=8, seed=31, use_dora=True))
+    from safetensors.torch import load_file, save_file
+
+    weights = target / "adapter_model.safetensors"
+    tensors = load_file(str(weights))
+    generator = torch.Generator().manual_seed(7)
+    for name, tensor in tensors.items():
+        if name.endswith(MAGNITUDE_SUFFIX):
+            factor = 0.5 + torch.rand(tensor.shape, generator=generator)
+            tensors[name] = (tensor * factor).contiguous()
+    save_file(tensors, str(weights))
+    return target
+
+
+def _served(client: httpx.Client, model: str, prompt: str) -> Answer:
+    body = {
+        "model": model,
+        "prompt": prompt,
+        "max_tokens": MAX_TOKENS,
+        "temperature": 0,
+        "logprobs": 1,
+        "ignore_eos": True,
+        "return_tokens_as_token_ids": True,
+    }
+    response = client.post("/v1/completions", json=body)
+    assert response.status_code == 200, response.text
+    block = response.json()["choices"][0]["logprobs"]
+    ids = tuple(int(t.removeprefix("token_id:")) for t in block["tokens"])
+    return Answer(ids, tuple(block["token_logprobs"]))
+
+
+def _peft_answer(model: Any, tokenizer: Any, prompt: str) -> Answer:
+    """Greedy tokens and their log-probabilities from transformers (+ peft), float32."""
+    ids = tokenizer(prompt, return_tensors="pt")["input_ids"]
+    out_ids: list[int] = []
+    logprobs: list[float] = []
+    with torch.no_grad():
+        for _ in range(MAX_TOKENS):
+            logits = model(input_ids=ids).logits[0, -1].to(torch.float64)
+            scores = torch.log_softmax(logits, dim=-1)
+            best = int(torch.argmax(scores))
+            out_ids.append(best)
+            logprobs.append(float(scores[best]))
+            ids = torch.cat([ids, torch.tensor([[best]])], dim=1)
+    return Answer(tuple(out_ids), tuple(logprobs))
+
+
+def _same(got: Answer, want: Answer) -> str | None:
+    if got.token_ids != want.token_ids:
+        return f"tokens {got.token_ids} != {want.token_ids}"
+    worst = max(abs(a - b) for a, b in zip(got.logprobs, want.logprobs, strict=True))
+    return None if worst <= LOGPROB_TOLERANCE else f"log-probabilities differ by {worst:.3g}"
+
+
+@pytest.mark.vllm
+def test_dora_lora_and_base_in_one_batch_equal_peft(
+    vllm_server: VllmServer, tmp_path: Path, fresh_name: Callable[[str], str]
+) -> None:
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model_dir = vllm_server.fleet.model_dir
+    dora_dir = _dora_adapter(model_dir, tmp_path / "dora")
+    lora_dir = vllm_server.adapters["python-lora"][0]
+    dora_name, lora_name = fresh_name("dora"), fresh_name("plain")
+    info = register(vllm_server.control_plane_url, dora_name, "1.0.0", dora_dir)
+    assert info["variant"] == "dora"
+    register(vllm_server.control_plane_url, lora_name, "1.0.0", lora_dir)
+
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    base = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32).eval()
+    expected: dict[tuple[str, str], Answer] = {}
+    for prompt in PROMPTS:
+        expected[("base", prompt)] = _peft_answer(base, tokenizer, prompt)
+    for key, adapter_dir in (("dora", dora_dir), ("lora", lora_dir)):
+        fresh = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
+        peft_model = PeftModel.from_pretrained(fresh, str(adapter_dir)).eval()
+        for prompt in PROMPTS:
+            expected[(key, prompt)] = _peft_answer(peft_model, tokenizer, prompt)
+    assert expected[("dora", PROMPTS[0])] != expected[("lora", PROMPTS[0])]
+
+    models = {"base": vllm_server.base_model, "dora": dora_name, "lora": lora_name}
+    jobs = [(key, prompt) for key in models for prompt in PROMPTS] * 2
+    with (
+        httpx.Client(base_url=vllm_server.control_plane_url, timeout=120) as client,
+        ThreadPoolExecutor(len(jobs)) as pool,
+    ):
+        answers = list(pool.map(lambda job: _served(client, models[job[0]], job[1]), jobs))
+    failures = [
+        f"{key} {prompt!r}: {why}"
+        for (key, prompt), got in zip(jobs, answers, strict=True)
+        if (why := _same(got, expected[(key, prompt)])) is not None
+    ]
+    assert not failures, failures
+
+
+@pytest.mark.vllm
+def test_a_dora_adapter_on_the_embeddings_is_refused_clearly(
+    vllm_server: VllmServer, tmp_path: Path, fresh_name: Callable[[str], str]
+) -> None:
+    model_dir = vllm_server.fleet.model_dir
+    target = tmp_path / "dora-embed"
+    build_adapter(model_dir, target, TinyAdapterSpec(rank=4, seed=3, use_dora=True))
+    from safetensors.torch import load_file, save_file
+
+    weights = target / "adapter_model.safetensors"
+    tensors = load_file(str(weights))
+    tensors[f"base_model.model.model.embed_tokens{MAGNITUDE_SUFFIX}"] = torch.ones(64)
+    save_file(tensors, str(weights))
+    key = vllm_server.stack.vllm_api_key
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    with httpx.Client(base_url=vllm_server.url, timeout=120, headers=headers) as client:
+        response = client.post(
+            "/v1/load_lora_adapter",
+            json={"lora_name": fresh_name("dora-embed"), "lora_path": str(target)},
+        )
+        # vLLM's runtime loading API answers a worker's refusal with 500 and its message
+        assert response.status_code in (400, 500), response.text
+        assert "DoRA on embed_tokens is not supported" in response.text
+        # and vLLM still serves
+        health = client.get("/health")
+        assert health.status_code == 200
