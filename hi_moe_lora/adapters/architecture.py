@@ -198,10 +198,18 @@ def _targeted(module: _Module, target_modules: tuple[str, ...], is_regex: bool) 
 
 
 def check_tensor_names(
-    tensors: Sequence[TensorInfo], *, target_modules: tuple[str, ...], is_regex: bool, rank: int
+    tensors: Sequence[TensorInfo],
+    *,
+    target_modules: tuple[str, ...],
+    is_regex: bool,
+    rank: int,
+    dora: bool = False,
 ) -> None:
-    """Adapter-level checks of names and shapes (see the module docstring)."""
+    """Adapter-level checks of names and shapes (see the module docstring); ``dora``: the
+    config says ``use_dora``, so every module needs its magnitude vector, and only linear
+    projections may carry one."""
     for module in _modules(tensors).values():
+        _check_variant(module, dora)
         if not _targeted(module, target_modules, is_regex):
             raise AdapterValidationError(
                 "unknown_tensor",
@@ -232,6 +240,29 @@ def check_tensor_names(
                 "tensor_shape_mismatch",
                 f"module {quoted(module.path)}: lora_magnitude_vector must be 1-D",
             )
+
+
+def _check_variant(module: _Module, dora: bool) -> None:
+    """DoRA's magnitude vectors where, and only where, the config's variant puts them."""
+    if module.magnitude is not None and not dora:
+        raise AdapterValidationError(
+            "unsupported_variant",
+            f"module {quoted(module.path)} has a lora_magnitude_vector, but adapter_config.json "
+            "does not say use_dora",
+        )
+    if not dora:
+        return
+    if module.embedding or module.name in ("embed_tokens", "lm_head"):
+        raise AdapterValidationError(
+            "unsupported_variant",
+            f"DoRA on {quoted(module.name)} is not supported: DoRA is served on linear "
+            "projections only",
+        )
+    if module.magnitude is None:
+        raise AdapterValidationError(
+            "unsupported_variant",
+            f"module {quoted(module.path)} lacks its lora_magnitude_vector (use_dora is set)",
+        )
 
 
 def _expected(module: _Module, model: ModelShape) -> tuple[int, int]:

@@ -19,6 +19,7 @@ ValidationCode = Literal[
     "unknown_tensor",
     "unknown_module",
     "tensor_shape_mismatch",
+    "unsupported_variant",
 ]
 
 

@@ -173,6 +173,7 @@ def inspect_adapter(directory: Path) -> AdapterManifest:
         target_modules=target_modules,
         is_regex=isinstance(config.get("target_modules"), str),
         rank=rank,
+        dora=variant == "dora",
     )
     return AdapterManifest(
         rank=rank,

@@ -145,3 +145,56 @@ def test_load_model_shape(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text(json.dumps({**TINY_CONFIG, "hidden_size": "big"}))
     with pytest.raises(ModelConfigError):
         load_model_shape(str(tmp_path))
+
+
+def _dora_code(shapes: dict[str, tuple[int, ...]], targets: tuple[str, ...] = ALL) -> str:
+    with pytest.raises(AdapterValidationError) as caught:
+        check_tensor_names(
+            _infos(shapes), target_modules=targets, is_regex=False, rank=8, dora=True
+        )
+    return caught.value.code
+
+
+def _with_magnitudes(shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
+    out = dict(shapes)
+    for name, shape in shapes.items():
+        if name.endswith(".lora_B.weight"):
+            out[name.removesuffix(".lora_B.weight") + ".lora_magnitude_vector"] = (shape[0],)
+    return out
+
+
+def test_dora_needs_a_magnitude_per_module_and_only_with_use_dora() -> None:
+    assert TINY is not None
+    dora = _with_magnitudes(_tiny_adapter())
+    tensors = _infos(dora)
+    check_tensor_names(tensors, target_modules=ALL, is_regex=False, rank=8, dora=True)
+    check_against_model(tensors, target_modules=ALL, is_regex=False, model=TINY)
+    # magnitudes without use_dora, use_dora without magnitudes
+    with pytest.raises(AdapterValidationError, match="does not say use_dora") as caught:
+        check_tensor_names(tensors, target_modules=ALL, is_regex=False, rank=8)
+    assert caught.value.code == "unsupported_variant"
+    missing = dict(dora)
+    del missing["base_model.model.model.layers.1.mlp.down_proj.lora_magnitude_vector"]
+    assert _dora_code(missing) == "unsupported_variant"
+    # a magnitude of the wrong length, against the model
+    wrong = dict(dora)
+    wrong["base_model.model.model.layers.0.self_attn.k_proj.lora_magnitude_vector"] = (128,)
+    assert _code(wrong) in ("tensor_shape_mismatch", "unsupported_variant")
+
+
+def test_dora_on_the_embeddings_or_lm_head_is_refused() -> None:
+    embed = {
+        "base_model.model.model.embed_tokens.lora_embedding_A": (8, 512),
+        "base_model.model.model.embed_tokens.lora_embedding_B": (128, 8),
+        "base_model.model.model.embed_tokens.lora_magnitude_vector": (128,),
+    }
+    assert _dora_code(embed, targets=("embed_tokens",)) == "unsupported_variant"
+    head = {
+        "base_model.model.lm_head.lora_A.weight": (8, 128),
+        "base_model.model.lm_head.lora_B.weight": (512, 8),
+        "base_model.model.lm_head.lora_magnitude_vector": (512,),
+    }
+    with pytest.raises(AdapterValidationError, match="DoRA on 'lm_head' is not supported"):
+        check_tensor_names(
+            _infos(head), target_modules=("lm_head",), is_regex=False, rank=8, dora=True
+        )

@@ -154,6 +154,12 @@ def _other_peft_type(directory: Path) -> None:
     (directory / "adapter_config.json").write_text(json.dumps(config))
 
 
+def _dora_without_magnitudes(directory: Path) -> None:
+    config = json.loads((directory / "adapter_config.json").read_text())
+    config["use_dora"] = True  # but the weights carry no lora_magnitude_vector
+    (directory / "adapter_config.json").write_text(json.dumps(config))
+
+
 BAD_ADAPTERS: dict[str, tuple[Callable[[Path], None] | None, dict[str, Any]]] = {
     "missing_config": (_drop_config, {}),
     "malformed_config": (_break_config, {}),
@@ -163,6 +169,7 @@ BAD_ADAPTERS: dict[str, tuple[Callable[[Path], None] | None, dict[str, Any]]] = 
     "unsupported_peft_type": (_other_peft_type, {}),
     "rank_too_high": (None, {"rank": MAX_RANK * 2}),
     "base_model_mismatch": (None, {"base_model": "/models/some-other-model"}),
+    "unsupported_variant": (_dora_without_magnitudes, {}),
 }
 
 

@@ -41,8 +41,14 @@ def safetensors_bytes(tensors: Mapping[str, tuple[int, ...]], *, seed: int = 0) 
 
 
 def lora_tensors(
-    target_modules: Sequence[str], *, rank: int, hidden: int = 16, num_layers: int = 1
+    target_modules: Sequence[str],
+    *,
+    rank: int,
+    hidden: int = 16,
+    num_layers: int = 1,
+    dora: bool = False,
 ) -> dict[str, tuple[int, ...]]:
+    """LoRA A/B shapes per target module (``dora``: and each module's magnitude vector)."""
     tensors: dict[str, tuple[int, ...]] = {}
     for layer in range(num_layers):
         for module in target_modules:
@@ -50,6 +56,8 @@ def lora_tensors(
             prefix = f"base_model.model.model.layers.{layer}.{group}.{module}"
             tensors[f"{prefix}.lora_A.weight"] = (rank, hidden)
             tensors[f"{prefix}.lora_B.weight"] = (hidden, rank)
+            if dora:
+                tensors[f"{prefix}.lora_magnitude_vector"] = (hidden,)
     return tensors
 
 
@@ -99,6 +107,6 @@ def write_adapter(
     )
     body.update(config or {})
     (directory / "adapter_config.json").write_text(json.dumps(body, indent=2))
-    tensors = lora_tensors(target_modules, rank=rank)
+    tensors = lora_tensors(target_modules, rank=rank, dora=use_dora)
     (directory / "adapter_model.safetensors").write_bytes(safetensors_bytes(tensors, seed=seed))
     return directory
