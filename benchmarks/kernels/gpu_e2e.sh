@@ -10,6 +10,9 @@
 #                       many: 16 adapters) and summarize the steps (step_profile.py); CONCS="" then
 #                       skips the throughput runs
 # One server start per call; a warm-up run first keeps kernel compilation out of the figures.
+# The prefix cache is off: the random model's 1,000-token vocabulary makes about a third of the
+# random prompts collide, and the cache would reuse them per adapter, favouring base and
+# one-adapter runs over 16-adapter runs (issue 20; ../shared/gpu/README.md).
 # Results: $OUT/<label>-r<R>-c<C>-{base,one,many}.json and a summary on stdout.
 set -u
 LABEL=${LABEL:-ours}; OUT=${OUT:-/tmp/hml-out}; PORT=${PORT:-8000}; MODEL=/tmp/m8b; N=16
@@ -29,7 +32,7 @@ began=$(date +%s)
 env VLLM_PLUGINS=hi_moe_lora_kernels HI_MOE_LORA_KERNELS=$KERNELS python3 -m vllm.entrypoints.cli.main \
   serve $MODEL --served-model-name base --enable-lora --max-loras $N --max-cpu-loras $((2*N)) \
   --max-lora-rank $R --lora-modules $MODS --port $PORT --max-model-len 2048 \
-  --gpu-memory-utilization 0.85 "${PROFILER_ARGS[@]}" ${EXTRA_ARGS:-} > "$OUT/$TAG-serve.log" 2>&1 &
+  --no-enable-prefix-caching --gpu-memory-utilization 0.85 "${PROFILER_ARGS[@]}" ${EXTRA_ARGS:-} > "$OUT/$TAG-serve.log" 2>&1 &
 SP=$!
 for i in $(seq 1 200); do
   sleep 3; curl -s "localhost:$PORT/v1/models" >/dev/null && break
