@@ -63,6 +63,9 @@ class TinyAdapterSpec:
     seed: int = 1
     target_modules: Sequence[str] = LLAMA_PROJECTIONS
     use_dora: bool = False
+    #: an AdaLoRA adapter (``rank`` is its ``init_r``): random singular values, about a third
+    #: of them pruned as its rank allocator would (``rank_pattern``)
+    adalora: bool = False
     #: lora_B is multiplied by this after random init so that the adapter changes greedy output.
     strength: float = 4.0
 
@@ -133,31 +136,64 @@ def build_model(target: Path, spec: TinyModelSpec = TinyModelSpec()) -> Path:
 
 
 def build_adapter(model_dir: Path, target: Path, spec: TinyAdapterSpec = TinyAdapterSpec()) -> Path:
-    """Write a PEFT LoRA (or DoRA) adapter for the model in ``model_dir`` to ``target``."""
+    """Write a PEFT LoRA, DoRA or AdaLoRA adapter for the model in ``model_dir`` to ``target``."""
     import torch
-    from peft import LoraConfig, get_peft_model
+    from peft import AdaLoraConfig, LoraConfig, get_peft_model
     from transformers import LlamaForCausalLM
 
     torch.manual_seed(spec.seed)
     base = LlamaForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
-    config = LoraConfig(
-        r=spec.rank,
-        lora_alpha=spec.alpha,
-        target_modules=list(spec.target_modules),
-        init_lora_weights=False,
-        use_dora=spec.use_dora,
-        task_type="CAUSAL_LM",
-    )
+    config: Any
+    if spec.adalora:
+        config = AdaLoraConfig(
+            init_r=spec.rank,
+            target_r=max(1, spec.rank // 2),
+            lora_alpha=spec.alpha,
+            target_modules=list(spec.target_modules),
+            total_step=100,
+            init_lora_weights=False,
+            task_type="CAUSAL_LM",
+        )
+    else:
+        config = LoraConfig(
+            r=spec.rank,
+            lora_alpha=spec.alpha,
+            target_modules=list(spec.target_modules),
+            init_lora_weights=False,
+            use_dora=spec.use_dora,
+            task_type="CAUSAL_LM",
+        )
     peft_model = get_peft_model(base, config)
     with torch.no_grad():
         for name, parameter in peft_model.named_parameters():
             if "lora_B" in name:
                 parameter.mul_(spec.strength)
+        if spec.adalora:
+            _prune_singular_values(peft_model, config)
     target.mkdir(parents=True, exist_ok=True)
     peft_model.save_pretrained(str(target), safe_serialization=True)
     _pin_base_model(target / "adapter_config.json", str(model_dir))
     logger.info("built rank-%d adapter (seed %d) in %s", spec.rank, spec.seed, target)
     return target
+
+
+def _prune_singular_values(peft_model: Any, config: Any) -> None:
+    """Zero about a third of every AdaLoRA module's singular values (never the first) and
+    record them in ``rank_pattern``, as PEFT's rank allocator does; saving then keeps only the
+    rows left."""
+    import torch
+
+    pattern: dict[str, list[bool]] = {}
+    for name, module in peft_model.named_modules():
+        singular = getattr(module, "lora_E", None)
+        if singular is None or "default" not in singular:
+            continue
+        values = singular["default"]
+        keep = torch.rand(values.shape[0]) > 1 / 3
+        keep[0] = True
+        values[~keep] = 0.0
+        pattern[f"{name.removeprefix('base_model.model.')}.lora_E.default"] = keep.tolist()
+    config.rank_pattern = pattern
 
 
 def _pin_base_model(config_path: Path, base_model: str) -> None:
@@ -166,13 +202,16 @@ def _pin_base_model(config_path: Path, base_model: str) -> None:
     config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
-#: The demo fleet: two versions of python-lora, one math-lora and a DoRA docs-lora.
+#: The demo fleet: two versions of python-lora, one math-lora, a DoRA docs-lora and an AdaLoRA
+#: sql-lora.
 DEMO_ADAPTERS: dict[str, TinyAdapterSpec] = {
     "python-lora-1.0.0": TinyAdapterSpec(rank=8, seed=11),
     "python-lora-1.1.0": TinyAdapterSpec(rank=16, alpha=32, seed=12),
     "math-lora-1.0.0": TinyAdapterSpec(rank=8, seed=21),
     # a DoRA adapter (magnitude vectors beside A and B), served by plugins.dora on the CPU
     "docs-lora-1.0.0": TinyAdapterSpec(rank=8, seed=41, use_dora=True),
+    # an AdaLoRA adapter, converted into plain LoRA when it is registered
+    "sql-lora-1.0.0": TinyAdapterSpec(rank=8, seed=51, adalora=True),
 }
 
 

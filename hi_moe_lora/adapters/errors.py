@@ -20,6 +20,7 @@ ValidationCode = Literal[
     "unknown_module",
     "tensor_shape_mismatch",
     "unsupported_variant",
+    "conversion_unavailable",
 ]
 
 

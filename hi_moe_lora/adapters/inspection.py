@@ -79,7 +79,9 @@ def _peft_variant(config: dict[str, Any]) -> Variant:
         raise AdapterValidationError("malformed_config", "peft_type is missing or not a string")
     if peft_type.upper() not in SUPPORTED_PEFT_TYPES:
         raise AdapterValidationError(
-            "unsupported_peft_type", f"peft_type {peft_type!r} is not supported (only LORA)"
+            "unsupported_peft_type",
+            f"peft_type {peft_type!r} is not supported (LORA; ADALORA is converted at "
+            "registration)",
         )
     use_dora = config.get("use_dora", False)
     if not isinstance(use_dora, bool):

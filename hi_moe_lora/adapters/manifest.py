@@ -7,7 +7,7 @@ from typing import Literal
 
 from hi_moe_lora.adapters.safetensors_header import TensorInfo
 
-Variant = Literal["lora", "dora"]
+Variant = Literal["lora", "dora", "adalora"]
 
 
 @dataclass(frozen=True)

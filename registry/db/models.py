@@ -81,7 +81,7 @@ class AdapterVersion(Base):
             sqlite_where=text("is_active"),
             postgresql_where=text("is_active"),
         ),
-        CheckConstraint("variant IN ('lora', 'dora')", name="variant"),
+        CheckConstraint("variant IN ('lora', 'dora', 'adalora')", name="variant"),
         CheckConstraint("status IN ('inactive', 'active')", name="status"),
         CheckConstraint("(status = 'active') = is_active", name="status_matches_is_active"),
         CheckConstraint("traffic_weight >= 0 AND traffic_weight <= 1", name="traffic_weight"),

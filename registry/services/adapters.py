@@ -2,7 +2,9 @@
 
 Lifecycle. A version is registered from a local PEFT directory below the configured source roots
 (file-system checks in :mod:`registry.services.sources`, then copied into the artifact store,
-validated against the served base model, checksummed, given a fresh ``lora_int_id``). An adapter's
+an AdaLoRA adapter converted there into plain LoRA (:mod:`hi_moe_lora.adapters.adalora`, the
+original kept beside it), validated against the served base model, checksummed, given a fresh
+``lora_int_id``). An adapter's
 first version becomes active; later versions are registered inactive with ``previous_version`` =
 the then-active version. ``promote`` makes a version active and records the version it replaced as
 its ``previous_version``; ``rollback`` re-activates the active version's ``previous_version`` (so
@@ -37,6 +39,7 @@ from hi_moe_lora.adapters import (
     check_policy,
     inspect_adapter,
 )
+from hi_moe_lora.adapters.adalora import convert_adalora, is_adalora
 from hi_moe_lora.adapters.architecture import ModelConfigError, ModelShape, load_model_shape
 from hi_moe_lora.adapters.checksum import CONFIG_FILE
 from hi_moe_lora.adapters.inspection import SAFETENSORS_FILE
@@ -240,7 +243,12 @@ class AdapterService:
         staging = self.store.stage(checked, progress)
         try:
             try:
+                converted = is_adalora(staging)
+                if converted:
+                    convert_adalora(staging)  # the original kept under original/
                 manifest = inspect_adapter(staging)
+                if converted:
+                    manifest = dataclasses.replace(manifest, variant="adalora")
                 check_policy(
                     manifest, max_rank=self.max_lora_rank, base_model=base_model, model=model
                 )

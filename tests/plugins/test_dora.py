@@ -1,9 +1,11 @@
 """DoRA adapters on the CPU build of vLLM through ``plugins.dora``.
 
 The scale is checked against PEFT's own ``DoraLinearLayer`` on random tensors; then a DoRA
-adapter, a plain LoRA adapter and base-model requests run at once against the session's real
-vLLM CPU stack (float32), and every answer must equal PEFT's (transformers + peft on the same
-tiny model): the same greedy tokens and, token by token, log-probabilities within 1e-3.
+adapter, a plain LoRA adapter, an AdaLoRA adapter (registered through the REST API, so served
+as the plain LoRA it was converted into) and base-model requests run at once against the
+session's real vLLM CPU stack (float32), and every answer must equal PEFT's (transformers +
+peft on the same tiny model, the AdaLoRA original loaded by PEFT's AdaLoRA loader): the same
+greedy tokens and, token by token, log-probabilities within 1e-3.
 """
 
 from __future__ import annotations
@@ -178,7 +180,7 @@ def _same(got: Answer, want: Answer) -> str | None:
 
 
 @pytest.mark.vllm
-def test_dora_lora_and_base_in_one_batch_equal_peft(
+def test_dora_adalora_lora_and_base_in_one_batch_equal_peft(
     vllm_server: VllmServer, tmp_path: Path, fresh_name: Callable[[str], str]
 ) -> None:
     from peft import PeftModel
@@ -187,24 +189,37 @@ def test_dora_lora_and_base_in_one_batch_equal_peft(
     model_dir = vllm_server.fleet.model_dir
     dora_dir = _dora_adapter(model_dir, tmp_path / "dora")
     lora_dir = vllm_server.adapters["python-lora"][0]
+    adalora_dir = build_adapter(
+        model_dir, tmp_path / "adalora", TinyAdapterSpec(rank=8, seed=37, adalora=True)
+    )
     dora_name, lora_name = fresh_name("dora"), fresh_name("plain")
+    adalora_name = fresh_name("adalora")
     info = register(vllm_server.control_plane_url, dora_name, "1.0.0", dora_dir)
     assert info["variant"] == "dora"
     register(vllm_server.control_plane_url, lora_name, "1.0.0", lora_dir)
+    # converted into plain LoRA at registration; PEFT below loads the AdaLoRA original
+    info = register(vllm_server.control_plane_url, adalora_name, "1.0.0", adalora_dir)
+    assert info["variant"] == "adalora"
 
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
     base = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32).eval()
     expected: dict[tuple[str, str], Answer] = {}
     for prompt in PROMPTS:
         expected[("base", prompt)] = _peft_answer(base, tokenizer, prompt)
-    for key, adapter_dir in (("dora", dora_dir), ("lora", lora_dir)):
+    for key, adapter_dir in (("dora", dora_dir), ("lora", lora_dir), ("adalora", adalora_dir)):
         fresh = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
         peft_model = PeftModel.from_pretrained(fresh, str(adapter_dir)).eval()
         for prompt in PROMPTS:
             expected[(key, prompt)] = _peft_answer(peft_model, tokenizer, prompt)
     assert expected[("dora", PROMPTS[0])] != expected[("lora", PROMPTS[0])]
+    assert expected[("adalora", PROMPTS[0])] != expected[("base", PROMPTS[0])]
 
-    models = {"base": vllm_server.base_model, "dora": dora_name, "lora": lora_name}
+    models = {
+        "base": vllm_server.base_model,
+        "dora": dora_name,
+        "lora": lora_name,
+        "adalora": adalora_name,
+    }
     jobs = [(key, prompt) for key in models for prompt in PROMPTS] * 2
     with (
         httpx.Client(base_url=vllm_server.control_plane_url, timeout=120) as client,

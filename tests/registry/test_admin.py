@@ -125,6 +125,21 @@ async def test_dora_adapter_is_registered_as_dora(
     assert response.json()["variant"] == "dora"
 
 
+async def test_adalora_adapter_is_converted_at_registration(
+    client: httpx.AsyncClient, make_adapter: AdapterFactory, artifact_dir: Path
+) -> None:
+    response = await _register(client, "ada-lora", "1.0.0", make_adapter(adalora=True, rank=4))
+    assert response.status_code == 201, response.text
+    body = response.json()
+    assert (body["variant"], body["rank"]) == ("adalora", 4)
+    stored = artifact_dir / "ada-lora" / "1.0.0"
+    assert json.loads((stored / "adapter_config.json").read_text())["peft_type"] == "LORA"
+    assert json.loads((stored / "original" / "adapter_config.json").read_text())["peft_type"] == (
+        "ADALORA"
+    )
+    assert json.loads((stored / "adalora_conversion.json").read_text())["rank"] == 4
+
+
 def _break_config(directory: Path) -> None:
     (directory / "adapter_config.json").write_text("{ not json")
 
@@ -170,6 +185,10 @@ BAD_ADAPTERS: dict[str, tuple[Callable[[Path], None] | None, dict[str, Any]]] = 
     "rank_too_high": (None, {"rank": MAX_RANK * 2}),
     "base_model_mismatch": (None, {"base_model": "/models/some-other-model"}),
     "unsupported_variant": (_dora_without_magnitudes, {}),
+    "unsupported_variant-adalora-conv1d": (
+        None,
+        {"adalora": True, "config": {"fan_in_fan_out": True}},
+    ),
 }
 
 

@@ -47,13 +47,20 @@ def lora_tensors(
     hidden: int = 16,
     num_layers: int = 1,
     dora: bool = False,
+    adalora: bool = False,
 ) -> dict[str, tuple[int, ...]]:
-    """LoRA A/B shapes per target module (``dora``: and each module's magnitude vector)."""
+    """LoRA A/B shapes per target module (``dora``: and each module's magnitude vector;
+    ``adalora``: AdaLoRA's A, E and B, named as PEFT saves them)."""
     tensors: dict[str, tuple[int, ...]] = {}
     for layer in range(num_layers):
         for module in target_modules:
             group = "mlp" if module.endswith(("gate_proj", "up_proj", "down_proj")) else "self_attn"
             prefix = f"base_model.model.model.layers.{layer}.{group}.{module}"
+            if adalora:
+                tensors[f"{prefix}.lora_A"] = (rank, hidden)
+                tensors[f"{prefix}.lora_E"] = (rank, 1)
+                tensors[f"{prefix}.lora_B"] = (hidden, rank)
+                continue
             tensors[f"{prefix}.lora_A.weight"] = (rank, hidden)
             tensors[f"{prefix}.lora_B.weight"] = (hidden, rank)
             if dora:
@@ -93,10 +100,12 @@ def write_adapter(
     target_modules: Sequence[str] = ("q_proj", "v_proj"),
     base_model: str | None = DEFAULT_BASE_MODEL,
     use_dora: bool = False,
+    adalora: bool = False,
     seed: int = 0,
     config: Mapping[str, Any] | None = None,
 ) -> Path:
-    """Write a valid PEFT LoRA adapter (``config`` entries override the generated config)."""
+    """Write a valid PEFT LoRA adapter (``adalora``: an AdaLoRA one of ``init_r = rank``;
+    ``config`` entries override the generated config)."""
     directory.mkdir(parents=True, exist_ok=True)
     body = adapter_config(
         rank=rank,
@@ -104,9 +113,12 @@ def write_adapter(
         target_modules=target_modules,
         base_model=base_model,
         use_dora=use_dora,
+        peft_type="ADALORA" if adalora else "LORA",
     )
+    if adalora:
+        body["init_r"] = rank
     body.update(config or {})
     (directory / "adapter_config.json").write_text(json.dumps(body, indent=2))
-    tensors = lora_tensors(target_modules, rank=rank, dora=use_dora)
+    tensors = lora_tensors(target_modules, rank=rank, dora=use_dora, adalora=adalora)
     (directory / "adapter_model.safetensors").write_bytes(safetensors_bytes(tensors, seed=seed))
     return directory
