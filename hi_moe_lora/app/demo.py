@@ -1,12 +1,12 @@
 """The end-to-end demo on the embedded default (vLLM CPU + tiny local model + SQLite).
 
 It builds the tiny model and adapters, starts the control plane and vLLM with our plugins,
-registers two versions of ``python-lora``, one ``math-lora`` and a DoRA ``docs-lora`` through the
-admin API, sends
-requests with the stock ``openai`` client naming each, promotes, rolls back, sends
-``model="auto"`` tasks that the dispatcher routes (or leaves to the base model), and prints
-which model answered each time; then warms the specialists up on demand and shows the health
-monitor's picture, the request metrics and the audit log. Everything is shut down at the end,
+registers two versions of ``python-lora``, one ``math-lora``, a DoRA ``docs-lora`` and an AdaLoRA
+``sql-lora`` (converted into plain LoRA at registration) through the admin API, sends requests
+with the stock ``openai`` client naming each, promotes, rolls back, sends ``model="auto"`` tasks
+that the dispatcher routes (or leaves to the base model), and prints which model answered each
+time; then warms the specialists up on demand and shows the health monitor's picture, the request
+metrics and the audit log. Everything is shut down at the end,
 also on Ctrl-C or failure.
 
 It runs the secure setup: access control on, with an admin and a resolver token generated for the
@@ -223,6 +223,7 @@ def run_demo(
                 ("python-lora", "1.1.0", ["python", "testing"]),
                 ("math-lora", "1.0.0", ["math", "proofs"]),
                 ("docs-lora", "1.0.0", ["documentation", "markdown"]),
+                ("sql-lora", "1.0.0", ["sql"]),
             ):
                 source = fleet.adapters[f"{name}-{version}"]
                 info = admin.register(name, version, str(source), domains=domains)
@@ -269,6 +270,9 @@ def run_demo(
             answer = _ask(client, "docs-lora")
             answers.append(answer)
             _show("DoRA specialist (unmerged)", answer)
+            answer = _ask(client, "sql-lora")
+            answers.append(answer)
+            _show("AdaLoRA specialist (converted)", answer)
             decision = admin.dispatch("Prove that the sum of two even numbers is even")
             print(
                 f"  dry run (POST /v1/dispatch): {decision['specialist']} by {decision['tier']},"

@@ -35,6 +35,8 @@ def test_demo_shows_promote_and_rollback_switching_versions(
     assert served[8].endswith("[fallback]")
     assert served[9] == "docs-lora@1.0.0"  # a DoRA adapter, served unmerged
     assert answers[9].text not in (answers[0].text, answers[1].text)
+    assert served[10] == "sql-lora@1.0.0"  # an AdaLoRA adapter, converted at registration
+    assert answers[10].text not in (answers[0].text, answers[9].text)
     base_text = answers[0].text
     assert answers[1].text != base_text
     assert answers[1].text != answers[2].text

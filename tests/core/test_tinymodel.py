@@ -37,6 +37,7 @@ def test_fleet_has_model_tokenizer_and_demo_adapters(tiny_fleet: TinyFleet) -> N
         "python-lora-1.1.0",
         "math-lora-1.0.0",
         "docs-lora-1.0.0",
+        "sql-lora-1.0.0",
     }
     config_path = tiny_fleet.adapters["python-lora-1.1.0"] / "adapter_config.json"
     config = json.loads(config_path.read_text())
