@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 from hi_moe_lora.kernels.config import choose_config
-from hi_moe_lora.kernels.triton_kernel import compile_for_target
+from hi_moe_lora.kernels.fused.flavours import compile_for_target
 
 #: (name, input width K, output widths) of one Llama-3-8B layer's wrapped linears.
 LLAMA_8B_SHAPES = (

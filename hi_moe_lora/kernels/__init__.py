@@ -4,7 +4,9 @@ Modules (each with one job; none imports torch or triton at package import):
 
 - :mod:`.config`       tile configuration chosen from the static shape of a call;
 - :mod:`.worklist`     the per-step work list (adapter slot, token tile) built on the host;
-- :mod:`.triton_kernel` the fused shrink+expand Triton kernel and its launcher;
+- :mod:`.fused`        the fused shrink+expand Triton kernel (records, shrink, expand, ticket
+  loop, flavours);
+- :mod:`.triton_kernel` its launcher;
 - :mod:`.fallback`     the PyTorch path (CPU hosts, no Triton);
 - :mod:`.reference_loops` the float64 reference with host loops (tests and benchmarks);
 - :mod:`.reference_op` the float64 reference as a graph-safe custom op, served by

@@ -8,11 +8,11 @@ import pytest
 import torch
 
 from hi_moe_lora.kernels.config import TileConfig
+from hi_moe_lora.kernels.fused.flavours import compile_for_target
 from hi_moe_lora.kernels.reference_loops import lora_linear_reference
 from hi_moe_lora.kernels.triton_kernel import (
     FusedLoRAShapeError,
     _layer_key,
-    compile_for_target,
     launch_fused_lora,
 )
 
@@ -267,12 +267,12 @@ def test_rejects_mismatched_layout(device: str) -> None:
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="compiles for the local GPU")
 def test_prefill_variants_are_compiled_with_the_first_call() -> None:
     """After a decode-sized first call, a prefill-sized one compiles nothing during serving."""
-    from hi_moe_lora.kernels.triton_kernel import _compiled_kernel
+    from hi_moe_lora.kernels.fused.flavours import compiled_kernel
 
     widths = [72, 40]  # a layer shape no other test uses
     p = make_problem(20, 56, widths, [16, 8], _slots(20, "many", 2, seed=4), device="cuda")
     _run(p, 1.0)
-    kernel = _compiled_kernel()
+    kernel = compiled_kernel()
     compiled = sum(len(cache[0]) for cache in kernel.device_caches.values())
     m = 1500  # bucket 4096: met by neither the first call nor a CUDA graph size
     big = make_problem(m, 56, widths, [16, 8], _slots(m, "many", 2, seed=6), device="cuda")
