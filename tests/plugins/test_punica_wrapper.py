@@ -179,3 +179,15 @@ def test_batch_without_adapters_launches_nothing(device: str) -> None:
     out = y.clone()
     wrapper.add_lora_linear(out, torch.randn(6, K).to(torch.float16).to(device), a, b, 1.0, WIDTHS)
     assert torch.equal(out, y)
+
+
+def test_our_wrapper_subclasses_vllms_final_wrapper() -> None:
+    """vLLM (0.32 here; 0.33 too) marks ``PunicaWrapperGPU`` with ``typing.final``: a hint for
+    type checkers, which Python does not enforce, so our subclass keeps working; vLLM finds it
+    through the platform's wrapper name (``plugins.punica``), not by subclass lookup."""
+    from vllm.lora.punica_wrapper.punica_gpu import PunicaWrapperGPU
+
+    from plugins.punica_wrapper import HiMoePunicaWrapperGPU
+
+    assert issubclass(HiMoePunicaWrapperGPU, PunicaWrapperGPU)
+    assert HiMoePunicaWrapperGPU.add_lora_linear is not PunicaWrapperGPU.add_lora_linear
