@@ -2,7 +2,8 @@
 
 Same contract and the same rounding points as the Triton kernel: the rank-sized intermediate is
 accumulated in float32, scaled, rounded to the weights' dtype, then expanded in float32 and added
-to ``y`` (or written, when ``add_inputs`` is false) for the tokens of each work-list tile.
+to ``y`` (or written, when ``add_inputs`` is false) for the tokens of each work-list tile;
+then DoRA slots' tokens are scaled, ``y = g * (y + delta)``, as the kernel's epilogue does.
 """
 
 from __future__ import annotations
@@ -26,8 +27,11 @@ def lora_linear_torch(
     offset_start: int,
     add_inputs: bool,
     min_rank: int = 0,
+    dora_scales: torch.Tensor | None = None,
+    dora_live: torch.Tensor | None = None,
 ) -> None:
-    """Apply the work list ``tiles`` (records of ``block_m`` rows, see :mod:`.worklist`)."""
+    """Apply the work list ``tiles`` (records of ``block_m`` rows, see :mod:`.worklist`);
+    ``dora_scales`` / ``dora_live``: the layer's DoRA scales and per-slot flags."""
     host_tiles = tiles.cpu().tolist()
     count = int(host_tiles[0])
     width = record_size(block_m)
@@ -39,6 +43,9 @@ def lora_linear_torch(
         if rows.numel() == 0:
             continue
         xs = x[rows].to(torch.float32)
+        dora = None
+        if dora_scales is not None and dora_live is not None and int(dora_live[slot]) != 0:
+            dora = dora_scales[slot].to(torch.float32)
         col = offset_start
         for a_stack, b_stack in zip(lora_a, lora_b, strict=True):
             a = stacked_view(a_stack)[slot, :rank]
@@ -48,5 +55,7 @@ def lora_linear_torch(
             n = b.shape[0]
             if add_inputs:
                 delta = delta + y[rows, col : col + n].to(torch.float32)
+            if dora is not None:
+                delta = delta * dora[col : col + n]
             y[rows, col : col + n] = delta.to(y.dtype)
             col += n

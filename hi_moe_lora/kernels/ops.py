@@ -4,6 +4,8 @@ Registered at import. ``slot_rank`` identifies the wrapper's rank tracker, which
 stacked weights here, outside any traced graph. ``counters`` is the work list's zeroed
 synchronisation buffer: the kernel uses it and leaves it zeroed (declared mutated all the same).
 ``no_lora`` is a CPU flag read when the op runs (eagerly, or at graph capture).
+``dora_scales`` and ``dora_live`` (both or neither): the layer's DoRA scales and per-slot flags
+(:class:`.triton_kernel.DoraEpilogue`), applied as ``y = g * (y + delta)`` to DoRA slots' tokens.
 The op is opaque to torch.compile and safe in CUDA graphs: every per-step value it needs lives
 in persistent tensors passed as arguments (the work list with its ranks), and the launch
 configuration depends only on static shapes. CUDA tensors (or ``TRITON_INTERPRET=1``) take the
@@ -41,6 +43,8 @@ def lora_linear(
     scale: float,
     offset_start: int,
     add_inputs: bool,
+    dora_scales: torch.Tensor | None = None,
+    dora_live: torch.Tensor | None = None,
 ) -> None:
     """``y[t, slices] (+)= scale * x[t] @ A[slot].T @ B[slot].T`` for the work list's tokens.
 
@@ -55,9 +59,16 @@ def lora_linear(
     if tracker is not None:
         tracker.observe(lora_a)
         min_rank = tracker.max_rank if tracker.stale else 0
+    if (dora_scales is None) != (dora_live is None):
+        raise ValueError("DoRA needs both its scales and its per-slot flags")
+    if dora_scales is not None and (not add_inputs or offset_start != 0):
+        raise ValueError("the DoRA epilogue needs add_inputs and offset_start 0")
     if _use_triton(x):
-        from .triton_kernel import launch_fused_lora
+        from .triton_kernel import DoraEpilogue, launch_fused_lora
 
+        dora = None
+        if dora_scales is not None and dora_live is not None:
+            dora = DoraEpilogue(dora_scales, dora_live)
         launch_fused_lora(
             y,
             x,
@@ -69,13 +80,15 @@ def lora_linear(
             offset_start,
             add_inputs,
             min_rank=min_rank,
+            dora=dora,
         )
         return
     block_m = block_m_for(x.shape[0])
     tiles = tiles_small if block_m == BLOCK_M_SMALL else tiles_large
     lora_linear_torch(
-        y, x, lora_a, lora_b, tiles, block_m, scale, offset_start, add_inputs, min_rank
-    )
+        y, x, lora_a, lora_b, tiles, block_m, scale, offset_start, add_inputs, min_rank,
+        dora_scales, dora_live,
+    )  # fmt: skip
 
 
 @lora_linear.register_fake
@@ -92,5 +105,7 @@ def _lora_linear_fake(
     scale: float,
     offset_start: int,
     add_inputs: bool,
+    dora_scales: torch.Tensor | None = None,
+    dora_live: torch.Tensor | None = None,
 ) -> None:
     return None

@@ -2,6 +2,7 @@
 
 ``y[t, cols(s)] (+)= scale * x[t] @ A_s[slot(t)].T @ B_s[slot(t)].T`` for every slice ``s`` of a
 packed layer and every token ``t`` whose slot is not -1; tokens without an adapter keep ``y``.
+With DoRA scales, a token whose slot is a DoRA slot then gets ``y[t] = g[slot(t)] * y[t]``.
 """
 
 from __future__ import annotations
@@ -29,8 +30,12 @@ def lora_linear_reference(
     scale: float,
     offset_start: int = 0,
     add_inputs: bool = True,
+    dora_scales: torch.Tensor | None = None,
+    dora_live: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Return the expected ``y`` in float64 (inputs are not modified)."""
+    """Return the expected ``y`` in float64 (inputs are not modified). ``dora_scales``
+    (``[slots, y columns]``) and ``dora_live`` (``[slots]``, non-zero for DoRA slots): DoRA's
+    ``g * (y + delta)`` for the tokens of DoRA slots."""
     out = y.detach().to(torch.float64).clone()
     slots = token_slots.to(torch.int64).cpu()
     xd = x.detach().to(torch.float64).cpu()
@@ -48,4 +53,10 @@ def lora_linear_reference(
             base = out[rows, col : col + n] if add_inputs else torch.zeros_like(delta)
             out[rows, col : col + n] = base + delta
         col += n
+    if dora_scales is not None and dora_live is not None:
+        scales = dora_scales.detach().to(torch.float64).cpu()
+        for slot in torch.unique(slots).tolist():
+            if slot >= 0 and int(dora_live[slot]) != 0:
+                rows = (slots == slot).nonzero().flatten()
+                out[rows] = out[rows] * scales[slot]
     return out

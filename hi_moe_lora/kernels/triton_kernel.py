@@ -9,6 +9,7 @@ import functools
 import logging
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -38,6 +39,35 @@ PROGRAMS_PER_SM = 2
 
 class FusedLoRAShapeError(ValueError):
     """The stacked weights or activations do not have the layout the kernel needs."""
+
+
+@dataclass(frozen=True)
+class DoraEpilogue:
+    """A layer's DoRA scales, applied by the kernel as ``y = g * (y + delta)``.
+
+    ``scales``: float32 ``[rows, width]``, a row per slot (more rows are ignored), a column per
+    output column of the layer (``y``'s, from its first); ``live``: int32 ``[slots]``, non-zero
+    where the slot holds a DoRA adapter (other slots' tokens are not scaled). Both persistent,
+    so a captured CUDA graph reads what activation last wrote into them.
+    """
+
+    scales: torch.Tensor
+    live: torch.Tensor
+
+    def check(self, y: torch.Tensor, n_slots: int, offset_start: int, add_inputs: bool) -> None:
+        if not add_inputs or offset_start != 0:
+            raise FusedLoRAShapeError("the DoRA epilogue needs add_inputs and offset_start 0")
+        scales, live = self.scales, self.live
+        if scales.dtype != torch.float32 or scales.dim() != 2 or scales.stride(1) != 1:
+            raise FusedLoRAShapeError("DoRA scales must be a float32 matrix, rows contiguous")
+        if scales.shape[0] < n_slots or scales.shape[1] != y.shape[1]:
+            raise FusedLoRAShapeError(
+                f"DoRA scales {tuple(scales.shape)} do not cover {n_slots} slots x {y.shape[1]}"
+            )
+        if live.dtype != torch.int32 or live.dim() != 1 or live.numel() < n_slots:
+            raise FusedLoRAShapeError(f"DoRA flags must be int32 with {n_slots} entries")
+        if scales.device != y.device or live.device != y.device:
+            raise FusedLoRAShapeError("DoRA scales and flags must be on the output's device")
 
 
 @functools.cache
@@ -84,6 +114,7 @@ def launch_fused_lora(
     reduce_in_expand: bool | None = None,
     wide_reduce_in_expand: bool | None = None,
     wide_split_jobs: int | None = None,
+    dora: DoraEpilogue | None = None,
 ) -> TileConfig:
     """Launch the kernel once for all slices; returns the tile configuration it used.
 
@@ -93,7 +124,8 @@ def launch_fused_lora(
     narrow and wide tiles, ``wide_split_jobs`` the most jobs for which wide tiles are split
     (default: :data:`.config.WIDE_SPLIT_WAVES` waves of the launch's programs; tests and tuning).
     On a GPU, the first call for a layer shape also compiles the prefill-sized variants it has
-    not met yet (see :func:`precompile_prefill_variants`).
+    not met yet (see :func:`precompile_prefill_variants`). ``dora``: the layer's DoRA scales,
+    applied in the expand jobs' epilogue (:class:`DoraEpilogue`).
     """
     a = [stacked_view(t) for t in lora_a]
     b = [stacked_view(t) for t in lora_b]
@@ -101,12 +133,14 @@ def launch_fused_lora(
     widths = [t.shape[1] for t in b]
     if offset_start + sum(widths) > y.shape[1]:
         raise FusedLoRAShapeError(f"slices end at {offset_start + sum(widths)} > {y.shape[1]}")
+    if dora is not None:
+        dora.check(y, a[0].shape[0], offset_start, add_inputs)
     if x.is_cuda and config is None:
-        precompile_prefill_variants(y, x, a, b, tiles_by_block_m, counters, add_inputs)
+        precompile_prefill_variants(y, x, a, b, tiles_by_block_m, counters, add_inputs, dora)
     return _launch(
         y, x, a, b, tiles_by_block_m, counters, scale, offset_start, add_inputs, config,
         max_programs, min_rank, (reduce_in_expand, wide_reduce_in_expand), wide_split_jobs,
-        x.shape[0], compile_only=False,
+        x.shape[0], compile_only=False, dora=dora,
     )  # fmt: skip
 
 
@@ -122,6 +156,7 @@ def precompile_prefill_variants(
     tiles_by_block_m: dict[int, torch.Tensor],
     counters: torch.Tensor,
     add_inputs: bool,
+    dora: DoraEpilogue | None = None,
 ) -> int:
     """Compile, without running, the kernel for every prefill token bucket of this layer.
 
@@ -133,7 +168,7 @@ def precompile_prefill_variants(
     compiled variants, so only the first of them compiles. Returns the number of variants
     compiled now.
     """
-    key = _layer_key(x, a, b, add_inputs)
+    key = _layer_key(x, a, b, add_inputs, dora is not None)
     if key in _PRECOMPILED:
         return 0
     _PRECOMPILED.add(key)
@@ -143,7 +178,7 @@ def precompile_prefill_variants(
     for bucket in PREFILL_BUCKETS:
         _launch(
             y, x, a, b, tiles_by_block_m, counters, 1.0, 0, add_inputs, None, None, 0,
-            (None, None), None, bucket, compile_only=True,
+            (None, None), None, bucket, compile_only=True, dora=dora,
         )  # fmt: skip
     compiled = len(variants) - before if variants is not None else len(PREFILL_BUCKETS)
     if compiled:
@@ -158,7 +193,11 @@ def precompile_prefill_variants(
 
 
 def _layer_key(
-    x: torch.Tensor, a: list[torch.Tensor], b: list[torch.Tensor], add_inputs: bool
+    x: torch.Tensor,
+    a: list[torch.Tensor],
+    b: list[torch.Tensor],
+    add_inputs: bool,
+    dora: bool = False,
 ) -> tuple[object, ...]:
     """What identifies a layer's launches for the precompile: its weights' address and layout
     (an address alone is reused by the caching allocator for weights of another shape)."""
@@ -169,6 +208,7 @@ def _layer_key(
         a[0].dtype,
         tuple(t.shape[1] for t in b),
         add_inputs,
+        dora,
     )
 
 
@@ -200,6 +240,7 @@ def _launch(
     m: int,
     *,
     compile_only: bool,
+    dora: DoraEpilogue | None = None,
 ) -> TileConfig:
     """Launch (or, with ``compile_only``, only compile) the kernel configured for ``m`` rows.
 
@@ -249,6 +290,10 @@ def _launch(
     a_slices = [*a, a[0], a[0]][:MAX_SLICES]
     b_slices = [*b, b[0], b[0]][:MAX_SLICES]
     ns = [*widths, 0, 0]
+    # Without DoRA the epilogue is compiled out; its pointers are placeholders of the same types.
+    dora_args = (
+        (part, counters, 0) if dora is None else (dora.scales, dora.live, dora.scales.stride(0))
+    )
     kernel = compiled_kernel() if on_gpu else interpreted_kernel()
     variants = _variant_cache(kernel) if on_gpu else None
     known = len(variants) if variants is not None and not compile_only else None
@@ -279,6 +324,7 @@ def _launch(
         int(min_rank),
         int(split_jobs),
         float(scale),
+        *dora_args,
         NUM_SLICES=len(a),
         K_SPLIT=k_split,
         K_ITERS=cfg.k_iters,
@@ -293,6 +339,7 @@ def _launch(
         REDUCE_IN_EXPAND=bool(reduce_narrow),
         WIDE_REDUCE_IN_EXPAND=bool(reduce_wide),
         ADD_INPUTS=add_inputs,
+        DORA=dora is not None,
         UPCAST_DOT=not on_gpu and a[0].dtype == torch.bfloat16,
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,

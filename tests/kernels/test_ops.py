@@ -40,6 +40,24 @@ def test_op_matches_reference(interpret: str, monkeypatch: pytest.MonkeyPatch) -
     assert (p.y.double() - ref).abs().max().item() <= tolerance(torch.float16, ref)
 
 
+@pytest.mark.parametrize("interpret", ["1", "0"])
+def test_op_applies_dora_scales(interpret: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    if interpret == "1" and torch.cuda.is_available():
+        pytest.skip("the interpreter path is CI's; GPU hosts run the compiled kernel")
+    monkeypatch.setenv("TRITON_INTERPRET", interpret)
+    slots = torch.randint(-1, 3, (21,), generator=torch.Generator().manual_seed(8))
+    p = make_problem(21, 40, [32, 16], [8, 16, 16], slots, seed=8)
+    scales = 0.5 + torch.rand(4, 48, generator=torch.Generator().manual_seed(2))
+    live = torch.tensor([0, 1, 1], dtype=torch.int32)
+    ref = lora_linear_reference(
+        p.y, p.x, p.lora_a, p.lora_b, slots, 0.5, dora_scales=scales, dora_live=live
+    )
+    torch.ops.hi_moe_lora.lora_linear(*_args(p, 0.5), scales, live)
+    assert (p.y.double() - ref).abs().max().item() <= tolerance(torch.float16, ref)
+    with pytest.raises(ValueError, match="both"):
+        torch.ops.hi_moe_lora.lora_linear(*_args(p, 0.5), scales, None)
+
+
 def test_opcheck_schema_and_fake() -> None:
     slots = torch.randint(-1, 3, (9,), generator=torch.Generator().manual_seed(5))
     p = make_problem(9, 40, [16], [8, 8, 8], slots, seed=5)

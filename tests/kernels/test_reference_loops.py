@@ -29,3 +29,19 @@ def test_reference_equals_token_loop() -> None:
                 )
             col += n
     assert torch.allclose(got, want, atol=1e-12)
+
+
+def test_reference_scales_dora_slots_tokens_only() -> None:
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(5, 4, generator=gen, dtype=torch.float64)
+    y = torch.randn(5, 6, generator=gen, dtype=torch.float64)
+    a = [torch.randn(2, 1, 3, 4, generator=gen, dtype=torch.float64)]
+    b = [torch.randn(2, 1, 6, 3, generator=gen, dtype=torch.float64)]
+    slots = torch.tensor([0, -1, 1, 0, 1])
+    scales = torch.rand(3, 6, generator=gen, dtype=torch.float64) + 0.5
+    live = torch.tensor([1, 0], dtype=torch.int32)
+    plain = lora_linear_reference(y, x, a, b, slots, 1.0)
+    got = lora_linear_reference(y, x, a, b, slots, 1.0, dora_scales=scales, dora_live=live)
+    for t, s in enumerate(slots.tolist()):
+        want = plain[t] * scales[s] if s == 0 else plain[t]
+        assert torch.allclose(got[t], want, atol=1e-12)

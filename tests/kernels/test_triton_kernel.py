@@ -11,6 +11,7 @@ from hi_moe_lora.kernels.config import TileConfig
 from hi_moe_lora.kernels.fused.flavours import compile_for_target
 from hi_moe_lora.kernels.reference_loops import lora_linear_reference
 from hi_moe_lora.kernels.triton_kernel import (
+    DoraEpilogue,
     FusedLoRAShapeError,
     _layer_key,
     launch_fused_lora,
@@ -250,6 +251,58 @@ def test_compiles_for_hopper(
     ptx = kernel.asm["ptx"]
     assert ".acquire." in ptx  # the wait on the pair (an acquire load)
     assert not re.findall(r"ld\.global[.\w]*\.b16\b", ptx)
+
+
+def _dora(p: Problem, live: list[int], seed: int) -> DoraEpilogue:
+    """Scales in [0.5, 1.5) for every slot (a last row for base tokens, as the plugin keeps)."""
+    gen = torch.Generator().manual_seed(seed)
+    scales = 0.5 + torch.rand(len(live) + 1, p.y.shape[1], generator=gen)
+    flags = torch.tensor(live, dtype=torch.int32)
+    return DoraEpilogue(scales.to(p.y.device), flags.to(p.y.device))
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+@pytest.mark.parametrize("m", [5, 64, 257])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_dora_epilogue_in_a_batch_of_dora_lora_and_base_tokens(
+    shape: str, m: int, dtype: torch.dtype, device: str
+) -> None:
+    """DoRA slots (narrow and wide ranks), LoRA slots and base-model tokens in one launch,
+    against the float64 reference: ``g * (y + delta)`` for DoRA tokens only."""
+    ranks, live = [8, 64, 16, 4], [1, 1, 0, 0]
+    slots = _slots(m, "many", len(ranks), seed=m)
+    p = make_problem(m, K, SHAPES[shape], ranks, slots, dtype=dtype, device=device, seed=m)
+    dora = _dora(p, live, seed=m)
+    ref = lora_linear_reference(
+        p.y, p.x, p.lora_a, p.lora_b, slots, 0.5, dora_scales=dora.scales, dora_live=dora.live
+    )
+    plain = lora_linear_reference(p.y, p.x, p.lora_a, p.lora_b, slots, 0.5)
+    _run(p, 0.5, dora=dora)
+    assert _err(p, ref) <= tolerance(dtype, ref)
+    assert float((ref - plain).abs().max()) > 3 * tolerance(dtype, ref)  # the scale shows
+
+
+def test_dora_epilogue_needs_the_base_output_and_matching_scales(device: str) -> None:
+    slots = _slots(6, "many", 2, seed=2)
+    p = make_problem(6, K, SHAPES["o"], [8, 8], slots, device=device, seed=2)
+    dora = _dora(p, [1, 0], seed=2)
+    with pytest.raises(FusedLoRAShapeError, match="add_inputs"):
+        _run(p, 1.0, add_inputs=False, dora=dora)
+    narrow = DoraEpilogue(dora.scales[:, :-1], dora.live)
+    with pytest.raises(FusedLoRAShapeError, match="do not cover"):
+        _run(p, 1.0, dora=narrow)
+    with pytest.raises(FusedLoRAShapeError, match="int32"):
+        _run(p, 1.0, dora=DoraEpilogue(dora.scales, dora.live.to(torch.int64)))
+
+
+def test_dora_epilogue_compiles_for_hopper(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The DoRA variant builds for sm_90 and keeps every bf16 tile load vectorised."""
+    pytest.importorskip("triton.backends.nvidia")
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    cfg = TileConfig(16, 128, 512, 16, 1, 1, 4, 1, 64, 4)
+    kernel = compile_for_target(3, cfg, True, arch=90, dora=True)
+    assert kernel.asm["cubin"]
+    assert not re.findall(r"ld\.global[.\w]*\.b16\b", kernel.asm["ptx"])
 
 
 def test_rejects_mismatched_layout(device: str) -> None:

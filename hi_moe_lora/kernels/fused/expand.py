@@ -118,6 +118,10 @@ def expand_job(  # type: ignore[no-untyped-def]
     stride_yn,
     b_row_stride,
     scale,
+    dora_ptr,
+    dora_on_ptr,
+    dora_stride,
+    dora_col,
     K_SPLIT: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
@@ -129,6 +133,7 @@ def expand_job(  # type: ignore[no-untyped-def]
     N_GROUP: tl.constexpr,
     REDUCE_IN_EXPAND: tl.constexpr,
     ADD_INPUTS: tl.constexpr,
+    DORA: tl.constexpr,
     UPCAST_DOT: tl.constexpr,
 ):
     """One expand job: ``N_GROUP`` output tiles of ``y += inter @ B[slot]`` for group ``local``
@@ -136,8 +141,16 @@ def expand_job(  # type: ignore[no-untyped-def]
     ``PARTS`` parts).
 
     The chunks are unrolled and unguarded (rows from the rank on are masked), and no store lies
-    between them, so the compiler may issue their loads together."""
+    between them, so the compiler may issue their loads together.
+
+    ``DORA``: the epilogue of a DoRA adapter, ``y = g * (y + inter @ B[slot])``, where the
+    slot's DoRA flag (``dora_on_ptr``) is set; ``g`` is the slot's row of the layer's scale
+    table (``dora_ptr``, ``dora_stride`` columns a row, this slice's from ``dora_col``). Other
+    slots load nothing and multiply by one (exact)."""
     b_base = b_slice + slot * n_s * b_row_stride
+    if DORA:
+        dora_on = tl.load(dora_on_ptr + slot)
+        dora_row = dora_ptr + slot * dora_stride + dora_col
     span = BLOCK_N * N_GROUP
     # The first output tile's B and y do not depend on the shrink: load them first.
     bt, y_old = output_tile(
@@ -177,4 +190,9 @@ def expand_job(  # type: ignore[no-untyped-def]
             out += mma(inter_c, bt_c, UPCAST_DOT)
         if ADD_INPUTS:
             out += y_old.to(tl.float32)
+        if DORA:
+            offs_n = col0 + tl.arange(0, BLOCK_N)
+            live = (tl.full((BLOCK_N,), 0, tl.int32) + dora_on) != 0  # the flag, per column
+            g = tl.load(dora_row + offs_n, mask=(offs_n < n_s) & live, other=1.0)
+            out = out * g[None, :]
         store_output(y_ptr, out, tok64, m_mask, col0, n_s, y_col, stride_ym, stride_yn, BLOCK_N)

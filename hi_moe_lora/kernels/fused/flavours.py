@@ -98,9 +98,11 @@ def compile_for_target(
     add_inputs: bool = True,
     k_split: int = 4,
     wide_reduce_in_expand: bool | None = None,
+    dora: bool = False,
 ) -> Any:
     """Compile the kernel ahead of time for CUDA ``sm_<arch>`` (no GPU needed; tests, tuning).
-    Wide tiles take ``reduce_in_expand`` too unless ``wide_reduce_in_expand`` says otherwise.
+    Wide tiles take ``reduce_in_expand`` too unless ``wide_reduce_in_expand`` says otherwise;
+    ``dora`` compiles the DoRA epilogue in.
 
     The variant is specialised as Triton specialises a serving launch: ``x`` and ``y`` have unit
     column strides (constants), pointers are 16-byte aligned and the sizes and strides are
@@ -127,13 +129,20 @@ def compile_for_target(
             reduce_in_expand if wide_reduce_in_expand is None else wide_reduce_in_expand
         ),
         "ADD_INPUTS": add_inputs,
+        "DORA": dora,
         "UPCAST_DOT": False,
     }
     declared = {param.name for param in kernel.params if param.is_constexpr}
     if declared != set(constexprs):
         raise KernelCompileError(f"constexpr parameters {sorted(declared)} != {sorted(constexprs)}")
     constexprs |= {"stride_xk": 1, "stride_yn": 1}
-    pointers = {"tiles_ptr": "*i32", "ctr_ptr": "*i32", "part_ptr": "*fp32"}
+    pointers = {
+        "tiles_ptr": "*i32",
+        "ctr_ptr": "*i32",
+        "part_ptr": "*fp32",
+        "dora_ptr": "*fp32",
+        "dora_on_ptr": "*i32",
+    }
     names: list[str] = kernel.arg_names
     signature = {
         name: "constexpr"

@@ -46,6 +46,9 @@ def run_job(  # type: ignore[no-untyped-def]
     b_row_stride,
     y_col_offset,
     scale,
+    dora_ptr,
+    dora_on_ptr,
+    dora_stride,
     NUM_SLICES: tl.constexpr,
     K_SPLIT: tl.constexpr,
     K_ITERS: tl.constexpr,
@@ -61,6 +64,7 @@ def run_job(  # type: ignore[no-untyped-def]
     N_GROUP: tl.constexpr,
     REDUCE_IN_EXPAND: tl.constexpr,
     ADD_INPUTS: tl.constexpr,
+    DORA: tl.constexpr,
     UPCAST_DOT: tl.constexpr,
 ):
     """Job ``within`` of token tile ``mt``: a shrink job, or an expand job.
@@ -95,9 +99,9 @@ def run_job(  # type: ignore[no-untyped-def]
         expand_job(
             mt * NUM_SLICES + s, local, slot, tok64, m_mask, rank, n_s, y_col_offset + col_base,
             b_slice, y_ptr, part_ptr, inter_ptr, arrive_ptr, ready_ptr, stride_ym, stride_yn,
-            b_row_stride, scale, K_SPLIT, BLOCK_M, block_n, BLOCK_R,
-            RANK_PAD // BLOCK_R if WIDE else 1, PARTS, WIDE_SPLIT, RANK_PAD, N_GROUP,
-            REDUCE_IN_EXPAND, ADD_INPUTS, UPCAST_DOT,
+            b_row_stride, scale, dora_ptr, dora_on_ptr, dora_stride, col_base, K_SPLIT, BLOCK_M,
+            block_n, BLOCK_R, RANK_PAD // BLOCK_R if WIDE else 1, PARTS, WIDE_SPLIT, RANK_PAD,
+            N_GROUP, REDUCE_IN_EXPAND, ADD_INPUTS, DORA, UPCAST_DOT,
         )  # fmt: skip
 
 
@@ -131,6 +135,9 @@ def fused_lora_kernel(  # type: ignore[no-untyped-def]
     min_rank,
     split_jobs,
     scale,
+    dora_ptr,
+    dora_on_ptr,
+    dora_stride,
     NUM_SLICES: tl.constexpr,
     K_SPLIT: tl.constexpr,
     K_ITERS: tl.constexpr,
@@ -145,6 +152,7 @@ def fused_lora_kernel(  # type: ignore[no-untyped-def]
     REDUCE_IN_EXPAND: tl.constexpr,
     WIDE_REDUCE_IN_EXPAND: tl.constexpr,
     ADD_INPUTS: tl.constexpr,
+    DORA: tl.constexpr,
     UPCAST_DOT: tl.constexpr,
 ):
     nprog = tl.num_programs(0)
@@ -210,42 +218,43 @@ def fused_lora_kernel(  # type: ignore[no-untyped-def]
             if WIDE_SPLIT > 1:
                 run_job(
                     is_shrink, within, mt, n0, n1, n2, slot, tok64, m_mask, rank, x_ptr, y_ptr,
-                    a0_ptr, a1_ptr, a2_ptr, b0_ptr, b1_ptr, b2_ptr, part_ptr, inter_ptr,
-                    arrive_ptr, ready_ptr, k_dim, stride_xm, stride_xk, stride_ym, stride_yn,
-                    a_slot_stride, a_row_stride, b_row_stride, y_col_offset, scale, NUM_SLICES,
-                    K_SPLIT, K_ITERS, BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_R, True, WIDE_SPLIT,
-                    WIDE_K_STEPS // WIDE_SPLIT, WIDE_SPLIT, RANK_PAD, N_GROUP,
-                    WIDE_REDUCE_IN_EXPAND, ADD_INPUTS, UPCAST_DOT,
+                    a0_ptr, a1_ptr, a2_ptr, b0_ptr, b1_ptr, b2_ptr, part_ptr, inter_ptr, arrive_ptr,
+                    ready_ptr, k_dim, stride_xm, stride_xk, stride_ym, stride_yn, a_slot_stride,
+                    a_row_stride, b_row_stride, y_col_offset, scale, dora_ptr, dora_on_ptr,
+                    dora_stride, NUM_SLICES, K_SPLIT, K_ITERS, BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_R,
+                    True, WIDE_SPLIT, WIDE_K_STEPS // WIDE_SPLIT, WIDE_SPLIT, RANK_PAD, N_GROUP,
+                    WIDE_REDUCE_IN_EXPAND, ADD_INPUTS, DORA, UPCAST_DOT,
                 )  # fmt: skip
         elif wide & (parts > 1):
             if WIDE_SPLIT >= 4:
                 run_job(
                     is_shrink, within, mt, n0, n1, n2, slot, tok64, m_mask, rank, x_ptr, y_ptr,
-                    a0_ptr, a1_ptr, a2_ptr, b0_ptr, b1_ptr, b2_ptr, part_ptr, inter_ptr,
-                    arrive_ptr, ready_ptr, k_dim, stride_xm, stride_xk, stride_ym, stride_yn,
-                    a_slot_stride, a_row_stride, b_row_stride, y_col_offset, scale, NUM_SLICES,
-                    K_SPLIT, K_ITERS, BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_R, True, WIDE_SPLIT // 2,
-                    WIDE_K_STEPS // (WIDE_SPLIT // 2), WIDE_SPLIT, RANK_PAD, N_GROUP,
-                    WIDE_REDUCE_IN_EXPAND, ADD_INPUTS, UPCAST_DOT,
+                    a0_ptr, a1_ptr, a2_ptr, b0_ptr, b1_ptr, b2_ptr, part_ptr, inter_ptr, arrive_ptr,
+                    ready_ptr, k_dim, stride_xm, stride_xk, stride_ym, stride_yn, a_slot_stride,
+                    a_row_stride, b_row_stride, y_col_offset, scale, dora_ptr, dora_on_ptr,
+                    dora_stride, NUM_SLICES, K_SPLIT, K_ITERS, BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_R,
+                    True, WIDE_SPLIT // 2, WIDE_K_STEPS // (WIDE_SPLIT // 2), WIDE_SPLIT, RANK_PAD,
+                    N_GROUP, WIDE_REDUCE_IN_EXPAND, ADD_INPUTS, DORA, UPCAST_DOT,
                 )  # fmt: skip
         elif wide:
             if RANK_PAD > BLOCK_R:
                 run_job(
                     is_shrink, within, mt, n0, n1, n2, slot, tok64, m_mask, rank, x_ptr, y_ptr,
-                    a0_ptr, a1_ptr, a2_ptr, b0_ptr, b1_ptr, b2_ptr, part_ptr, inter_ptr,
-                    arrive_ptr, ready_ptr, k_dim, stride_xm, stride_xk, stride_ym, stride_yn,
-                    a_slot_stride, a_row_stride, b_row_stride, y_col_offset, scale, NUM_SLICES,
-                    K_SPLIT, K_ITERS, BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_R, True, 1, WIDE_K_STEPS,
-                    WIDE_SPLIT, RANK_PAD, N_GROUP, WIDE_REDUCE_IN_EXPAND, ADD_INPUTS, UPCAST_DOT,
+                    a0_ptr, a1_ptr, a2_ptr, b0_ptr, b1_ptr, b2_ptr, part_ptr, inter_ptr, arrive_ptr,
+                    ready_ptr, k_dim, stride_xm, stride_xk, stride_ym, stride_yn, a_slot_stride,
+                    a_row_stride, b_row_stride, y_col_offset, scale, dora_ptr, dora_on_ptr,
+                    dora_stride, NUM_SLICES, K_SPLIT, K_ITERS, BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_R,
+                    True, 1, WIDE_K_STEPS, WIDE_SPLIT, RANK_PAD, N_GROUP, WIDE_REDUCE_IN_EXPAND,
+                    ADD_INPUTS, DORA, UPCAST_DOT,
                 )  # fmt: skip
         else:
             run_job(
-                is_shrink, within, mt, n0, n1, n2, slot, tok64, m_mask, rank, x_ptr, y_ptr,
-                a0_ptr, a1_ptr, a2_ptr, b0_ptr, b1_ptr, b2_ptr, part_ptr, inter_ptr,
-                arrive_ptr, ready_ptr, k_dim, stride_xm, stride_xk, stride_ym, stride_yn,
-                a_slot_stride, a_row_stride, b_row_stride, y_col_offset, scale, NUM_SLICES,
+                is_shrink, within, mt, n0, n1, n2, slot, tok64, m_mask, rank, x_ptr, y_ptr, a0_ptr,
+                a1_ptr, a2_ptr, b0_ptr, b1_ptr, b2_ptr, part_ptr, inter_ptr, arrive_ptr, ready_ptr,
+                k_dim, stride_xm, stride_xk, stride_ym, stride_yn, a_slot_stride, a_row_stride,
+                b_row_stride, y_col_offset, scale, dora_ptr, dora_on_ptr, dora_stride, NUM_SLICES,
                 K_SPLIT, K_ITERS, BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_R, False, 1, 1, WIDE_SPLIT,
-                RANK_PAD, N_GROUP, REDUCE_IN_EXPAND, ADD_INPUTS, UPCAST_DOT,
+                RANK_PAD, N_GROUP, REDUCE_IN_EXPAND, ADD_INPUTS, DORA, UPCAST_DOT,
             )  # fmt: skip
         job = tl.atomic_add(ctr_ptr, 1, sem="relaxed")
     # Every taker takes exactly one ticket past the last job, after all of its own jobs, so the
