@@ -1,4 +1,4 @@
-"""vLLM plugin: serve PEFT DoRA adapters, unmerged, on the CPU build of vLLM.
+"""vLLM plugin: serve PEFT DoRA adapters, unmerged, beside LoRA adapters and the base model.
 
 DoRA (weight-decomposed LoRA) computes ``y = g * (W x + B A x)`` per output feature, with
 ``g = m / ||W + B A||_row`` (``m``: the adapter's ``lora_magnitude_vector``; the norm runs over
@@ -13,13 +13,17 @@ DoRA ("vLLM does not yet support DoRA"). This plugin lifts that for what it serv
   embedding or ``lm_head``, on a quantized base, or under tensor parallelism;
 - when vLLM puts an adapter in a slot (``activate_adapter``), each layer's ``g`` is computed
   **once** from the served base weight (:func:`dora_scale`) into that layer's scale table (one
-  row per slot, ones for LoRA adapters; a last row of ones for base-model tokens);
-- each LoRA layer multiplies its output (base plus LoRA delta) by its tokens' rows of the table,
-  so DoRA, LoRA and base-model tokens share one batch.
+  row per slot, ones for LoRA adapters; a last row of ones for base-model tokens) and the slot's
+  DoRA flag is set (cleared for a LoRA adapter);
+- the output (base plus LoRA delta) of a DoRA slot's tokens is multiplied by the slot's row:
+  on CUDA with our kernels (``fused``) in the fused kernel's epilogue, the layer's table and
+  flags registered with our Punica wrapper (``register_dora``), so DoRA, LoRA and base-model
+  tokens share one launch; on the CPU build by a PyTorch multiply after each LoRA layer.
 
-Installed by the ``hi_moe_lora_kernels`` plugin on the CPU platform only (``plugins.punica``);
-on CUDA our fused kernel has no DoRA epilogue yet, and the resolver declines DoRA adapters
-there. ``install`` is idempotent; the caller logs a failure and vLLM's refusal stays.
+Installed by the ``hi_moe_lora_kernels`` plugin (``plugins.punica``): on the CPU platform, and
+on CUDA with our kernels unless vLLM's dual-stream LoRA is on (it hands the kernel a zeroed
+output, so there is no base output to scale). ``install`` is idempotent; the caller logs a
+failure and vLLM's refusal stays.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -41,6 +46,8 @@ MAGNITUDE_SUFFIX = ".lora_magnitude_vector"
 VLLM_DORA_REFUSAL = "vLLM does not yet support DoRA."
 #: The attribute that holds a LoRA layer's DoRA scale table.
 SCALE_TABLE = "hi_moe_lora_dora_scale"
+#: The attribute that holds a LoRA layer's per-slot DoRA flags (int32, 1: a DoRA adapter).
+LIVE_FLAGS = "hi_moe_lora_dora_live"
 #: The attribute that holds a base linear layer's squared row norms (kept at load).
 ROW_NORMS = "hi_moe_lora_row_norm_sq"
 _INSTALLED = "_hi_moe_lora_dora_installed"
@@ -198,9 +205,11 @@ def _check_servable(manager: Any, lora: Any) -> None:
             raise ValueError(f"DoRA is not supported on {type(layer).__name__} ({module_name})")
 
 
-def _add_scale_tables(manager: Any, layer_cls: Any) -> None:
-    """Give every plain linear LoRA layer a scale table of ones: a row per slot and a last row
-    (index -1) for base-model tokens. Fully sharded LoRA layers take another path: none."""
+def _add_scale_tables(manager: Any, layer_cls: Any, fused: bool) -> None:
+    """Give every plain linear LoRA layer a scale table of ones (a row per slot and a last row,
+    index -1, for base-model tokens) and per-slot DoRA flags; ``fused``: register them with the
+    layer's Punica wrapper, whose kernel applies them (a layer whose wrapper cannot gets none,
+    so DoRA adapters on it are refused). Fully sharded LoRA layers take another path: none."""
     if getattr(manager.lora_config, "fully_sharded_loras", False):
         logger.info("hi-moe-lora DoRA: fully sharded LoRA layers are not supported")
         return
@@ -208,12 +217,21 @@ def _add_scale_tables(manager: Any, layer_cls: Any) -> None:
     for layer in manager.modules.values():
         if not isinstance(layer, layer_cls):
             continue
-        rows = torch.ones(manager.lora_slots + 1, sum(layer.output_slices), device=layer.device)
+        register: Any = getattr(getattr(layer, "punica_wrapper", None), "register_dora", None)
+        if fused and register is None:
+            continue
+        slots = manager.lora_slots
+        rows = torch.ones(slots + 1, sum(layer.output_slices), device=layer.device)
+        live = torch.zeros(slots, dtype=torch.int32, device=layer.device)
         layer.register_buffer(SCALE_TABLE, rows, persistent=False)
+        layer.register_buffer(LIVE_FLAGS, live, persistent=False)
+        if fused:
+            register(layer.lora_a_stacked[0], rows, live)
 
 
-def _fill_scales(manager: Any, lora_id: int) -> None:
-    """Write every layer's scale row of the slot that adapter ``lora_id`` now holds."""
+def _fill_scales(manager: Any, lora_id: int) -> bool:
+    """Write every layer's scale row of the slot that adapter ``lora_id`` now holds; True if it
+    is a DoRA adapter."""
     index = manager.lora_index_to_id.index(lora_id)
     lora = manager._registered_adapters[lora_id]
     magnitudes: dict[str, torch.Tensor] = getattr(lora, "dora_magnitudes", {})
@@ -221,9 +239,11 @@ def _fill_scales(manager: Any, lora_id: int) -> None:
         table: torch.Tensor | None = getattr(layer, SCALE_TABLE, None)
         if table is None:
             continue
+        live: torch.Tensor = getattr(layer, LIVE_FLAGS)
         subs = manager.packed_modules.get(name, [name])
         if not any(sub in magnitudes for sub in subs):
             table[index].fill_(1.0)
+            live[index] = 0
             continue
         weights = lora.get_lora(name)
         lora_a = weights.lora_a if isinstance(weights.lora_a, list) else [weights.lora_a]
@@ -238,6 +258,8 @@ def _fill_scales(manager: Any, lora_id: int) -> None:
                 _served_product(layer),
             )
         table[index].copy_(scale.to(table.dtype))
+        live[index] = 1
+    return bool(magnitudes)
 
 
 def _served_product(layer: Any) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -267,8 +289,9 @@ def _keep_row_norms(method_cls: Any) -> None:
     method_cls.process_weights_after_loading = process_weights_after_loading
 
 
-def install() -> bool:
-    """Patch vLLM (CPU) to serve DoRA; True once installed (idempotent)."""
+def install(fused: bool = False) -> bool:
+    """Patch vLLM to serve DoRA; True once installed (idempotent). ``fused``: our Punica
+    wrapper's kernel applies the scales (CUDA); else a PyTorch multiply after each LoRA layer."""
     from vllm.lora.layers import base_linear
     from vllm.lora.lora_model import LoRAModel
     from vllm.lora.model_manager import LoRAModelManager
@@ -292,7 +315,7 @@ def install() -> bool:
 
         def create_lora_modules(self: Any) -> Any:
             result = create_modules(self)
-            _add_scale_tables(self, layer_cls)
+            _add_scale_tables(self, layer_cls, fused)
             return result
 
         def apply_lora_to_output(self: Any, x: torch.Tensor, output: torch.Tensor) -> Any:
@@ -306,14 +329,23 @@ def install() -> bool:
             return output
 
         LoRAModelManager._create_lora_modules = create_lora_modules  # type: ignore[method-assign]
-        layer_cls._apply_lora_to_output = apply_lora_to_output  # type: ignore[method-assign]
+        if not fused:
+            layer_cls._apply_lora_to_output = apply_lora_to_output  # type: ignore[method-assign]
 
         activate: Any = LoRAModelManager.activate_adapter
 
         def activate_adapter(self: Any, lora_id: int) -> bool:
             activated = activate(self, lora_id)
             if activated:
-                _fill_scales(self, lora_id)
+                began = time.perf_counter()
+                if _fill_scales(self, lora_id):
+                    if torch.cuda.is_available():
+                        torch.cuda.synchronize()
+                    logger.info(
+                        "DoRA scales of adapter %d computed in %.1f ms",
+                        lora_id,
+                        (time.perf_counter() - began) * 1e3,
+                    )
             return bool(activated)
 
         LoRAModelManager.activate_adapter = activate_adapter  # type: ignore[method-assign]
@@ -328,12 +360,15 @@ def install() -> bool:
 
         _patch_lora_model(LoRAModel)
         setattr(PEFTHelper, _INSTALLED, True)
-    logger.info("hi-moe-lora DoRA support installed (PyTorch scale after the LoRA layers)")
+    logger.info(
+        "hi-moe-lora DoRA support installed (%s)",
+        "in the fused kernel's epilogue" if fused else "PyTorch scale after the LoRA layers",
+    )
     return True
 
 
 def is_installed() -> bool:
-    """Whether this process serves DoRA (``install`` ran; the CPU platform)."""
+    """Whether this process serves DoRA (``install`` ran)."""
     try:
         from vllm.lora.peft_helper import PEFTHelper
     except ImportError:

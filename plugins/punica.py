@@ -13,7 +13,10 @@ set of kernels to another.
 On the CPU platform it installs :class:`plugins.punica_cpu.IsolatedPunicaWrapperCPU` instead
 (vLLM's CPU wrapper with a fix: vLLM 0.32.0 computed base-model tokens of a mixed batch with the
 last slot's adapter), for every choice but ``vllm``, and with it DoRA support
-(:mod:`plugins.dora`); other platforms keep vLLM's wrapper.
+(:mod:`plugins.dora`, a PyTorch scale after each LoRA layer); other platforms keep vLLM's
+wrapper. On CUDA with our kernels (``ours``), DoRA support is installed too, its scales applied
+in the fused kernel's epilogue, unless vLLM's dual-stream LoRA (``VLLM_LORA_ENABLE_DUAL_STREAM``)
+is on: that path gives the kernel a zeroed output instead of the base one.
 Registration is idempotent, imports only
 ``vllm.platforms`` (already loaded by vLLM when plugins load), and never breaks vLLM's start:
 any problem is logged and vLLM's wrapper stays. The heavy import of our wrapper (torch, triton)
@@ -147,13 +150,22 @@ def uninstall(platform: Any) -> None:
         delattr(platform_cls, _MARK)
 
 
-def _install_dora() -> None:
-    """DoRA adapters on the CPU platform (:mod:`plugins.dora`); a failure leaves vLLM's
-    refusal of DoRA in place."""
+def _install_dora(fused: bool) -> None:
+    """DoRA adapters (:mod:`plugins.dora`; ``fused``: applied by our kernel); a failure leaves
+    vLLM's refusal of DoRA in place."""
     try:
+        if fused:
+            import vllm.envs as envs
+
+            if getattr(envs, "VLLM_LORA_ENABLE_DUAL_STREAM", False):
+                logger.warning(
+                    "hi-moe-lora DoRA support not installed: VLLM_LORA_ENABLE_DUAL_STREAM hands "
+                    "the LoRA kernel a zeroed output, and DoRA scales the base output too"
+                )
+                return
         from plugins import dora
 
-        dora.install()
+        dora.install(fused=fused)
     except Exception:
         logger.exception("hi-moe-lora DoRA support not installed; vLLM refuses DoRA adapters")
 
@@ -179,8 +191,8 @@ def register() -> None:
         return
     if not installed:
         return
-    if qualname == CPU_WRAPPER_QUALNAME:
-        _install_dora()
+    if qualname in (CPU_WRAPPER_QUALNAME, WRAPPER_QUALNAME):
+        _install_dora(fused=qualname == WRAPPER_QUALNAME)
     try:
         tag_compile_cache_key(qualname)
     except Exception:

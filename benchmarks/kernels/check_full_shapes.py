@@ -1,8 +1,10 @@
 """GPU correctness at full Llama-3-8B shapes: ours (and vLLM's, when the kit is there) vs float64.
 
 Fresh random bf16 inputs per case, mixed real ranks (8/16/64 under max rank 64), tokens without
-an adapter, one adapter and many adapters. Prints one line per case and exits non-zero if our
-error exceeds the bf16 bound or twice vLLM's error on the same case.
+an adapter, one adapter and many adapters, and many adapters with DoRA slots among them (the
+fused kernel's DoRA epilogue against the float64 DoRA reference; vLLM has no DoRA to compare).
+Prints one line per case and exits non-zero if our error exceeds the bf16 bound or twice vLLM's
+error on the same case.
 Usage: python benchmarks/kernels/check_full_shapes.py
 """
 
@@ -17,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from hi_moe_lora.kernels.reference_loops import lora_linear_reference  # noqa: E402
-from hi_moe_lora.kernels.triton_kernel import launch_fused_lora  # noqa: E402
+from hi_moe_lora.kernels.triton_kernel import DoraEpilogue, launch_fused_lora  # noqa: E402
 from hi_moe_lora.kernels.worklist import WorkListBuffers  # noqa: E402
 
 SHAPES = {
@@ -27,6 +29,8 @@ SHAPES = {
     "down": (14336, [4096]),
 }
 RANKS = [8, 16, 64, 16, 8, 64, 16, 32]
+#: Slots holding DoRA adapters in the "dora" cases (narrow and wide ranks among them).
+DORA_SLOTS = (0, 2, 5, 7)
 MAX_RANK = 64
 
 
@@ -57,7 +61,7 @@ def main() -> int:
     gen = torch.Generator(device="cuda").manual_seed(1234)
     for shape, (k, widths) in SHAPES.items():
         for m in (1, 3, 16, 64, 257, 1024):
-            for mix in ("one", "many"):
+            for mix in ("one", "many", "dora"):
                 if mix == "one":
                     slots = torch.where(torch.arange(m) % 5 == 4, -1, 2)
                 else:
@@ -86,13 +90,23 @@ def main() -> int:
                 work = WorkListBuffers(max(m, 16), len(RANKS), "cuda")
                 work.update(slots.numpy(), RANKS)
                 y0 = y.clone()
-                ref = lora_linear_reference(y0, x, a, b, slots, 0.5)
-                launch_fused_lora(y, x, a, b, work.tiles, work.counters, 0.5)
+                dora = None
+                if mix == "dora":
+                    scales = 0.5 + torch.rand(len(RANKS) + 1, sum(widths), device="cuda")
+                    live = torch.zeros(len(RANKS), dtype=torch.int32, device="cuda")
+                    live[list(DORA_SLOTS)] = 1
+                    dora = DoraEpilogue(scales, live)
+                ref = lora_linear_reference(
+                    y0, x, a, b, slots, 0.5,
+                    dora_scales=dora.scales if dora else None,
+                    dora_live=dora.live if dora else None,
+                )  # fmt: skip
+                launch_fused_lora(y, x, a, b, work.tiles, work.counters, 0.5, dora=dora)
                 torch.cuda.synchronize()
                 ours = (y.double().cpu() - ref).abs().max().item()
                 y.copy_(y0)
                 vllm_err = float("nan")
-                if _vllm_apply(y, x, a, b, slots):
+                if dora is None and _vllm_apply(y, x, a, b, slots):
                     vllm_err = (y.double().cpu() - ref).abs().max().item()
                 bound = 0.02 * max(1.0, ref.abs().max().item())
                 ok = ours == ours and (

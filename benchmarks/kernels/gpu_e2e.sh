@@ -3,6 +3,8 @@
 # model with 16 random rank-16 adapters on all seven projections.
 #   LABEL=ours|native|reference   our kernels, vLLM's (HI_MOE_LORA_KERNELS=vllm) or float64 LoRA (=reference)
 #   R=16|64             --max-lora-rank (the adapters stay rank 16)
+#   ADAPTERS=DIR        serve the adapters in DIR/a<i> instead (make_dora_adapters.py writes DoRA
+#                       copies of the random ones); results then carry "-$ADAPTER_TAG" (default dora)
 #   CONCS="64 8"        `vllm bench serve` concurrencies, each: base / one adapter / 16 adapters
 #   PROBE=1             greedy + teacher-forced probe first: twice alone, once beside a 16-adapter
 #                       load (vLLM's run-to-run reference: the same request in other batches)
@@ -23,9 +25,11 @@ export PYTHONPATH=/tmp/site VLLM_USE_FLASHINFER_SAMPLER=0 HF_HUB_OFFLINE=1 PYTHO
   --no-index --target /tmp/site . 2>&1 | tail -2
 [ -d $MODEL-adapters ] || python3 .kit/run/make-random-llama.py $MODEL $N 16 > /dev/null 2>&1
 KERNELS=ours; [ "$LABEL" = native ] && KERNELS=vllm; [ "$LABEL" = reference ] && KERNELS=reference
-TAG="$LABEL-r$R"
+TAG="$LABEL-r$R"; ADAPTERS=${ADAPTERS:-$MODEL-adapters}
+[ "$ADAPTERS" != "$MODEL-adapters" ] && TAG="$TAG-${ADAPTER_TAG:-dora}"
+MODS=$(for i in $(seq 0 $((N-1))); do echo -n "a$i=$ADAPTERS/a$i "; done)
 ALL=$(for i in $(seq 0 $((N-1))); do echo -n "a$i "; done)
-MODS=$(for i in $(seq 0 $((N-1))); do echo -n "a$i=$MODEL-adapters/a$i "; done)
+
 PROFILER_ARGS=()
 [ -n "$PROFILE" ] && PROFILER_ARGS=(--profiler-config "{\"profiler\": \"torch\", \"torch_profiler_dir\": \"$PROF\", \"torch_profiler_with_stack\": false, \"torch_profiler_dump_cuda_time_total\": false, \"ignore_frontend\": true}")
 began=$(date +%s)
@@ -100,4 +104,5 @@ for c in concs:
               f"({d['output_throughput'] / base:.2f}x base)  median TPOT "
               f"{d['median_tpot_ms']:.2f} ms  prompts {d['completed']}")
 PY
+grep -m4 "DoRA" "$OUT/$TAG-serve.log"
 echo "$TAG: done after $(( $(date +%s) - began )) s"

@@ -96,6 +96,37 @@ def test_add_lora_linear_matches_reference_and_learns_ranks(m: int, device: str)
         assert (out2.double() - out3.double()).abs().max().item() <= tol
 
 
+@pytest.mark.parametrize("m", [5, 37])
+def test_registered_dora_scales_apply_to_their_layer_only(m: int, device: str) -> None:
+    """A layer registered with DoRA scales gets ``g * (y + delta)`` for its DoRA slots' tokens
+    (slot 1 here; slots 0 and 2 hold LoRA adapters); another layer's launches stay plain."""
+    from plugins.punica_wrapper import HiMoePunicaWrapperGPU
+
+    wrapper = _wrapper(HiMoePunicaWrapperGPU, device)
+    a, b = _weights(device)
+    other_a, other_b = tuple(t.clone() for t in a), tuple(t.clone() for t in b)
+    scales = 0.5 + torch.rand(5, sum(WIDTHS), generator=torch.Generator().manual_seed(m))
+    live = torch.tensor([0, 1, 0, 0], dtype=torch.int32)
+    wrapper.register_dora(a[0], scales.to(device), live.to(device))
+    mapping, slots = _mapping(m, seed=m)
+    gen = torch.Generator().manual_seed(m + 2)
+    x = torch.randn(m, K, generator=gen).to(torch.float16).to(device)
+    y = torch.randn(m, sum(WIDTHS), generator=gen).to(torch.float16).to(device)
+    ref = lora_linear_reference(y, x, a, b, slots, 0.5, dora_scales=scales, dora_live=live)
+    plain = lora_linear_reference(y, x, a, b, slots, 0.5)
+    wrapper.update_metadata(mapping, IDS, 5, 128)
+
+    out = y.clone()
+    wrapper.add_lora_linear(out, x, a, b, 0.5, WIDTHS)
+    other = y.clone()
+    wrapper.add_lora_linear(other, x, other_a, other_b, 0.5, WIDTHS)
+
+    tol = 6e-3 * max(1.0, ref.abs().max().item())
+    assert (out.double().cpu() - ref).abs().max().item() <= tol
+    assert (other.double().cpu() - plain).abs().max().item() <= tol
+    assert bool((slots == 1).any()) == bool((ref - plain).abs().max() > tol)
+
+
 @pytest.mark.parametrize("m", [1, 37])
 def test_reference_wrapper_is_exact_lora_rounded_once(m: int, device: str) -> None:
     """HI_MOE_LORA_KERNELS=reference: vLLM's metadata, the dense path in float64."""
