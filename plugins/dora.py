@@ -16,8 +16,8 @@ DoRA ("vLLM does not yet support DoRA"). This plugin lifts that for what it serv
   row per slot, ones for LoRA adapters; a last row of ones for base-model tokens) and the slot's
   DoRA flag is set (cleared for a LoRA adapter);
 - the output (base plus LoRA delta) of a DoRA slot's tokens is multiplied by the slot's row:
-  on CUDA with our kernels (``fused``) in the fused kernel's epilogue, the layer's table and
-  flags registered with our Punica wrapper (``register_dora``), so DoRA, LoRA and base-model
+  on CUDA with our kernels (``fused``) in the fused kernel's epilogue (each LoRA layer hands its
+  table and flags to our Punica wrapper's ``add_lora_linear``), so DoRA, LoRA and base-model
   tokens share one launch; on the CPU build by a PyTorch multiply after each LoRA layer.
 
 Installed by the ``hi_moe_lora_kernels`` plugin (``plugins.punica``): on the CPU platform, and
@@ -207,9 +207,9 @@ def _check_servable(manager: Any, lora: Any) -> None:
 
 def _add_scale_tables(manager: Any, layer_cls: Any, fused: bool) -> None:
     """Give every plain linear LoRA layer a scale table of ones (a row per slot and a last row,
-    index -1, for base-model tokens) and per-slot DoRA flags; ``fused``: register them with the
-    layer's Punica wrapper, whose kernel applies them (a layer whose wrapper cannot gets none,
-    so DoRA adapters on it are refused). Fully sharded LoRA layers take another path: none."""
+    index -1, for base-model tokens) and per-slot DoRA flags; ``fused``: only where the layer's
+    Punica wrapper applies them (``supports_dora``; elsewhere none, so DoRA adapters there are
+    refused). Fully sharded LoRA layers take another path: none."""
     if getattr(manager.lora_config, "fully_sharded_loras", False):
         logger.info("hi-moe-lora DoRA: fully sharded LoRA layers are not supported")
         return
@@ -217,16 +217,14 @@ def _add_scale_tables(manager: Any, layer_cls: Any, fused: bool) -> None:
     for layer in manager.modules.values():
         if not isinstance(layer, layer_cls):
             continue
-        register: Any = getattr(getattr(layer, "punica_wrapper", None), "register_dora", None)
-        if fused and register is None:
+        wrapper = getattr(layer, "punica_wrapper", None)
+        if fused and not getattr(wrapper, "supports_dora", False):
             continue
         slots = manager.lora_slots
         rows = torch.ones(slots + 1, sum(layer.output_slices), device=layer.device)
         live = torch.zeros(slots, dtype=torch.int32, device=layer.device)
         layer.register_buffer(SCALE_TABLE, rows, persistent=False)
         layer.register_buffer(LIVE_FLAGS, live, persistent=False)
-        if fused:
-            register(layer.lora_a_stacked[0], rows, live)
 
 
 def _fill_scales(manager: Any, lora_id: int) -> bool:
@@ -318,6 +316,21 @@ def install(fused: bool = False) -> bool:
             _add_scale_tables(self, layer_cls, fused)
             return result
 
+        def apply_lora_fused(self: Any, x: torch.Tensor, output: torch.Tensor) -> Any:
+            """vLLM's ``_apply_lora_to_output`` on CUDA, the layer's DoRA table and flags
+            passed to our wrapper (its kernel scales DoRA slots' tokens)."""
+            table = getattr(self, SCALE_TABLE, None)
+            if table is None:
+                return apply_lora(self, x, output)
+            shape = output.shape if output.ndim == 3 else None
+            if x.ndim == 3 and output.ndim == 3:  # (the transformers backend's batch axis)
+                output, x = output.flatten(0, 1), x.flatten(0, 1)
+            self.punica_wrapper.add_lora_linear(
+                output, x, self.lora_a_stacked, self.lora_b_stacked, 1.0, self.output_slices,
+                dora_scales=table, dora_live=getattr(self, LIVE_FLAGS),
+            )  # fmt: skip
+            return output.reshape(shape) if shape is not None else output
+
         def apply_lora_to_output(self: Any, x: torch.Tensor, output: torch.Tensor) -> Any:
             output = apply_lora(self, x, output)
             table = getattr(self, SCALE_TABLE, None)
@@ -329,8 +342,8 @@ def install(fused: bool = False) -> bool:
             return output
 
         LoRAModelManager._create_lora_modules = create_lora_modules  # type: ignore[method-assign]
-        if not fused:
-            layer_cls._apply_lora_to_output = apply_lora_to_output  # type: ignore[method-assign]
+        patched = apply_lora_fused if fused else apply_lora_to_output
+        layer_cls._apply_lora_to_output = patched  # type: ignore[method-assign]
 
         activate: Any = LoRAModelManager.activate_adapter
 

@@ -16,9 +16,10 @@ Kept from vLLM on purpose:
 Per step (``update_metadata``, eager, before the forward) the wrapper rebuilds the work list in
 its persistent buffers and refreshes the real ranks of the slots whose adapter changed.
 
-DoRA (:mod:`plugins.dora`): a layer that may serve DoRA adapters registers its scale table and
-per-slot flags (``register_dora``, keyed by the layer's stacked A); its launches then carry them
-and the kernel applies ``g * (y + delta)`` to DoRA slots' tokens in its epilogue.
+DoRA (:mod:`plugins.dora`): a layer that may serve DoRA adapters passes its scale table and
+per-slot flags as ``dora_scales`` / ``dora_live``; the kernel applies ``g * (y + delta)`` to DoRA
+slots' tokens in its epilogue (``supports_dora``). They are plain arguments, so torch.compile
+traces them like the rest (a lookup keyed by a tensor's address would break its graph).
 
 :class:`ReferencePunicaWrapperGPU` (``HI_MOE_LORA_KERNELS=reference``) is the in-vLLM reference
 for correctness probes: the same dense path in float64
@@ -46,6 +47,9 @@ logger = logging.getLogger(__name__)
 class HiMoePunicaWrapperGPU(PunicaWrapperGPU):  # type: ignore[misc]
     """vLLM's GPU Punica wrapper whose dense LoRA linear runs on the fused kernel."""
 
+    #: ``add_lora_linear`` takes ``dora_scales`` and ``dora_live`` (:mod:`plugins.dora`).
+    supports_dora = True
+
     def __init__(
         self,
         max_num_batched_tokens: int,
@@ -60,7 +64,6 @@ class HiMoePunicaWrapperGPU(PunicaWrapperGPU):  # type: ignore[misc]
         self._hm_ranks = SlotRanks(num_slots, int(lora_config.max_lora_rank), device)
         self._hm_logits_gate = LogitsLoRAGate()
         self._hm_slot_ids: list[int | None] = [None] * num_slots
-        self._hm_dora: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         logger.info(
             "hi-moe-lora fused LoRA kernels active (%d slots, max rank %d)",
             num_slots,
@@ -80,14 +83,6 @@ class HiMoePunicaWrapperGPU(PunicaWrapperGPU):  # type: ignore[misc]
         ranks = self._hm_ranks.refresh(lora_index_to_id)
         slots = token_slots_from_mapping(mapping.index_mapping, lora_index_to_id)
         self._hm_work.update(slots, ranks)
-
-    def register_dora(
-        self, lora_a_stacked: torch.Tensor, scales: torch.Tensor, live: torch.Tensor
-    ) -> None:
-        """Apply ``scales`` (float32, a row per slot) to the tokens of the slots flagged in
-        ``live`` (int32) in every launch of the layer whose first stacked A is
-        ``lora_a_stacked``. Both must stay allocated: CUDA graphs read them on replay."""
-        self._hm_dora[lora_a_stacked.data_ptr()] = (scales, live)
 
     def add_lora_logits(
         self,
@@ -131,7 +126,8 @@ class HiMoePunicaWrapperGPU(PunicaWrapperGPU):  # type: ignore[misc]
             )
             return
         add_inputs = bool(kwargs.pop("add_inputs", True))
-        scales, live = self._hm_dora.get(lora_a_stacked[0].data_ptr(), (None, None))
+        scales = kwargs.pop("dora_scales", None)
+        live = kwargs.pop("dora_live", None)
         torch.ops.hi_moe_lora.lora_linear(
             y.view(-1, y.shape[-1]),
             x.view(-1, x.shape[-1]),

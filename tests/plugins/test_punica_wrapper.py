@@ -97,17 +97,15 @@ def test_add_lora_linear_matches_reference_and_learns_ranks(m: int, device: str)
 
 
 @pytest.mark.parametrize("m", [5, 37])
-def test_registered_dora_scales_apply_to_their_layer_only(m: int, device: str) -> None:
-    """A layer registered with DoRA scales gets ``g * (y + delta)`` for its DoRA slots' tokens
-    (slot 1 here; slots 0 and 2 hold LoRA adapters); another layer's launches stay plain."""
+def test_dora_scales_apply_to_dora_slots_tokens(m: int, device: str) -> None:
+    """A call with DoRA scales gets ``g * (y + delta)`` for its DoRA slots' tokens (slot 1
+    here; slots 0 and 2 hold LoRA adapters); a call without them stays plain."""
     from plugins.punica_wrapper import HiMoePunicaWrapperGPU
 
     wrapper = _wrapper(HiMoePunicaWrapperGPU, device)
     a, b = _weights(device)
-    other_a, other_b = tuple(t.clone() for t in a), tuple(t.clone() for t in b)
     scales = 0.5 + torch.rand(5, sum(WIDTHS), generator=torch.Generator().manual_seed(m))
     live = torch.tensor([0, 1, 0, 0], dtype=torch.int32)
-    wrapper.register_dora(a[0], scales.to(device), live.to(device))
     mapping, slots = _mapping(m, seed=m)
     gen = torch.Generator().manual_seed(m + 2)
     x = torch.randn(m, K, generator=gen).to(torch.float16).to(device)
@@ -117,9 +115,11 @@ def test_registered_dora_scales_apply_to_their_layer_only(m: int, device: str) -
     wrapper.update_metadata(mapping, IDS, 5, 128)
 
     out = y.clone()
-    wrapper.add_lora_linear(out, x, a, b, 0.5, WIDTHS)
+    wrapper.add_lora_linear(
+        out, x, a, b, 0.5, WIDTHS, dora_scales=scales.to(device), dora_live=live.to(device)
+    )
     other = y.clone()
-    wrapper.add_lora_linear(other, x, other_a, other_b, 0.5, WIDTHS)
+    wrapper.add_lora_linear(other, x, a, b, 0.5, WIDTHS)
 
     tol = 6e-3 * max(1.0, ref.abs().max().item())
     assert (out.double().cpu() - ref).abs().max().item() <= tol
