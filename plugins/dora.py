@@ -103,14 +103,17 @@ def dora_scale(
             continue
         if magnitude.numel() != size:
             raise ValueError(f"magnitude of {magnitude.numel()} values for {size} outputs")
+        # (vLLM keeps a registered adapter's weights on the CPU; the norms live with the model)
+        device = norm_sq.device
         if a is not None and b is not None:
-            b64 = b.to(torch.float64)
-            a_w = apply_base(a)[:, start : start + size].to(torch.float64)  # (A W^T), [r, out_i]
-            cross = (b64 * a_w.T).sum(dim=1)
-            gram = a.to(torch.float64) @ a.to(torch.float64).T
-            delta_sq = ((b64 @ gram) * b64).sum(dim=1)
+            b64 = b.to(device=device, dtype=torch.float64)
+            a64 = a.to(device=device, dtype=torch.float64)
+            a_w = apply_base(a)[:, start : start + size].to(device=device, dtype=torch.float64)
+            cross = (b64 * a_w.T).sum(dim=1)  # a_w: (A W^T), [r, out_i]
+            delta_sq = ((b64 @ (a64 @ a64.T)) * b64).sum(dim=1)
             norm_sq = norm_sq + 2.0 * cross + delta_sq
-        parts.append(magnitude.reshape(-1).to(torch.float64) / norm_sq.clamp_min(0.0).sqrt())
+        m64 = magnitude.reshape(-1).to(device=device, dtype=torch.float64)
+        parts.append(m64 / norm_sq.clamp_min(0.0).sqrt())
         start += size
     return torch.cat(parts).to(torch.float32)
 
