@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from plugins.logs import route_to_vllm_log
-from plugins.settings import ENV_KERNELS, PluginSettings, PluginSettingsError
+from plugins.settings import ENV_DORA, ENV_KERNELS, PluginSettings, PluginSettingsError
 
 logger = logging.getLogger(__name__)
 
@@ -174,10 +174,11 @@ def register() -> None:
     """vLLM ``general_plugins`` entry point."""
     route_to_vllm_log()
     try:
-        choice = PluginSettings.from_env().kernels
+        settings = PluginSettings.from_env()
     except PluginSettingsError as exc:
         logger.warning("%s; keeping vLLM's kernels", exc)
         return
+    choice = settings.kernels
     if choice == "vllm":
         logger.info("%s=vllm: keeping vLLM's Punica kernels", ENV_KERNELS)
         return
@@ -191,7 +192,9 @@ def register() -> None:
         return
     if not installed:
         return
-    if qualname in (CPU_WRAPPER_QUALNAME, WRAPPER_QUALNAME):
+    if not settings.dora:
+        logger.info("%s=off: vLLM refuses DoRA adapters", ENV_DORA)
+    elif qualname in (CPU_WRAPPER_QUALNAME, WRAPPER_QUALNAME):
         _install_dora(fused=qualname == WRAPPER_QUALNAME)
     try:
         tag_compile_cache_key(qualname)

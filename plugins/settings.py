@@ -15,6 +15,8 @@ Variables (all optional):
   ``hi-moe-lora tokens create NAME --scope resolver``). Needed once access control is on.
 - ``HI_MOE_LORA_KERNELS``: ``ours`` (default), ``vllm`` or ``reference`` (float64, correctness
   probes only): which Punica kernels serve LoRA.
+- ``HI_MOE_LORA_DORA``: ``on`` (default) or ``off``: serve DoRA adapters (:mod:`plugins.dora`).
+  Off, vLLM refuses them and LoRA layers carry no DoRA scale table.
 - ``HI_MOE_LORA_ARTIFACT_CACHE_DIR``: an absolute directory where the resolver keeps adapter
   versions it downloads from the control plane (``/admin/v1/artifacts/...``) when the
   registry's path does not exist on this host. Unset: shared file system only (the path must
@@ -34,6 +36,7 @@ from typing import Literal
 ENV_REGISTRY_URL = "HI_MOE_LORA_REGISTRY_URL"
 ENV_RESOLVER_TIMEOUT_S = "HI_MOE_LORA_RESOLVER_TIMEOUT_S"
 ENV_KERNELS = "HI_MOE_LORA_KERNELS"
+ENV_DORA = "HI_MOE_LORA_DORA"
 ENV_RESOLVER_TOKEN = "HI_MOE_LORA_RESOLVER_TOKEN"
 ENV_ARTIFACT_CACHE_DIR = "HI_MOE_LORA_ARTIFACT_CACHE_DIR"
 ENV_ARTIFACT_CACHE_BYTES = "HI_MOE_LORA_ARTIFACT_CACHE_BYTES"
@@ -61,6 +64,7 @@ class PluginSettings:
     registry_url: str | None = None
     resolver_timeout_s: float = DEFAULT_RESOLVER_TIMEOUT_S
     kernels: KernelsChoice = "ours"
+    dora: bool = True
     #: Never in ``repr`` (the settings may be logged).
     resolver_token: str | None = field(default=None, repr=False)
     #: Where fetched adapter versions are kept; ``None``: shared file system only.
@@ -82,6 +86,7 @@ class PluginSettings:
             registry_url=_registry_url(env.get(ENV_REGISTRY_URL, "")),
             resolver_timeout_s=_timeout(env.get(ENV_RESOLVER_TIMEOUT_S, "")),
             kernels=_kernels(env.get(ENV_KERNELS, "")),
+            dora=_on_off(ENV_DORA, env.get(ENV_DORA, "")),
             resolver_token=env.get(ENV_RESOLVER_TOKEN, "").strip() or None,
             artifact_cache_dir=_cache_dir(env.get(ENV_ARTIFACT_CACHE_DIR, "")),
             artifact_cache_bytes=parse_bytes(env.get(ENV_ARTIFACT_CACHE_BYTES, "")),
@@ -89,7 +94,11 @@ class PluginSettings:
 
     def to_env(self) -> dict[str, str]:
         """These settings as the environment of a vLLM process (what :meth:`from_env` reads)."""
-        env = {ENV_RESOLVER_TIMEOUT_S: repr(self.resolver_timeout_s), ENV_KERNELS: self.kernels}
+        env = {
+            ENV_RESOLVER_TIMEOUT_S: repr(self.resolver_timeout_s),
+            ENV_KERNELS: self.kernels,
+            ENV_DORA: "on" if self.dora else "off",
+        }
         if self.registry_url is not None:
             env[ENV_REGISTRY_URL] = self.registry_url
         if self.resolver_token is not None:
@@ -120,6 +129,13 @@ def _timeout(raw: str) -> float:
     if not math.isfinite(seconds) or seconds <= 0:
         raise PluginSettingsError(ENV_RESOLVER_TIMEOUT_S, raw, "a positive number of seconds")
     return seconds
+
+
+def _on_off(name: str, raw: str) -> bool:
+    value = raw.strip().lower() or "on"
+    if value not in ("on", "off"):
+        raise PluginSettingsError(name, raw, "on or off")
+    return value == "on"
 
 
 def _kernels(raw: str) -> KernelsChoice:

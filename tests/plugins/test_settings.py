@@ -6,6 +6,7 @@ import pytest
 
 from plugins.settings import (
     DEFAULT_RESOLVER_TIMEOUT_S,
+    ENV_DORA,
     ENV_KERNELS,
     ENV_REGISTRY_URL,
     ENV_RESOLVER_TIMEOUT_S,
@@ -20,6 +21,7 @@ def test_defaults_when_nothing_is_set() -> None:
     assert not settings.resolver_enabled
     assert settings.resolver_timeout_s == DEFAULT_RESOLVER_TIMEOUT_S == 10.0
     assert settings.kernels == "ours"
+    assert settings.dora
 
 
 def test_reads_every_variable() -> None:
@@ -28,12 +30,14 @@ def test_reads_every_variable() -> None:
             ENV_REGISTRY_URL: " http://registry:8080/ ",
             ENV_RESOLVER_TIMEOUT_S: "2.5",
             ENV_KERNELS: "VLLM",
+            ENV_DORA: " OFF ",
         }
     )
     assert settings.registry_url == "http://registry:8080"
     assert settings.resolver_enabled
     assert settings.resolver_timeout_s == 2.5
     assert settings.kernels == "vllm"
+    assert not settings.dora
 
 
 @pytest.mark.parametrize("choice", ["ours", "vllm", "reference"])
@@ -67,6 +71,7 @@ def test_reads_os_environ_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
         (ENV_RESOLVER_TIMEOUT_S, "nan"),
         (ENV_RESOLVER_TIMEOUT_S, "inf"),
         (ENV_KERNELS, "triton"),
+        (ENV_DORA, "yes"),
     ],
 )
 def test_rejects_malformed_values(variable: str, value: str) -> None:
@@ -87,12 +92,12 @@ def test_is_frozen() -> None:
     [
         PluginSettings(),
         PluginSettings(registry_url="https://registry:8443", resolver_timeout_s=0.25),
-        PluginSettings(registry_url="http://r", kernels="reference"),
+        PluginSettings(registry_url="http://r", kernels="reference", dora=False),
     ],
 )
 def test_to_env_renders_what_from_env_reads(settings: PluginSettings) -> None:
     env = settings.to_env()
-    assert set(env) <= {ENV_REGISTRY_URL, ENV_RESOLVER_TIMEOUT_S, ENV_KERNELS}
+    assert set(env) <= {ENV_REGISTRY_URL, ENV_RESOLVER_TIMEOUT_S, ENV_KERNELS, ENV_DORA}
     assert PluginSettings.from_env(env) == settings
 
 
