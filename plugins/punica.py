@@ -194,8 +194,8 @@ def register() -> None:
         return
     if not settings.dora:
         logger.info("%s=off: vLLM refuses DoRA adapters", ENV_DORA)
-    elif qualname in (CPU_WRAPPER_QUALNAME, WRAPPER_QUALNAME):
-        _install_dora(fused=qualname == WRAPPER_QUALNAME)
+    elif qualname in (CPU_WRAPPER_QUALNAME, WRAPPER_QUALNAME, REFERENCE_QUALNAME):
+        _install_dora(fused=qualname != CPU_WRAPPER_QUALNAME)
     try:
         tag_compile_cache_key(qualname)
     except Exception:

@@ -149,6 +149,9 @@ class HiMoePunicaWrapperGPU(PunicaWrapperGPU):  # type: ignore[misc]
 class ReferencePunicaWrapperGPU(PunicaWrapperGPU):  # type: ignore[misc]
     """vLLM's GPU Punica wrapper whose dense LoRA linear is computed in float64 (probes only)."""
 
+    #: ``add_lora_linear`` takes ``dora_scales`` and ``dora_live`` (:mod:`plugins.dora`).
+    supports_dora = True
+
     def __init__(
         self,
         max_num_batched_tokens: int,
@@ -186,6 +189,8 @@ class ReferencePunicaWrapperGPU(PunicaWrapperGPU):  # type: ignore[misc]
             )
             return
         meta = self.token_mapping_meta
+        scales = kwargs.pop("dora_scales", None)
+        live = kwargs.pop("dora_live", None)
         torch.ops.hi_moe_lora.lora_linear_float64(
             y.view(-1, y.shape[-1]),
             x.view(-1, x.shape[-1]),
@@ -196,4 +201,6 @@ class ReferencePunicaWrapperGPU(PunicaWrapperGPU):  # type: ignore[misc]
             float(scale),
             0,
             bool(kwargs.pop("add_inputs", True)),
+            scales,
+            live,
         )

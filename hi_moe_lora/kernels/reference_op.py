@@ -9,7 +9,9 @@ errors. It is for correctness probes only: every token goes through every slot's
 float64 (one product per slice), and the expand is a float64 product as wide as all slots' ranks.
 
 Unlike :mod:`.reference_loops` (tests, host loops), it has no host synchronisation: slots are masked
-on the device, so a CUDA graph captures it like any other op.
+on the device, so a CUDA graph captures it like any other op. With a layer's DoRA scales and
+per-slot flags (as the fused kernel takes them), DoRA slots' rows get ``g * (y + delta)`` in
+float64, rounded once.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ def lora_linear_float64(
     scale: float,
     offset_start: int,
     add_inputs: bool,
+    dora_scales: torch.Tensor | None = None,
+    dora_live: torch.Tensor | None = None,
 ) -> None:
     """``y[t, slices] (+)= scale * x[t] @ A[slot].T @ B[slot].T`` in float64, rounded once.
 
@@ -50,6 +54,11 @@ def lora_linear_float64(
     num_slots = stacked_view(lora_a[0]).shape[0] if lora_a else 0
     own = (slots[:, None] == torch.arange(num_slots, device=x.device)[None, :]).to(torch.float64)
     xd = x.to(torch.float64)
+    dora_rows = None
+    if dora_scales is not None and dora_live is not None:
+        slot_or_0 = slots.clamp(min=0)
+        live_rows = (dora_live.to(slots.device)[slot_or_0] != 0)[:, None] & has_adapter
+        dora_rows = (live_rows, dora_scales.to(torch.float64)[slot_or_0])  # [m, 1], [m, width]
     col = offset_start
     for a_stack, b_stack in zip(lora_a, lora_b, strict=True):
         a = stacked_view(a_stack)  # [slots, rank, k]
@@ -64,6 +73,11 @@ def lora_linear_float64(
         exact = (inter * scale) @ b_all
         if add_inputs:
             exact += target.to(torch.float64)
+        if dora_rows is not None:
+            live_rows, g = dora_rows
+            exact = torch.where(
+                live_rows, exact * g[:, col - offset_start : col - offset_start + n], exact
+            )
         target.copy_(torch.where(has_adapter, exact.to(y.dtype), target))
         col += n
 
@@ -79,5 +93,7 @@ def _lora_linear_float64_fake(
     scale: float,
     offset_start: int,
     add_inputs: bool,
+    dora_scales: torch.Tensor | None = None,
+    dora_live: torch.Tensor | None = None,
 ) -> None:
     return None

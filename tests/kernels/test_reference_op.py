@@ -41,6 +41,25 @@ def test_matches_float64_reference_within_one_rounding(
     assert torch.equal(p.y[slots < 0], untouched)  # no adapter: y kept, even when not adding
 
 
+@pytest.mark.parametrize("m", [7, 33])
+def test_dora_rows_are_scaled_within_one_rounding(m: int) -> None:
+    """DoRA slot 1 among LoRA slots 0 and 2 and base rows: ``g * (y + delta)``, rounded once."""
+    slots = torch.randint(-1, 3, (m,), generator=torch.Generator().manual_seed(m))
+    p = make_problem(m, 40, [24, 8, 8], [8, 16, 4], slots, max_rank=16, seed=m)
+    scales = 0.5 + torch.rand(4, 40, generator=torch.Generator().manual_seed(3))
+    live = torch.tensor([0, 1, 0], dtype=torch.int32)
+    ref = lora_linear_reference(
+        p.y, p.x, p.lora_a, p.lora_b, slots, 0.5, dora_scales=scales, dora_live=live
+    )
+    untouched = p.y[slots < 0].clone()
+    reference_op.lora_linear_float64(
+        p.y, p.x, p.lora_a, p.lora_b, slots.to(torch.int32), torch.tensor([False]), 0.5, 0,
+        True, scales, live,
+    )  # fmt: skip
+    assert ((p.y.double() - ref).abs() <= _one_ulp(torch.float16, ref)).all()
+    assert torch.equal(p.y[slots < 0], untouched)
+
+
 def test_offset_and_short_slot_table_leave_other_columns_and_rows_alone() -> None:
     """Columns before ``offset_start`` are never written; rows past the slot table have no
     adapter (vLLM's mapping buffer can be shorter than a padded batch)."""
