@@ -43,7 +43,7 @@ class VllmServer:
 
 @pytest.fixture(scope="session")
 def tiny_fleet() -> TinyFleet:
-    """A tiny random Llama with three demo adapters (python-lora 1.0.0/1.1.0, math-lora 1.0.0)."""
+    """A tiny random Llama with the demo adapters (``hi_moe_lora.tinymodel.DEMO_ADAPTERS``)."""
     return build_fleet(FLEET_CACHE)
 
 

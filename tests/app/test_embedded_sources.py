@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from hi_moe_lora.tinymodel import DEMO_ADAPTERS
 from tests.conftest import VllmServer
 from tests.support.adapter_files import lora_tensors, safetensors_bytes
 
@@ -37,7 +38,7 @@ def test_demo_adapters_register_and_serve_under_the_checks(
             response = _register(admin, name, version, source)
             assert response.status_code == 201, response.text
             served.append(f"{name}@{version}")
-    assert len(served) == 4
+    assert len(served) == len(DEMO_ADAPTERS)  # every demo adapter, AdaLoRA and DoRA included
     for model in served:
         body = {"model": model, "prompt": "def fibonacci(n):", "max_tokens": 4, "temperature": 0}
         response = httpx.post(

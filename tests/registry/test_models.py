@@ -74,7 +74,7 @@ def test_a_second_active_version_is_refused(connection: Connection) -> None:
         ("1.0.0", 2, "lora"),  # duplicate (adapter, version)
         ("2.0.0", 1, "lora"),  # duplicate lora_int_id
         ("3.0.0", 0, "lora"),  # ids start at 1
-        ("4.0.0", 4, "adalora"),  # unknown variant
+        ("4.0.0", 4, "qlora"),  # unknown variant
     ],
 )
 def test_other_constraints(
