@@ -66,6 +66,8 @@ def faults_stack(
         workdir=tmp_path_factory.mktemp("faults-stack"),
         model_dir=tiny_fleet.model_dir,
         max_loras=2,
+        # the tiny model's whole context: the kill test's stream must outlast the kill
+        max_model_len=1024,
         health_interval_s=HEALTH_INTERVAL_S,
         warmup=False,
         postgres_url=private_postgres.url,
