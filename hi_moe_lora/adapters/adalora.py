@@ -37,8 +37,8 @@ from typing import TYPE_CHECKING, Any
 
 from hi_moe_lora.adapters.checksum import CONFIG_FILE
 from hi_moe_lora.adapters.errors import AdapterValidationError
-from hi_moe_lora.adapters.safetensors_header import quoted, read_safetensors_layout
-from hi_moe_lora.adapters.tensors import check_tensor_values
+from hi_moe_lora.adapters.inspection import SAFETENSORS_FILE, checked_weights, read_config
+from hi_moe_lora.adapters.safetensors_header import quoted
 
 if TYPE_CHECKING:
     import torch
@@ -50,7 +50,6 @@ ADALORA_PEFT_TYPE = "ADALORA"
 ORIGINAL_DIR = "original"
 #: The conversion's record, beside the converted files.
 RECORD_FILE = "adalora_conversion.json"
-WEIGHTS_FILE = "adapter_model.safetensors"
 #: PEFT's guard against a zero rank in the AdaLoRA scaling.
 RANKNUM_EPSILON = 1e-5
 #: PEFT's default ``init_r`` (``AdaLoraConfig``).
@@ -75,20 +74,13 @@ class AdaLoraConversion:
     max_relative_error: float
 
 
-def read_config(directory: Path) -> dict[str, Any] | None:
-    """The adapter's ``adapter_config.json`` as a JSON object, or None when there is none that
-    parses (inspection then names the problem)."""
-    try:
-        config = json.loads((directory / CONFIG_FILE).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
-        return None
-    return config if isinstance(config, dict) else None
-
-
 def is_adalora(directory: Path) -> bool:
-    """Whether ``directory`` holds a PEFT AdaLoRA adapter (by its config's ``peft_type``)."""
-    config = read_config(directory)
-    peft_type = config.get("peft_type") if config else None
+    """Whether ``directory`` holds a PEFT AdaLoRA adapter (by its config's ``peft_type``; False
+    when the config is unusable: inspection then names the problem)."""
+    try:
+        peft_type = read_config(directory).get("peft_type")
+    except AdapterValidationError:
+        return False
     return isinstance(peft_type, str) and peft_type.upper() == ADALORA_PEFT_TYPE
 
 
@@ -139,7 +131,7 @@ def _modules(tensors: dict[str, torch.Tensor]) -> dict[str, dict[str, torch.Tens
             raise AdapterValidationError("unknown_tensor", f"{quoted(prefix)} has {part} twice")
         modules[prefix][part] = tensor
     if not modules:
-        raise AdapterValidationError("corrupt_weights", f"{WEIGHTS_FILE} has no tensors")
+        raise AdapterValidationError("corrupt_weights", f"{SAFETENSORS_FILE} has no tensors")
     for prefix, parts in modules.items():
         missing = [part for part in _PARTS if part not in parts]
         if missing:
@@ -183,7 +175,7 @@ def _padded(a: torch.Tensor, b: torch.Tensor, rank: int) -> tuple[torch.Tensor, 
 
 
 def _peft_delta(
-    parts: dict[str, torch.Tensor], config: dict[str, Any], init_r: int, x: torch.Tensor
+    parts: dict[str, torch.Tensor], alpha: float, init_r: int, x: torch.Tensor
 ) -> torch.Tensor:
     """PEFT's own AdaLoRA layer (``SVDLinear`` around a zero base) applied to ``x``, float64,
     with ``ranknum`` at ``init_r`` as PEFT's loader leaves it."""
@@ -193,7 +185,6 @@ def _peft_delta(
 
     rows, in_features = parts["lora_A"].shape
     out_features = parts["lora_B"].shape[0]
-    alpha = _alpha(config)
     # (PEFT types lora_alpha as int; the layer computes with whatever number it is given)
     config_class: Any = AdaLoraConfig
     layer_class: Any = SVDLinear
@@ -233,14 +224,10 @@ def _relative_error(ours: torch.Tensor, reference: torch.Tensor) -> float:
 
 
 def _load(directory: Path) -> dict[str, torch.Tensor]:
-    path = directory / WEIGHTS_FILE
-    if not path.is_file():
-        raise AdapterValidationError("missing_weights", f"{WEIGHTS_FILE} not found")
-    layout = read_safetensors_layout(path)  # bounded header, tensors tile the data
-    check_tensor_values(path, layout)  # float dtypes, every value finite
+    checked_weights(directory)  # safetensors only; bounded header; float dtypes, all finite
     from safetensors.torch import load_file
 
-    tensors: dict[str, torch.Tensor] = load_file(str(path))
+    tensors: dict[str, torch.Tensor] = load_file(str(directory / SAFETENSORS_FILE))
     return tensors
 
 
@@ -265,8 +252,6 @@ def convert_adalora(directory: Path) -> AdaLoraConversion:
     from safetensors.torch import save_file
 
     config = read_config(directory)
-    if config is None:
-        raise AdapterValidationError("malformed_config", f"{CONFIG_FILE} is not a JSON object")
     _check_variant(config)
     init_r, alpha = _init_r(config), _alpha(config)
     _require_tools()
@@ -288,7 +273,7 @@ def convert_adalora(directory: Path) -> AdaLoraConversion:
         a, b = _padded(a, b, rank)
         a_stored, b_stored = a.to(dtype).contiguous(), b.to(dtype).contiguous()
         x = torch.randn(CHECK_ROWS, a.shape[1], dtype=torch.float64, generator=generator)
-        reference = _peft_delta(modules[prefix], config, init_r, x)
+        reference = _peft_delta(modules[prefix], alpha, init_r, x)
         ours = x @ a_stored.double().T @ b_stored.double().T
         error = _relative_error(ours, reference)
         limit = TOLERANCE.get(str(dtype).removeprefix("torch."), 1e-5)
@@ -352,12 +337,12 @@ def _write(
     where they were."""
     original = directory / ORIGINAL_DIR
     original.mkdir()
-    new_weights = directory / f".{WEIGHTS_FILE}.new"
+    new_weights = directory / f".{SAFETENSORS_FILE}.new"
     new_config = directory / f".{CONFIG_FILE}.new"
     save_file(tensors, str(new_weights), metadata={"format": "pt"})
     new_config.write_text(json.dumps(lora_config(config, result.rank), indent=2) + "\n")
-    for name in (CONFIG_FILE, WEIGHTS_FILE):
+    for name in (CONFIG_FILE, SAFETENSORS_FILE):
         os.replace(directory / name, original / name)
-    os.replace(new_weights, directory / WEIGHTS_FILE)
+    os.replace(new_weights, directory / SAFETENSORS_FILE)
     os.replace(new_config, directory / CONFIG_FILE)
     (directory / RECORD_FILE).write_text(json.dumps(asdict(result), indent=2) + "\n")

@@ -46,7 +46,8 @@ KNOWN_TARGET_MODULES = frozenset(
 )
 
 
-def _read_config(directory: Path) -> dict[str, Any]:
+def read_config(directory: Path) -> dict[str, Any]:
+    """``adapter_config.json`` as a JSON object (at most 1 MiB); AdapterValidationError if not."""
     if not directory.is_dir():
         raise AdapterValidationError("missing_config", "the adapter source is not a directory")
     path = directory / CONFIG_FILE
@@ -142,7 +143,7 @@ def _base_model(config: dict[str, Any]) -> str | None:
     return base or None
 
 
-def _weights(directory: Path) -> tuple[str, list[TensorInfo]]:
+def checked_weights(directory: Path) -> tuple[str, list[TensorInfo]]:
     """Name of the weight file and its tensors (header checked, every value finite)."""
     safetensors = directory / SAFETENSORS_FILE
     if safetensors.is_file():
@@ -163,13 +164,13 @@ def _weights(directory: Path) -> tuple[str, list[TensorInfo]]:
 
 def inspect_adapter(directory: Path) -> AdapterManifest:
     """Read and check a PEFT LoRA/DoRA adapter directory; raise AdapterValidationError if bad."""
-    config = _read_config(directory)
+    config = read_config(directory)
     variant = _peft_variant(config)
     rank = _rank(config)
     alpha = _alpha(config)
     target_modules = _target_modules(config)
     base_model = _base_model(config)
-    weight_file, tensors = _weights(directory)
+    weight_file, tensors = checked_weights(directory)
     check_tensor_names(
         tensors,
         target_modules=target_modules,
