@@ -10,11 +10,15 @@ DoRA ("vLLM does not yet support DoRA"). This plugin lifts that for what it serv
   the loaded adapter (``dora_magnitudes``);
 - loading checks what the running model can serve and refuses the rest with a ``ValueError``
   naming the reason (vLLM answers the request with it): DoRA on a layer with a bias, on an
-  embedding or ``lm_head``, on a quantized base, or under tensor parallelism;
+  embedding or ``lm_head``, or under tensor parallelism. A quantized base layer (AWQ, GPTQ,
+  FP8, ...) is served: its squared row norms are computed once, when the first DoRA adapter
+  touching it loads, through the layer's own kernel applied to the identity (what it serves
+  is the dequantized weight); a kernel that cannot do that is refused there;
 - when vLLM puts an adapter in a slot (``activate_adapter``), each layer's ``g`` is computed
-  **once** from the served base weight (:func:`dora_scale`) into that layer's scale table (one
-  row per slot, ones for LoRA adapters; a last row of ones for base-model tokens) and the slot's
-  DoRA flag is set (cleared for a LoRA adapter);
+  **once** (:func:`dora_scale`: float32, on the device, from the slot's own copy of A and B and
+  one product of the served base layer) into that layer's scale table (one row per slot, ones
+  for LoRA adapters; a last row of ones for base-model tokens) and the slot's DoRA flag is set
+  (cleared for a LoRA adapter that follows a DoRA adapter in a slot);
 - the output (base plus LoRA delta) of a DoRA slot's tokens is multiplied by the slot's row:
   on CUDA with our kernels (``fused``) in the fused kernel's epilogue (each LoRA layer hands its
   table and flags to our Punica wrapper's ``add_lora_linear``), so DoRA, LoRA and base-model
@@ -50,6 +54,11 @@ SCALE_TABLE = "hi_moe_lora_dora_scale"
 LIVE_FLAGS = "hi_moe_lora_dora_live"
 #: The attribute that holds a base linear layer's squared row norms (kept at load).
 ROW_NORMS = "hi_moe_lora_row_norm_sq"
+#: The manager attribute that holds the slots whose rows a DoRA adapter wrote.
+_DORA_SLOTS = "_hi_moe_lora_dora_slots"
+#: How many values one identity block may produce when a quantized layer's row norms are
+#: computed through its product (float32: 256 MiB).
+IDENTITY_BLOCK_VALUES = 1 << 26
 _INSTALLED = "_hi_moe_lora_dora_installed"
 _LOCK = threading.Lock()
 
@@ -81,41 +90,53 @@ def dora_scale(
     """DoRA's per-output scale ``m / ||W + B A||_row`` of one (possibly packed) layer, without
     the weight ``W`` itself: the served layer may hold it packed or quantized.
 
-    ``||W_i + (BA)_i||^2 = ||W_i||^2 + 2 (B (A W^T)^T)_ii + ||B_i A||^2``: ``row_norm_sq`` is
-    ``||W_i||^2`` (kept when the weights were loaded), ``apply_base(x)`` is the served layer's
-    own product ``x W^T`` (applied to the ``r`` rows of ``A``), and the last term needs only
-    ``A A^T``. Slice ``i`` of the output has its own ``lora_b[i] @ lora_a[i]`` (``[out_i, r] @
-    [r, in]``, scaling folded into ``B``) and magnitude ``[out_i]``; a slice without a
-    magnitude (a LoRA slice, or one the adapter does not touch) scales by one. Returns float32
-    ``[sum(slices)]``.
+    ``||W_i + (BA)_i||^2 = ||W_i||^2 + sum_r B_ir (2 (A W^T)_ri + (B A A^T)_ir)``:
+    ``row_norm_sq`` is ``||W_i||^2`` (:func:`row_norms`), ``apply_base(x)`` is the served
+    layer's own product ``x W^T``, applied once to the rows of every slice's ``A`` together;
+    the rest needs only ``A A^T``. Slice ``i`` of the output has its own ``lora_b[i] @
+    lora_a[i]`` (``[out_i, r] @ [r, in]``, scaling folded into ``B``; zero-padded ranks add
+    nothing) and magnitude ``[out_i]``; a slice without a magnitude (a LoRA slice, or one the
+    adapter does not touch) scales by one. Computed in float32 on ``row_norm_sq``'s device (the
+    terms add; none cancels), a handful of launches per slice. Returns float32 ``[sum(slices)]``.
     """
     if row_norm_sq.dim() != 1 or row_norm_sq.numel() != sum(slices):
         raise ValueError(f"{row_norm_sq.numel()} row norms do not match slices {tuple(slices)}")
     if not len(slices) == len(lora_a) == len(lora_b) == len(magnitudes):
         raise ValueError("one LoRA A, B and magnitude per slice")
-    parts: list[torch.Tensor] = []
-    start = 0
-    for size, a, b, magnitude in zip(slices, lora_a, lora_b, magnitudes, strict=True):
-        norm_sq = row_norm_sq[start : start + size].to(torch.float64)
+    device = row_norm_sq.device
+    norm_sq = row_norm_sq.to(torch.float32)
+    live = [
+        i
+        for i, (a, b, m) in enumerate(zip(lora_a, lora_b, magnitudes, strict=True))
+        if m is not None and a is not None and b is not None
+    ]
+    a_rows = [lora_a[i] for i in live]
+    # one served GEMM for every slice: [sum r_i, out]
+    a_w = apply_base(torch.cat(a_rows)) if a_rows else None  # type: ignore[arg-type]
+    scale = torch.ones(sum(slices), dtype=torch.float32, device=device)
+    starts = [sum(slices[:i]) for i in range(len(slices))]
+    row = 0
+    for i, (size, a, b, magnitude) in enumerate(
+        zip(slices, lora_a, lora_b, magnitudes, strict=True)
+    ):
         if magnitude is None:
-            parts.append(torch.ones(size, dtype=torch.float64, device=norm_sq.device))
-            start += size
             continue
         if magnitude.numel() != size:
             raise ValueError(f"magnitude of {magnitude.numel()} values for {size} outputs")
-        # (vLLM keeps a registered adapter's weights on the CPU; the norms live with the model)
-        device = norm_sq.device
-        if a is not None and b is not None:
-            b64 = b.to(device=device, dtype=torch.float64)
-            a64 = a.to(device=device, dtype=torch.float64)
-            a_w = apply_base(a)[:, start : start + size].to(device=device, dtype=torch.float64)
-            cross = (b64 * a_w.T).sum(dim=1)  # a_w: (A W^T), [r, out_i]
-            delta_sq = ((b64 @ (a64 @ a64.T)) * b64).sum(dim=1)
-            norm_sq = norm_sq + 2.0 * cross + delta_sq
-        m64 = magnitude.reshape(-1).to(device=device, dtype=torch.float64)
-        parts.append(m64 / norm_sq.clamp_min(0.0).sqrt())
-        start += size
-    return torch.cat(parts).to(torch.float32)
+        start = starts[i]
+        slice_sq = norm_sq[start : start + size]
+        if i in live and a_w is not None and a is not None and b is not None:
+            a32 = a.to(device=device, dtype=torch.float32)
+            b32 = b.to(device=device, dtype=torch.float32)
+            rank = a.shape[0]
+            cross = a_w[row : row + rank, start : start + size].to(torch.float32).T
+            row += rank
+            # B (A A^T) + 2 (A W^T)^T, then the row-wise dot with B: [out_i]
+            mixed = torch.addmm(cross, b32, a32 @ a32.T, beta=2.0)
+            slice_sq = slice_sq + (b32 * mixed).sum(dim=1)
+        m32 = magnitude.reshape(-1).to(device=device, dtype=torch.float32)
+        scale[start : start + size] = m32 * slice_sq.clamp_min(0.0).rsqrt()
+    return scale
 
 
 def adapter_uses_dora(lora_dir: str | Path) -> bool:
@@ -188,24 +209,49 @@ def _patch_lora_model(model_cls: Any) -> None:
 
 
 def _check_servable(manager: Any, lora: Any) -> None:
-    """Refuse (``ValueError``) a DoRA adapter that the running model cannot serve."""
+    """Refuse (``ValueError``) a DoRA adapter that the running model cannot serve; the row
+    norms of a quantized base layer it touches are computed here, once (:func:`row_norms`)."""
     magnitudes: dict[str, torch.Tensor] = getattr(lora, "dora_magnitudes", {})
     if not magnitudes:
         return
     packed_into = {sub: name for name, subs in manager.packed_modules.items() for sub in subs}
+    began, computed = time.perf_counter(), 0
     for module_name in magnitudes:
-        layer = manager.modules.get(packed_into.get(module_name, module_name))
+        layer_name = packed_into.get(module_name, module_name)
+        layer = manager.modules.get(layer_name)
         if layer is None:
             raise ValueError(f"DoRA: no LoRA layer serves {module_name}")
         if getattr(layer, "tp_size", 1) != 1:
             raise ValueError("DoRA under tensor parallelism is not supported")
         base = getattr(layer, "base_layer", None)
-        if getattr(base, ROW_NORMS, None) is None:
-            raise ValueError(f"DoRA on a quantized base layer ({module_name}) is not supported")
         if getattr(base, "bias", None) is not None:
             raise ValueError(f"DoRA on a layer with a bias ({module_name}) is not supported")
         if getattr(layer, SCALE_TABLE, None) is None:
             raise ValueError(f"DoRA is not supported on {type(layer).__name__} ({module_name})")
+        subs = manager.packed_modules.get(layer_name, [layer_name])
+        if len(subs) != len(layer.lora_a_stacked):
+            raise ValueError(
+                f"DoRA on {layer_name}: {len(subs)} packed modules in "
+                f"{len(layer.lora_a_stacked)} LoRA slices is not supported"
+            )
+        try:
+            computed += getattr(base, ROW_NORMS, None) is None
+            row_norms(layer)
+        except Exception as error:  # a quantized kernel that cannot apply to the identity
+            method = type(getattr(base, "quant_method", None)).__name__
+            raise ValueError(
+                f"DoRA on {module_name} ({method}): the base weight's row norms could not be "
+                f"computed ({error})"
+            ) from error
+    if computed:
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        logger.info(
+            "DoRA: row norms of %d quantized base layers computed through their kernels in "
+            "%.1f ms (once)",
+            computed,
+            (time.perf_counter() - began) * 1e3,
+        )
 
 
 def _add_scale_tables(manager: Any, layer_cls: Any, fused: bool) -> None:
@@ -230,12 +276,26 @@ def _add_scale_tables(manager: Any, layer_cls: Any, fused: bool) -> None:
         layer.register_buffer(LIVE_FLAGS, live, persistent=False)
 
 
+def _magnitudes_on(device: torch.device, magnitudes: dict[str, torch.Tensor]) -> dict[str, Any]:
+    """``magnitudes`` (the adapter's CPU copies) on ``device`` in one host-to-device copy."""
+    names = list(magnitudes)
+    sizes = [magnitudes[name].numel() for name in names]
+    flat = torch.cat([magnitudes[name].reshape(-1).to(torch.float32) for name in names])
+    return dict(zip(names, torch.split(flat.to(device), sizes), strict=True))
+
+
 def _fill_scales(manager: Any, lora_id: int) -> bool:
-    """Write every layer's scale row of the slot that adapter ``lora_id`` now holds; True if it
-    is a DoRA adapter."""
+    """Write every layer's scale row (and DoRA flag) of the slot that adapter ``lora_id`` now
+    holds; True if it is a DoRA adapter. The scales come from the slot's own copy of A and B
+    (what the kernel serves, already on the device) and the magnitudes, copied over at once;
+    a LoRA adapter in a slot no DoRA adapter held since its rows were reset costs nothing."""
     index = manager.lora_index_to_id.index(lora_id)
     lora = manager._registered_adapters[lora_id]
     magnitudes: dict[str, torch.Tensor] = getattr(lora, "dora_magnitudes", {})
+    dora_slots: set[int] = manager.__dict__.setdefault(_DORA_SLOTS, set())
+    if not magnitudes and index not in dora_slots:
+        return False
+    on_device: dict[str, Any] | None = None
     for name, layer in manager.modules.items():
         table: torch.Tensor | None = getattr(layer, SCALE_TABLE, None)
         if table is None:
@@ -246,20 +306,23 @@ def _fill_scales(manager: Any, lora_id: int) -> bool:
             table[index].fill_(1.0)
             live[index] = 0
             continue
-        weights = lora.get_lora(name)
-        lora_a = weights.lora_a if isinstance(weights.lora_a, list) else [weights.lora_a]
-        lora_b = weights.lora_b if isinstance(weights.lora_b, list) else [weights.lora_b]
+        if on_device is None:
+            on_device = _magnitudes_on(table.device, magnitudes)
         with torch.no_grad():
             scale = dora_scale(
-                getattr(layer.base_layer, ROW_NORMS),
+                row_norms(layer),
                 tuple(layer.output_slices),
-                lora_a,
-                lora_b,
-                [magnitudes.get(sub) for sub in subs],
+                [stacked[index, 0] for stacked in layer.lora_a_stacked],
+                [stacked[index, 0] for stacked in layer.lora_b_stacked],
+                [on_device.get(sub) for sub in subs],
                 _served_product(layer),
             )
         table[index].copy_(scale.to(table.dtype))
         live[index] = 1
+    if magnitudes:
+        dora_slots.add(index)
+    else:
+        dora_slots.discard(index)
     return bool(magnitudes)
 
 
@@ -275,15 +338,50 @@ def _served_product(layer: Any) -> Callable[[torch.Tensor], torch.Tensor]:
     return apply_base
 
 
+def row_norms(layer: Any) -> torch.Tensor:
+    """``||W_i||^2`` of LoRA layer ``layer``'s served base weight, float32, kept on the base
+    layer: taken from the weight at load where it is a plain tensor (:func:`_keep_row_norms`);
+    for any other (quantized) layer computed once, here, through the layer's own product on
+    the identity (``e_j W^T`` is column ``j`` of ``W``, as the kernel dequantizes it), a block
+    of rows at a time."""
+    base = layer.base_layer
+    norms: torch.Tensor | None = getattr(base, ROW_NORMS, None)
+    if norms is not None:
+        return norms
+    began = time.perf_counter()
+    inputs = int(getattr(base, "input_size_per_partition", 0) or base.input_size)
+    outputs = sum(layer.output_slices)
+    dtype = getattr(base, "params_dtype", torch.float32)
+    apply_base = _served_product(layer)
+    total = torch.zeros(outputs, dtype=torch.float32, device=layer.device)
+    block = max(1, min(inputs, IDENTITY_BLOCK_VALUES // max(outputs, 1)))
+    with torch.no_grad():
+        for first in range(0, inputs, block):
+            rows = min(block, inputs - first)
+            eye = torch.zeros(rows, inputs, dtype=dtype, device=layer.device)
+            eye[:, first : first + rows].fill_diagonal_(1.0)
+            total += apply_base(eye).to(torch.float32).pow(2).sum(dim=0)
+    object.__setattr__(base, ROW_NORMS, total)
+    logger.debug(
+        "DoRA: row norms of %s (%s, %d x %d) computed through its product in %.1f ms",
+        getattr(base, "prefix", type(base).__name__),
+        type(getattr(base, "quant_method", None)).__name__,
+        outputs,
+        inputs,
+        (time.perf_counter() - began) * 1e3,
+    )
+    return total
+
+
 def _keep_row_norms(method_cls: Any) -> None:
     """Before vLLM packs a linear layer's weight for its CPU GEMM (and drops it), keep the
-    squared norm of each row (``ROW_NORMS``, float64): DoRA's scale needs it."""
+    squared norm of each row (``ROW_NORMS``): DoRA's scale needs it."""
     process = method_cls.process_weights_after_loading
 
     def process_weights_after_loading(self: Any, layer: torch.nn.Module) -> Any:
         weight = getattr(layer, "weight", None)
         if isinstance(weight, torch.Tensor) and weight.dim() == 2 and weight.is_floating_point():
-            norms = weight.detach().to(torch.float64).pow(2).sum(dim=1)
+            norms = weight.detach().to(torch.float64).pow(2).sum(dim=1).to(torch.float32)
             object.__setattr__(layer, ROW_NORMS, norms)
         return process(self, layer)
 

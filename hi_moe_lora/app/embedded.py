@@ -51,6 +51,9 @@ class EmbeddedStack(StartStop):
     max_lora_rank: int = 64
     max_loras: int = 4
     max_model_len: int = 512
+    #: vLLM's ``--dtype``: float32 by default (tests compare answers with PEFT's in float32);
+    #: a quantized model's kernels may need ``bfloat16`` or ``float16``.
+    dtype: str = "float32"
     #: How often the control plane probes vLLM and every served adapter version.
     health_interval_s: float = 30.0
     #: The control plane's background traffic to vLLM: health probes and warm-ups.
@@ -153,7 +156,7 @@ class EmbeddedStack(StartStop):
             max_lora_rank=self.max_lora_rank,
             max_loras=self.max_loras,
             max_model_len=self.max_model_len,
-            dtype="float32",
+            dtype=self.dtype,
             # vLLM's /metrics then also shows the worker's adapter load times (plugins/README.md)
             metrics_dir=str(self.workdir / f"vllm-metrics{suffix}"),
             api_key=self.vllm_api_key,

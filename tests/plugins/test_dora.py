@@ -5,13 +5,16 @@ adapter, a plain LoRA adapter, an AdaLoRA adapter (registered through the REST A
 as the plain LoRA it was converted into) and base-model requests run at once against the
 session's real vLLM CPU stack (float32), and every answer must equal PEFT's (transformers +
 peft on the same tiny model, the AdaLoRA original loaded by PEFT's AdaLoRA loader): the same
-greedy tokens and, token by token, log-probabilities within 1e-3.
+greedy tokens and, token by token, log-probabilities within 1e-3. Last, DoRA on a quantized
+base: a 4-bit AWQ copy of the tiny model served by vLLM's own AWQ kernel (bfloat16), whose
+DoRA answers must match PEFT's on the weights that kernel serves (the dequantized twin).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import shutil
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +24,9 @@ import httpx
 import pytest
 import torch
 
-from hi_moe_lora.tinymodel import TinyAdapterSpec, build_adapter
+from hi_moe_lora.app.embedded import EmbeddedStack
+from hi_moe_lora.tiny_awq import build_awq_pair
+from hi_moe_lora.tinymodel import TinyAdapterSpec, TinyFleet, build_adapter
 from plugins.dora import MAGNITUDE_SUFFIX, adapter_uses_dora, dora_scale, split_magnitudes
 from tests.conftest import VllmServer
 from tests.openai.live import register
@@ -122,10 +127,11 @@ class Answer:
     logprobs: tuple[float, ...]
 
 
-def _dora_adapter(model_dir: Path, target: Path) -> Path:
+def _dora_adapter(model_dir: Path, target: Path, seed: int = 31, spread: float = 0.0) -> Path:
     """A PEFT DoRA adapter whose magnitudes differ clearly from the weight norms (a scale that
-    is ignored, or taken as one, changes the answers)."""
-    build_adapter(model_dir, target, TinyAdapterSpec(rank=8, seed=31, use_dora=True))
+    is ignored, or taken as one, changes the answers): each multiplied by a random factor in
+    [0.5, 1.5), or with ``spread`` > 1 in [1 / spread, spread) (log-uniform)."""
+    build_adapter(model_dir, target, TinyAdapterSpec(rank=8, seed=seed, use_dora=True))
     from safetensors.torch import load_file, save_file
 
     weights = target / "adapter_model.safetensors"
@@ -133,9 +139,23 @@ def _dora_adapter(model_dir: Path, target: Path) -> Path:
     generator = torch.Generator().manual_seed(7)
     for name, tensor in tensors.items():
         if name.endswith(MAGNITUDE_SUFFIX):
-            factor = 0.5 + torch.rand(tensor.shape, generator=generator)
+            draw = torch.rand(tensor.shape, generator=generator)
+            factor = 0.5 + draw if spread <= 1 else spread ** (2 * draw - 1)
             tensors[name] = (tensor * factor).contiguous()
     save_file(tensors, str(weights))
+    return target
+
+
+def _without_dora(source: Path, target: Path) -> Path:
+    """``source``'s A and B as a plain LoRA adapter: DoRA with every scale taken as one."""
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(source, target)
+    config = json.loads((target / "adapter_config.json").read_text())
+    (target / "adapter_config.json").write_text(json.dumps({**config, "use_dora": False}))
+    weights = target / "adapter_model.safetensors"
+    lora, _ = split_magnitudes(load_file(str(weights)))
+    save_file(lora, str(weights))
     return target
 
 
@@ -260,3 +280,105 @@ def test_a_dora_adapter_on_the_embeddings_is_refused_clearly(
         # and vLLM still serves
         health = client.get("/health")
         assert health.status_code == 200
+
+
+# ------------------------------------------------------------------ on a quantized (AWQ) base
+
+#: bfloat16 serving against float32 PEFT: the base model alone differs by about 0.015 here.
+#: The adapter's scales (magnitudes spread over [1/4, 4)) matter far more (checked below).
+AWQ_LOGPROB_TOLERANCE = 0.05
+AWQ_PROMPTS = (
+    "def fibonacci(n):\n    return n if n < 2 else fibonacci(n - 1)",
+    "The integral of x squared is x cubed over three. SELECT name FROM adapters",
+)
+
+
+@pytest.fixture(scope="module")
+def awq_stack(
+    tiny_fleet: TinyFleet, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[EmbeddedStack, Path]]:
+    """The embedded stack serving a 4-bit AWQ copy of the tiny model (bfloat16: vLLM's AWQ
+    kernels take no float32), and the float32 twin holding the weights it serves."""
+    root = tmp_path_factory.mktemp("awq")
+    pair = build_awq_pair(tiny_fleet.model_dir, root / "models")
+    stack = EmbeddedStack(
+        workdir=root / "stack",
+        model_dir=pair.awq_dir,
+        dtype="bfloat16",
+        max_lora_rank=16,
+        max_loras=2,
+        source_roots=[tmp_path_factory.getbasetemp()],  # the tests' own tmp_path too
+        health_checks=False,
+        warmup=False,
+    )
+    stack.start()
+    try:
+        yield stack, pair.dequantized_dir
+    finally:
+        stack.stop()
+
+
+def _prompt_logprobs(client: httpx.Client, model: str, prompt: str) -> torch.Tensor:
+    """vLLM's log-probability of each prompt token after the first (teacher-forced)."""
+    body = {"model": model, "prompt": prompt, "max_tokens": 1, "prompt_logprobs": 0}
+    response = client.post("/v1/completions", json=body)
+    assert response.status_code == 200, response.text
+    rows = response.json()["choices"][0]["prompt_logprobs"][1:]
+    return torch.tensor([next(iter(row.values()))["logprob"] for row in rows], dtype=torch.float64)
+
+
+def _peft_prompt_logprobs(model: Any, tokenizer: Any, prompt: str) -> torch.Tensor:
+    ids = tokenizer(prompt, return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        scores = torch.log_softmax(model(input_ids=ids).logits[0].to(torch.float64), dim=-1)
+    return scores[:-1].gather(1, ids[0, 1:, None])[:, 0]
+
+
+@pytest.mark.vllm
+def test_dora_on_an_awq_base_equals_peft_on_the_weights_it_serves(
+    awq_stack: tuple[EmbeddedStack, Path], tmp_path: Path
+) -> None:
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    stack, float_dir = awq_stack
+    adapters = {
+        "dora": _dora_adapter(float_dir, tmp_path / "dora", seed=43, spread=4.0),
+        "lora": build_adapter(float_dir, tmp_path / "lora", TinyAdapterSpec(rank=8, seed=44)),
+    }
+    for key, directory in adapters.items():
+        config_path = directory / "adapter_config.json"
+        config = json.loads(config_path.read_text())
+        config["base_model_name_or_path"] = str(stack.model_dir)
+        config_path.write_text(json.dumps(config))
+        info = register(stack.control_plane_url, f"awq-{key}", "1.0.0", directory)
+        assert info["variant"] == key
+
+    tokenizer = AutoTokenizer.from_pretrained(str(float_dir))
+    references: dict[str, list[torch.Tensor]] = {}
+    for key in ("base", *adapters):
+        model = AutoModelForCausalLM.from_pretrained(str(float_dir), dtype=torch.float32)
+        if key != "base":
+            model = PeftModel.from_pretrained(model, str(adapters[key]))
+        references[key] = [_peft_prompt_logprobs(model.eval(), tokenizer, p) for p in AWQ_PROMPTS]
+    # the test can fail: DoRA's scales, taken as one, move the answers far beyond the tolerance
+    unscaled = PeftModel.from_pretrained(
+        AutoModelForCausalLM.from_pretrained(str(float_dir), dtype=torch.float32),
+        str(_without_dora(adapters["dora"], tmp_path / "unscaled")),
+    ).eval()
+    apart = max(
+        float((_peft_prompt_logprobs(unscaled, tokenizer, prompt) - want).abs().max())
+        for prompt, want in zip(AWQ_PROMPTS, references["dora"], strict=True)
+    )
+    assert apart > 5 * AWQ_LOGPROB_TOLERANCE, apart
+
+    models = {"base": str(stack.model_dir), "dora": "awq-dora", "lora": "awq-lora"}
+    with httpx.Client(base_url=stack.control_plane_url, timeout=120) as client:
+        worst = {
+            key: max(
+                float((_prompt_logprobs(client, models[key], prompt) - want).abs().max())
+                for prompt, want in zip(AWQ_PROMPTS, references[key], strict=True)
+            )
+            for key in models
+        }
+    assert all(error <= AWQ_LOGPROB_TOLERANCE for error in worst.values()), worst
