@@ -7,9 +7,11 @@ a float checkpoint (:mod:`hi_moe_lora.tinymodel`'s, for instance) to 4 bits with
 per group of ``group_size`` input features, writes it in AutoAWQ's GEMM layout (``qweight`` and
 ``qzeros`` int32 with eight 4-bit values each, packed in AWQ's interleaved order; ``scales``
 float16) with a ``quantization_config`` vLLM reads, and writes the dequantized weights as a
-plain float32 checkpoint beside it. Everything else (embeddings, norms, ``lm_head``) is copied.
+plain float32 checkpoint beside it. Everything else (embeddings, norms, ``lm_head``) is copied
+as float16.
 
-Needs the ``tiny`` extra (torch, safetensors); imports are local.
+Needs the ``tiny`` extra (torch, safetensors); imports are local. ``python -m
+hi_moe_lora.tiny_awq SOURCE TARGET`` writes the AWQ copy alone (the GPU benchmarks' 8B base).
 """
 
 from __future__ import annotations
@@ -108,58 +110,107 @@ def unpack(words: Any) -> Any:
     return values.reshape(rows, packs * 8)
 
 
-def build_awq_pair(source_dir: Path, target_dir: Path, group_size: int = 32) -> AwqPair:
-    """Quantize ``source_dir``'s decoder projections into ``target_dir/awq`` and write the
-    weights AWQ serves (exactly: levels times float16 scales) as a float32 checkpoint into
-    ``target_dir/dequantized`` (both with
-    ``source_dir``'s tokenizer). Reuses a complete earlier build."""
+def _shards(source_dir: Path) -> tuple[list[str], dict[str, Any] | None]:
+    """The checkpoint's weight files, and its index (``None`` for one ``model.safetensors``)."""
+    index_path = source_dir / "model.safetensors.index.json"
+    if not index_path.is_file():
+        return ["model.safetensors"], None
+    index: dict[str, Any] = json.loads(index_path.read_text("utf-8"))
+    return sorted(set(index["weight_map"].values())), index
+
+
+def build_awq_pair(
+    source_dir: Path,
+    target_dir: Path,
+    group_size: int = 32,
+    *,
+    twin: bool = True,
+    device: str = "cpu",
+) -> AwqPair:
+    """Quantize ``source_dir``'s decoder projections into ``target_dir/awq`` and, with
+    ``twin``, write the weights AWQ serves (exactly: levels times float16 scales) as a float32
+    checkpoint into ``target_dir/dequantized`` (both with ``source_dir``'s tokenizer). A
+    sharded checkpoint stays sharded; ``device`` does the arithmetic (``cuda`` for an 8B
+    model). Reuses a complete earlier build."""
     import torch
     from safetensors.torch import load_file, save_file
 
     pair = AwqPair(target_dir / "awq", target_dir / "dequantized")
-    if (pair.awq_dir / "model.safetensors").is_file() and (
-        pair.dequantized_dir / "model.safetensors"
-    ).is_file():
+    done = target_dir / "complete"
+    if done.is_file():
         return pair
-    tensors = load_file(str(source_dir / "model.safetensors"))
-    quantized: dict[str, torch.Tensor] = {}
-    dequantized: dict[str, torch.Tensor] = {}
-    for name, tensor in tensors.items():
-        if not name.endswith(QUANTIZED_SUFFIXES):
-            quantized[name] = tensor.to(torch.float16).contiguous()
-            dequantized[name] = quantized[name].to(torch.float32)
-            continue
-        levels, zeros, scales = quantize(tensor, group_size)
-        stem = name.removesuffix(".weight")
-        quantized[f"{stem}.qweight"] = pack(levels)
-        quantized[f"{stem}.qzeros"] = pack(zeros)
-        quantized[f"{stem}.scales"] = scales.contiguous()
-        dequantized[name] = dequantize(levels, zeros, scales, group_size)
-    config = json.loads((source_dir / "config.json").read_text("utf-8"))
-    for directory, weights, extra in (
-        (pair.dequantized_dir, dequantized, {"dtype": "float32"}),
-        (
-            pair.awq_dir,
-            quantized,
-            {
-                "dtype": "float16",
-                "quantization_config": {
-                    "quant_method": "awq",
-                    "bits": BITS,
-                    "group_size": group_size,
-                    "zero_point": True,
-                    "version": "gemm",
-                }
-            },
-        ),
-    ):
+    files, index = _shards(source_dir)
+    outputs = [pair.awq_dir, *([pair.dequantized_dir] if twin else [])]
+    for directory in outputs:
         if directory.exists():
             shutil.rmtree(directory)
         directory.mkdir(parents=True)
         for item in source_dir.iterdir():
-            if item.is_file() and item.name not in ("model.safetensors", "config.json"):
+            if item.is_file() and not item.name.startswith(("model", "config.json")):
                 shutil.copy2(item, directory / item.name)
-        (directory / "config.json").write_text(json.dumps({**config, **extra}, indent=2))
-        save_file(weights, str(directory / "model.safetensors"))
+    weight_map: dict[str, str] = {}
+    for file_name in files:
+        quantized: dict[str, torch.Tensor] = {}
+        dequantized: dict[str, torch.Tensor] = {}
+        for name, tensor in load_file(str(source_dir / file_name), device=device).items():
+            if not name.endswith(QUANTIZED_SUFFIXES):
+                quantized[name] = tensor.to(torch.float16).cpu().contiguous()
+                if twin:
+                    dequantized[name] = quantized[name].to(torch.float32)
+                continue
+            levels, zeros, scales = (part.cpu() for part in quantize(tensor, group_size))
+            stem = name.removesuffix(".weight")
+            quantized[f"{stem}.qweight"] = pack(levels)
+            quantized[f"{stem}.qzeros"] = pack(zeros)
+            quantized[f"{stem}.scales"] = scales.contiguous()
+            if twin:
+                dequantized[name] = dequantize(levels, zeros, scales, group_size)
+        save_file(quantized, str(pair.awq_dir / file_name), metadata={"format": "pt"})
+        weight_map.update(dict.fromkeys(quantized, file_name))
+        if twin:
+            save_file(dequantized, str(pair.dequantized_dir / file_name), metadata={"format": "pt"})
+    config = json.loads((source_dir / "config.json").read_text("utf-8"))
+    config.pop("torch_dtype", None)
+    quantization = {
+        "quant_method": "awq",
+        "bits": BITS,
+        "group_size": group_size,
+        "zero_point": True,
+        "version": "gemm",
+    }
+    awq_config = {**config, "dtype": "float16", "quantization_config": quantization}
+    (pair.awq_dir / "config.json").write_text(json.dumps(awq_config, indent=2))
+    if index is not None:
+        awq_index = {**index, "weight_map": weight_map}
+        (pair.awq_dir / "model.safetensors.index.json").write_text(json.dumps(awq_index))
+    if twin:
+        twin_config = {**config, "dtype": "float32"}
+        (pair.dequantized_dir / "config.json").write_text(json.dumps(twin_config, indent=2))
+        if index is not None:
+            shutil.copy2(source_dir / "model.safetensors.index.json", pair.dequantized_dir)
+    done.write_text("")
     logger.info("AWQ copy of %s in %s (group size %d)", source_dir, target_dir, group_size)
     return pair
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m hi_moe_lora.tiny_awq SOURCE TARGET [GROUP_SIZE]``: the AWQ copy alone (no
+    twin), quantized on the GPU when there is one (the 8B benchmarks' base)."""
+    import sys
+
+    import torch
+
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) not in (2, 3):
+        print(main.__doc__, file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    group_size = int(args[2]) if len(args) == 3 else 128
+    pair = build_awq_pair(Path(args[0]), Path(args[1]), group_size, twin=False, device=device)
+    print(pair.awq_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

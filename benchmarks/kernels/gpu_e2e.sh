@@ -5,6 +5,10 @@
 #   R=16|64             --max-lora-rank (the adapters stay rank 16)
 #   ADAPTERS=DIR        serve the adapters in DIR/a<i> instead (make_dora_adapters.py writes DoRA
 #                       copies of the random ones); results then carry "-$ADAPTER_TAG" (default dora)
+#   MODEL=DIR           serve another base (default /tmp/m8b; e.g. its AWQ copy from
+#                       `python3 -m hi_moe_lora.tiny_awq /tmp/m8b /tmp/m8b-q`, /tmp/m8b-q/awq);
+#                       results then carry "-$MODEL_TAG" (default: the directory's name)
+#   EXTRA_ARGS="..."    more `vllm serve` arguments (e.g. --quantization fp8; tag with MODEL_TAG)
 #   CONCS="64 8"        `vllm bench serve` concurrencies, each: base / one adapter / 16 adapters
 #   PROBE=1             greedy + teacher-forced probe first: twice alone, once beside a 16-adapter
 #                       load (vLLM's run-to-run reference: the same request in other batches)
@@ -17,16 +21,18 @@
 # one-adapter runs over 16-adapter runs (issue 20; ../shared/gpu/README.md).
 # Results: $OUT/<label>-r<R>-c<C>-{base,one,many}.json and a summary on stdout.
 set -u
-LABEL=${LABEL:-ours}; OUT=${OUT:-/tmp/hml-out}; PORT=${PORT:-8000}; MODEL=/tmp/m8b; N=16
+LABEL=${LABEL:-ours}; OUT=${OUT:-/tmp/hml-out}; PORT=${PORT:-8000}; N=16
+RANDOM_MODEL=/tmp/m8b; MODEL=${MODEL:-$RANDOM_MODEL}
 R=${R:-16}; CONCS=${CONCS-64 8}; PROBE=${PROBE:-0}; PROFILE=${PROFILE:-}; PROF=/tmp/hml-prof
 mkdir -p "$OUT"
 export PYTHONPATH=/tmp/site VLLM_USE_FLASHINFER_SAMPLER=0 HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
 [ -f /tmp/site/plugins/punica.py ] || python3 -m pip install -q --no-deps --no-build-isolation \
   --no-index --target /tmp/site . 2>&1 | tail -2
-[ -d $MODEL-adapters ] || python3 .kit/run/make-random-llama.py $MODEL $N 16 > /dev/null 2>&1
+[ -d $RANDOM_MODEL-adapters ] || python3 .kit/run/make-random-llama.py $RANDOM_MODEL $N 16 > /dev/null 2>&1
 KERNELS=ours; [ "$LABEL" = native ] && KERNELS=vllm; [ "$LABEL" = reference ] && KERNELS=reference
-TAG="$LABEL-r$R"; ADAPTERS=${ADAPTERS:-$MODEL-adapters}
-[ "$ADAPTERS" != "$MODEL-adapters" ] && TAG="$TAG-${ADAPTER_TAG:-dora}"
+TAG="$LABEL-r$R"; ADAPTERS=${ADAPTERS:-$RANDOM_MODEL-adapters}
+[ "$ADAPTERS" != "$RANDOM_MODEL-adapters" ] && TAG="$TAG-${ADAPTER_TAG:-dora}"
+[ "$MODEL" != "$RANDOM_MODEL" ] || [ -n "${MODEL_TAG:-}" ] && TAG="$TAG-${MODEL_TAG:-$(basename "$MODEL")}"
 MODS=$(for i in $(seq 0 $((N-1))); do echo -n "a$i=$ADAPTERS/a$i "; done)
 ALL=$(for i in $(seq 0 $((N-1))); do echo -n "a$i "; done)
 
@@ -50,7 +56,7 @@ grep -m3 -i "hi-moe-lora\|Using .*Punica" "$OUT/$TAG-serve.log"
 bench() {  # bench CONCURRENCY PROMPTS RESULT_NAME [--lora-modules ...] (into $RESULTS or $OUT)
   local c=$1 np=$2 name=$3 seed; shift 3; seed=$(echo -n "$name" | cksum | cut -d' ' -f1)
   python3 -m vllm.entrypoints.cli.main bench serve --backend openai --base-url http://localhost:$PORT \
-    --endpoint /v1/completions --model base --tokenizer $MODEL --dataset-name random \
+    --endpoint /v1/completions --model base --tokenizer $RANDOM_MODEL --dataset-name random \
     --random-input-len 256 --random-output-len 128 --num-prompts $np --max-concurrency $c \
     --ignore-eos --seed $seed --save-result --result-dir "${RESULTS:-$OUT}" --result-filename "$name" "$@" \
     > /dev/null 2>&1
@@ -104,5 +110,15 @@ for c in concs:
               f"({d['output_throughput'] / base:.2f}x base)  median TPOT "
               f"{d['median_tpot_ms']:.2f} ms  prompts {d['completed']}")
 PY
-grep -m4 "DoRA" "$OUT/$TAG-serve.log"
+# DoRA: how long each activation's scales took, and a quantized base's one-off row norms
+python3 - "$OUT/$TAG-serve.log" <<'PY'
+import re, statistics, sys
+text = open(sys.argv[1], errors="replace").read()
+times = [float(t) for t in re.findall(r"DoRA scales of adapter \d+ computed in ([0-9.]+) ms", text)]
+if times:
+    print(f"DoRA activations: {len(times)}, first {times[0]:.1f} ms, median "
+          f"{statistics.median(times):.1f} ms, max {max(times):.1f} ms, all {times}")
+for line in re.findall(r"DoRA: row norms of .*", text):
+    print(line)
+PY
 echo "$TAG: done after $(( $(date +%s) - began )) s"
