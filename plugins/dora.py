@@ -79,63 +79,71 @@ def split_magnitudes(
     return lora, magnitudes
 
 
-def dora_scale(
-    row_norm_sq: torch.Tensor,
+def dora_scales(
     slices: Sequence[int],
-    lora_a: Sequence[torch.Tensor | None],
-    lora_b: Sequence[torch.Tensor | None],
-    magnitudes: Sequence[torch.Tensor | None],
-    apply_base: Callable[[torch.Tensor], torch.Tensor],
+    row_norm_sq: Sequence[torch.Tensor],
+    lora_a: Sequence[Sequence[torch.Tensor]],
+    lora_b: Sequence[Sequence[torch.Tensor]],
+    magnitudes: Sequence[Sequence[torch.Tensor | None]],
+    apply_base: Sequence[Callable[[torch.Tensor], torch.Tensor]],
 ) -> torch.Tensor:
-    """DoRA's per-output scale ``m / ||W + B A||_row`` of one (possibly packed) layer, without
-    the weight ``W`` itself: the served layer may hold it packed or quantized.
+    """DoRA's per-output scale ``m / ||W + B A||_row`` of ``L`` layers of one shape (possibly
+    packed: ``slices`` are their output slices), without the weights ``W`` themselves: a
+    served layer may hold its weight packed or quantized.
 
-    ``||W_i + (BA)_i||^2 = ||W_i||^2 + sum_r B_ir (2 (A W^T)_ri + (B A A^T)_ir)``:
-    ``row_norm_sq`` is ``||W_i||^2`` (:func:`row_norms`), ``apply_base(x)`` is the served
+    ``||W_i + (BA)_i||^2 = ||W_i||^2 + sum_r B_ir (2 (A W^T)_ri + (B A A^T)_ir)``: per layer,
+    ``row_norm_sq[l]`` is ``||W_i||^2`` (:func:`row_norms`) and ``apply_base[l](x)`` the served
     layer's own product ``x W^T``, applied once to the rows of every slice's ``A`` together;
-    the rest needs only ``A A^T``. Slice ``i`` of the output has its own ``lora_b[i] @
-    lora_a[i]`` (``[out_i, r] @ [r, in]``, scaling folded into ``B``; zero-padded ranks add
-    nothing) and magnitude ``[out_i]``; a slice without a magnitude (a LoRA slice, or one the
-    adapter does not touch) scales by one. Computed in float32 on ``row_norm_sq``'s device (the
-    terms add; none cancels), a handful of launches per slice. Returns float32 ``[sum(slices)]``.
+    the rest needs only ``A A^T`` and is batched over the layers, so the cost is one GEMM per
+    layer plus a few launches per slice. ``lora_a[l][i]`` is slice ``i``'s ``[r, in]`` (one
+    ``r`` per slice across the layers; zero-padded ranks add nothing), ``lora_b[l][i]`` its
+    ``[out_i, r]`` (scaling folded in), ``magnitudes[l][i]`` its ``[out_i]`` or ``None``: that
+    slice (a LoRA slice, or one the adapter does not touch) scales by one, in every layer.
+    Float32 on the norms' device (the terms add; none cancels). Returns ``[L, sum(slices)]``.
     """
-    if row_norm_sq.dim() != 1 or row_norm_sq.numel() != sum(slices):
-        raise ValueError(f"{row_norm_sq.numel()} row norms do not match slices {tuple(slices)}")
-    if not len(slices) == len(lora_a) == len(lora_b) == len(magnitudes):
+    layers = len(row_norm_sq)
+    if not layers == len(lora_a) == len(lora_b) == len(magnitudes) == len(apply_base):
+        raise ValueError("one set of row norms, A, B, magnitudes and product per layer")
+    width = sum(slices)
+    if any(norms.dim() != 1 or norms.numel() != width for norms in row_norm_sq):
+        raise ValueError(f"row norms do not match slices {tuple(slices)}")
+    if any(
+        len(per_layer) != len(slices)
+        for group in (lora_a, lora_b, magnitudes)
+        for per_layer in group
+    ):
         raise ValueError("one LoRA A, B and magnitude per slice")
-    device = row_norm_sq.device
-    norm_sq = row_norm_sq.to(torch.float32)
-    live = [
-        i
-        for i, (a, b, m) in enumerate(zip(lora_a, lora_b, magnitudes, strict=True))
-        if m is not None and a is not None and b is not None
-    ]
-    a_rows = [lora_a[i] for i in live]
-    # one served GEMM for every slice: [sum r_i, out]
-    a_w = apply_base(torch.cat(a_rows)) if a_rows else None  # type: ignore[arg-type]
-    scale = torch.ones(sum(slices), dtype=torch.float32, device=device)
+    present = [m is not None for m in magnitudes[0]]
+    if any([m is not None for m in per_layer] != present for per_layer in magnitudes):
+        raise ValueError("the layers' slices differ in which have magnitudes")
+    device = row_norm_sq[0].device
+    norm_sq = torch.stack([norms.to(torch.float32) for norms in row_norm_sq])
+    scale = torch.ones_like(norm_sq)
+    live = [i for i, has in enumerate(present) if has]
+    if not live:
+        return scale
+    products = []
+    for layer in range(layers):
+        rows = [lora_a[layer][i] for i in live]
+        products.append(apply_base[layer](torch.cat(rows) if len(rows) > 1 else rows[0]))
+    a_w = torch.stack(products).to(device=device, dtype=torch.float32)  # [L, sum r, out]
     starts = [sum(slices[:i]) for i in range(len(slices))]
     row = 0
-    for i, (size, a, b, magnitude) in enumerate(
-        zip(slices, lora_a, lora_b, magnitudes, strict=True)
-    ):
-        if magnitude is None:
-            continue
-        if magnitude.numel() != size:
-            raise ValueError(f"magnitude of {magnitude.numel()} values for {size} outputs")
-        start = starts[i]
-        slice_sq = norm_sq[start : start + size]
-        if i in live and a_w is not None and a is not None and b is not None:
-            a32 = a.to(device=device, dtype=torch.float32)
-            b32 = b.to(device=device, dtype=torch.float32)
-            rank = a.shape[0]
-            cross = a_w[row : row + rank, start : start + size].to(torch.float32).T
-            row += rank
-            # B (A A^T) + 2 (A W^T)^T, then the row-wise dot with B: [out_i]
-            mixed = torch.addmm(cross, b32, a32 @ a32.T, beta=2.0)
-            slice_sq = slice_sq + (b32 * mixed).sum(dim=1)
-        m32 = magnitude.reshape(-1).to(device=device, dtype=torch.float32)
-        scale[start : start + size] = m32 * slice_sq.clamp_min(0.0).rsqrt()
+    for i in live:
+        size, start = slices[i], starts[i]
+        a = torch.stack([per_layer[i] for per_layer in lora_a]).to(device, torch.float32)
+        b = torch.stack([per_layer[i] for per_layer in lora_b]).to(device, torch.float32)
+        m = torch.stack([per_layer[i].reshape(-1) for per_layer in magnitudes])  # type: ignore[union-attr]
+        if m.shape[1] != size:
+            raise ValueError(f"magnitude of {m.shape[1]} values for {size} outputs")
+        rank = a.shape[1]
+        cross = a_w[:, row : row + rank, start : start + size].transpose(1, 2)  # [L, out_i, r]
+        row += rank
+        # B (A A^T) + 2 (A W^T)^T, then each row's dot with B
+        mixed = torch.baddbmm(cross, b, a @ a.transpose(1, 2), beta=2.0)
+        slice_sq = norm_sq[:, start : start + size] + (b * mixed).sum(dim=2)
+        m32 = m.to(device=device, dtype=torch.float32)
+        scale[:, start : start + size] = m32 * slice_sq.clamp_min(0.0).rsqrt()
     return scale
 
 
@@ -287,43 +295,63 @@ def _magnitudes_on(device: torch.device, magnitudes: dict[str, torch.Tensor]) ->
 def _fill_scales(manager: Any, lora_id: int) -> bool:
     """Write every layer's scale row (and DoRA flag) of the slot that adapter ``lora_id`` now
     holds; True if it is a DoRA adapter. The scales come from the slot's own copy of A and B
-    (what the kernel serves, already on the device) and the magnitudes, copied over at once;
-    a LoRA adapter in a slot no DoRA adapter held since its rows were reset costs nothing."""
+    (what the kernel serves, already on the device) and the magnitudes (copied over at once),
+    batched over the layers of one shape (:func:`dora_scales`); a LoRA adapter in a slot that
+    no DoRA adapter has held since its rows were last reset costs nothing."""
     index = manager.lora_index_to_id.index(lora_id)
     lora = manager._registered_adapters[lora_id]
     magnitudes: dict[str, torch.Tensor] = getattr(lora, "dora_magnitudes", {})
     dora_slots: set[int] = manager.__dict__.setdefault(_DORA_SLOTS, set())
     if not magnitudes and index not in dora_slots:
         return False
-    on_device: dict[str, Any] | None = None
+    plain: list[Any] = []
+    groups: dict[tuple[Any, ...], list[tuple[Any, list[str]]]] = {}
     for name, layer in manager.modules.items():
         table: torch.Tensor | None = getattr(layer, SCALE_TABLE, None)
         if table is None:
             continue
-        live: torch.Tensor = getattr(layer, LIVE_FLAGS)
         subs = manager.packed_modules.get(name, [name])
-        if not any(sub in magnitudes for sub in subs):
-            table[index].fill_(1.0)
-            live[index] = 0
+        present = tuple(sub in magnitudes for sub in subs)
+        if not any(present):
+            plain.append(layer)
             continue
-        if on_device is None:
-            on_device = _magnitudes_on(table.device, magnitudes)
+        a_shapes = tuple(tuple(stacked.shape[-2:]) for stacked in layer.lora_a_stacked)
+        key = (tuple(layer.output_slices), a_shapes, present, table.device)
+        groups.setdefault(key, []).append((layer, subs))
+    if plain:
+        _write_rows(plain, index, None)
+    on_device = _magnitudes_on(next(iter(groups))[3], magnitudes) if groups else {}
+    for (slices, *_), members in groups.items():
         with torch.no_grad():
-            scale = dora_scale(
-                row_norms(layer),
-                tuple(layer.output_slices),
-                [stacked[index, 0] for stacked in layer.lora_a_stacked],
-                [stacked[index, 0] for stacked in layer.lora_b_stacked],
-                [on_device.get(sub) for sub in subs],
-                _served_product(layer),
+            scales = dora_scales(
+                slices,
+                [row_norms(layer) for layer, _ in members],
+                [[stacked[index, 0] for stacked in layer.lora_a_stacked] for layer, _ in members],
+                [[stacked[index, 0] for stacked in layer.lora_b_stacked] for layer, _ in members],
+                [[on_device.get(sub) for sub in subs] for _, subs in members],
+                [_served_product(layer) for layer, _ in members],
             )
-        table[index].copy_(scale.to(table.dtype))
-        live[index] = 1
+        _write_rows([layer for layer, _ in members], index, scales)
     if magnitudes:
         dora_slots.add(index)
     else:
         dora_slots.discard(index)
     return bool(magnitudes)
+
+
+def _write_rows(layers: Sequence[Any], index: int, scales: torch.Tensor | None) -> None:
+    """Slot ``index``'s scale rows of ``layers`` := ``scales`` (one row per layer; flags set),
+    or ones (``None``; flags cleared), in one launch for the rows and one for the flags."""
+    rows = [getattr(layer, SCALE_TABLE)[index] for layer in layers]
+    flags = [getattr(layer, LIVE_FLAGS)[index : index + 1] for layer in layers]
+    if scales is None:
+        ones = {row.numel(): torch.ones_like(row) for row in rows}  # one per width
+        values = [ones[row.numel()] for row in rows]
+    else:
+        values = list(scales.to(rows[0].dtype).unbind(0))
+    flag = torch.full_like(flags[0], 0 if scales is None else 1)
+    torch._foreach_copy_(rows, values)
+    torch._foreach_copy_(flags, [flag] * len(flags))
 
 
 def _served_product(layer: Any) -> Callable[[torch.Tensor], torch.Tensor]:
