@@ -304,20 +304,7 @@ def _fill_scales(manager: Any, lora_id: int) -> bool:
     dora_slots: set[int] = manager.__dict__.setdefault(_DORA_SLOTS, set())
     if not magnitudes and index not in dora_slots:
         return False
-    plain: list[Any] = []
-    groups: dict[tuple[Any, ...], list[tuple[Any, list[str]]]] = {}
-    for name, layer in manager.modules.items():
-        table: torch.Tensor | None = getattr(layer, SCALE_TABLE, None)
-        if table is None:
-            continue
-        subs = manager.packed_modules.get(name, [name])
-        present = tuple(sub in magnitudes for sub in subs)
-        if not any(present):
-            plain.append(layer)
-            continue
-        a_shapes = tuple(tuple(stacked.shape[-2:]) for stacked in layer.lora_a_stacked)
-        key = (tuple(layer.output_slices), a_shapes, present, table.device)
-        groups.setdefault(key, []).append((layer, subs))
+    plain, groups = _shape_groups(manager, lambda sub: sub in magnitudes)
     if plain:
         _write_rows(plain, index, None)
     on_device = _magnitudes_on(next(iter(groups))[3], magnitudes) if groups else {}
@@ -337,6 +324,59 @@ def _fill_scales(manager: Any, lora_id: int) -> bool:
     else:
         dora_slots.discard(index)
     return bool(magnitudes)
+
+
+def _shape_groups(
+    manager: Any, has_magnitude: Callable[[str], bool]
+) -> tuple[list[Any], dict[tuple[Any, ...], list[tuple[Any, list[str]]]]]:
+    """The layers with a scale table that no magnitude touches, and the others grouped by
+    what :func:`dora_scales` batches over: output slices, the shapes of A's slot, which
+    slices have magnitudes, device (the last item of each key). Each member: the layer and
+    the modules packed into it."""
+    plain: list[Any] = []
+    groups: dict[tuple[Any, ...], list[tuple[Any, list[str]]]] = {}
+    for name, layer in manager.modules.items():
+        table: torch.Tensor | None = getattr(layer, SCALE_TABLE, None)
+        if table is None:
+            continue
+        subs = manager.packed_modules.get(name, [name])
+        present = tuple(has_magnitude(sub) for sub in subs)
+        if not any(present):
+            plain.append(layer)
+            continue
+        a_shapes = tuple(tuple(stacked.shape[-2:]) for stacked in layer.lora_a_stacked)
+        key = (tuple(layer.output_slices), a_shapes, present, table.device)
+        groups.setdefault(key, []).append((layer, subs))
+    return plain, groups
+
+
+def _warm_up(manager: Any) -> None:
+    """Run :func:`dora_scales` once per layer shape on slot 0's (zero) A and B, results
+    dropped, so that the first DoRA activation does not pay the device's one-off costs (its
+    first batched float32 GEMMs, the first products of those shapes through the base layers'
+    kernels: 200-550 ms on an H100). The row norms are stand-ins: a quantized layer's are
+    computed only when a DoRA adapter needs them."""
+    began = time.perf_counter()
+    _, groups = _shape_groups(manager, lambda sub: True)
+    with torch.no_grad():
+        for (slices, _, _, device), members in groups.items():
+            ones = torch.ones(sum(slices), device=device)
+            dora_scales(
+                slices,
+                [ones] * len(members),
+                [[stacked[0, 0] for stacked in layer.lora_a_stacked] for layer, _ in members],
+                [[stacked[0, 0] for stacked in layer.lora_b_stacked] for layer, _ in members],
+                [[ones[:size] for size in slices]] * len(members),
+                [_served_product(layer) for layer, _ in members],
+            )
+    if groups:
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        logger.info(
+            "DoRA: scale computation warmed up on %d layer shapes in %.1f ms",
+            len(groups),
+            (time.perf_counter() - began) * 1e3,
+        )
 
 
 def _write_rows(layers: Sequence[Any], index: int, scales: torch.Tensor | None) -> None:
@@ -443,6 +483,7 @@ def install(fused: bool = False) -> bool:
         def create_lora_modules(self: Any) -> Any:
             result = create_modules(self)
             _add_scale_tables(self, layer_cls, fused)
+            _warm_up(self)
             return result
 
         def apply_lora_fused(self: Any, x: torch.Tensor, output: torch.Tensor) -> Any:
