@@ -15,9 +15,10 @@ DoRA ("vLLM does not yet support DoRA"). This plugin lifts that for what it serv
   touching it loads, through the layer's own kernel applied to the identity (what it serves
   is the dequantized weight); a kernel that cannot do that is refused there;
 - when vLLM puts an adapter in a slot (``activate_adapter``), each layer's ``g`` is computed
-  **once** (:func:`dora_scale`: float32, on the device, from the slot's own copy of A and B and
-  one product of the served base layer) into that layer's scale table (one row per slot, ones
-  for LoRA adapters; a last row of ones for base-model tokens) and the slot's DoRA flag is set
+  **once** (:func:`dora_scales`: float32, on the device, from the slot's own copy of A and B
+  and one product of the served base layer, batched over the layers of one shape; warmed up
+  when the LoRA layers are created) into that layer's scale table (one row per slot, ones for
+  LoRA adapters; a last row of ones for base-model tokens) and the slot's DoRA flag is set
   (cleared for a LoRA adapter that follows a DoRA adapter in a slot);
 - the output (base plus LoRA delta) of a DoRA slot's tokens is multiplied by the slot's row:
   on CUDA with our kernels (``fused``) in the fused kernel's epilogue (each LoRA layer hands its
@@ -52,7 +53,8 @@ VLLM_DORA_REFUSAL = "vLLM does not yet support DoRA."
 SCALE_TABLE = "hi_moe_lora_dora_scale"
 #: The attribute that holds a LoRA layer's per-slot DoRA flags (int32, 1: a DoRA adapter).
 LIVE_FLAGS = "hi_moe_lora_dora_live"
-#: The attribute that holds a base linear layer's squared row norms (kept at load).
+#: The attribute that holds a base linear layer's squared row norms (kept at load, or computed
+#: once through a quantized layer's kernel: :func:`row_norms`).
 ROW_NORMS = "hi_moe_lora_row_norm_sq"
 #: The manager attribute that holds the slots whose rows a DoRA adapter wrote.
 _DORA_SLOTS = "_hi_moe_lora_dora_slots"
