@@ -200,8 +200,17 @@ class HealthMonitor:
                 artifacts = await asyncio.to_thread(self._artifacts.problems, versions)
                 self._quarantine.replace(artifacts)
                 semaphore = asyncio.Semaphore(self._settings.probe_concurrency)
+                # every server first, then the probes: where a probe goes (affinity) depends on
+                # which replicas are up, so it must see this round's picture of all of them
+                # (a replica checked first would otherwise take the probes of a version whose
+                # home is a replica that just came up and is not yet marked so)
+                servers = await asyncio.gather(*(self._check(r, registered) for r in targets))
                 await asyncio.gather(
-                    *(self._check(r, registered, versions, artifacts, semaphore) for r in targets)
+                    *(
+                        self._check_adapters(r, *server, versions, artifacts, semaphore)
+                        for r, server in zip(targets, servers, strict=True)
+                        if server is not None
+                    )
                 )
             return self.snapshot()
 
@@ -215,13 +224,10 @@ class HealthMonitor:
         return self._registered
 
     async def _check(
-        self,
-        replica: Replica,
-        registered: Sequence[AdapterInfo],
-        versions: Sequence[AdapterVersionInfo],
-        artifacts: dict[str, str],
-        semaphore: asyncio.Semaphore,
-    ) -> None:
+        self, replica: Replica, registered: Sequence[AdapterInfo]
+    ) -> tuple[str | None, UpstreamHealth] | None:
+        """The server itself: up or down, its base model, its bindings and loaded adapters.
+        Returns its base model and health (adapters not yet probed), or None when it is down."""
         state = self._state[replica.url]
         was_up = state.health.up
         started = time.perf_counter()
@@ -236,7 +242,7 @@ class HealthMonitor:
             self._bindings.forget(replica)
             self._set_replica(replica, state, UpstreamHealth(replica.url, False, problem, now))
             self._retire_all(replica, state)
-            return
+            return None
         base = self._base_name(models)
         cards = adapter_cards(models)
         # before any probe: a probe (or warm-up) must meet the registry's weights
@@ -263,6 +269,19 @@ class HealthMonitor:
                 task = asyncio.get_running_loop().create_task(self._notify(listener, replica))
                 self._notifying.add(task)
                 task.add_done_callback(self._notifying.discard)
+        return base, health
+
+    async def _check_adapters(
+        self,
+        replica: Replica,
+        base: str | None,
+        health: UpstreamHealth,
+        versions: Sequence[AdapterVersionInfo],
+        artifacts: dict[str, str],
+        semaphore: asyncio.Semaphore,
+    ) -> None:
+        """Probe the served versions that belong on ``replica`` (which is up)."""
+        state = self._state[replica.url]
         if self._probes_here is not None:
             versions = [v for v in versions if self._probes_here(replica, v.served_name)]
         verdicts = await self._probe_all(replica, state, base, versions, artifacts, semaphore)
