@@ -14,7 +14,8 @@ it checks each upstream:
    upstream and base model (again after the upstream was down);
 3. a probe of every served adapter version (:func:`registry.operations.served.served_versions`)
    on the replicas requests for it go to (with adapter affinity, where it is loaded, else its
-   home replica: probes must not load every version everywhere):
+   home replica: probes must not load every version everywhere; step 1 has run for every
+   upstream of the round before any probe, so "up" is this round's picture of all of them):
    the same prompt through the adapter, which must answer 200 with output that differs from the
    base model's: identical output means the adapter has no effect (zero weights, or vLLM served
    the base model) and an error means vLLM could not load it. Before probing, the version's
