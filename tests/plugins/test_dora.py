@@ -1,13 +1,14 @@
 """DoRA adapters on the CPU build of vLLM through ``plugins.dora``.
 
-The scale is checked against PEFT's own ``DoraLinearLayer`` on random tensors; then a DoRA
-adapter, a plain LoRA adapter, an AdaLoRA adapter (registered through the REST API, so served
-as the plain LoRA it was converted into) and base-model requests run at once against the
-session's real vLLM CPU stack (float32), and every answer must equal PEFT's (transformers +
-peft on the same tiny model, the AdaLoRA original loaded by PEFT's AdaLoRA loader): the same
-greedy tokens and, token by token, log-probabilities within 1e-3. Last, DoRA on a quantized
-base: a 4-bit AWQ copy of the tiny model served by vLLM's own AWQ kernel (bfloat16), whose
-DoRA answers must match PEFT's on the weights that kernel serves (the dequantized twin).
+The scale itself is checked in ``test_dora_scales.py``. Here a DoRA adapter, a plain LoRA
+adapter, an AdaLoRA adapter (registered through the REST API, so served as the plain LoRA it was
+converted into) and base-model requests run at once against the session's real vLLM CPU stack
+(float32), and every answer must equal PEFT's (transformers + peft on the same tiny model, the
+AdaLoRA original loaded by PEFT's AdaLoRA loader): the same greedy tokens and, token by token,
+log-probabilities within 1e-3. Last, DoRA on a quantized base: a 4-bit AWQ copy of the tiny
+model served by vLLM's own AWQ kernel (bfloat16), whose DoRA answers must match PEFT's on the
+weights that kernel serves (the dequantized twin); a LoRA adapter then takes the DoRA adapter's
+slot.
 """
 
 from __future__ import annotations
@@ -27,100 +28,13 @@ import torch
 from hi_moe_lora.app.embedded import EmbeddedStack
 from hi_moe_lora.tiny_awq import build_awq_pair
 from hi_moe_lora.tinymodel import TinyAdapterSpec, TinyFleet, build_adapter
-from plugins.dora import MAGNITUDE_SUFFIX, adapter_uses_dora, dora_scales, split_magnitudes
+from plugins.dora import MAGNITUDE_SUFFIX, adapter_uses_dora, split_magnitudes
 from tests.conftest import VllmServer
 from tests.openai.live import register
 
 PROMPTS = ("def fibonacci(n):", "The integral of x squared")
 MAX_TOKENS = 12
 LOGPROB_TOLERANCE = 1e-3
-
-
-# ------------------------------------------------------------------ the scale, against PEFT
-
-
-def _peft_norm_scale(
-    weight: torch.Tensor, a: torch.Tensor, b: torch.Tensor, m: torch.Tensor, scaling: float
-) -> torch.Tensor:
-    from peft.tuners.lora.dora import DoraLinearLayer
-
-    layer = DoraLinearLayer(fan_in_fan_out=False)
-    norm = layer.get_weight_norm(weight, (b @ a).detach(), scaling)
-    return m / norm
-
-
-def _from_weight(
-    weight: torch.Tensor,
-) -> tuple[torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]:
-    """What the served layer offers: squared row norms and its own product ``x W^T``."""
-    return weight.double().pow(2).sum(dim=1), lambda x: x @ weight.T
-
-
-def test_the_scale_equals_peft_for_one_and_for_packed_layers() -> None:
-    torch.manual_seed(0)
-    weight = torch.randn(24, 16)
-    a = [torch.randn(4, 16), torch.randn(4, 16)]
-    b = [torch.randn(10, 4), torch.randn(14, 4)]
-    m = [torch.rand(10) + 0.5, torch.rand(14) + 0.5]
-    scaling = 2.0
-    # vLLM folds the scaling into B before it reaches the layers
-    folded = [scaling * b_i for b_i in b]
-    norms, apply_base = _from_weight(weight)
-    packed = dora_scales((10, 14), [norms], [a], [folded], [m], [apply_base])
-    expected = torch.cat(
-        [
-            _peft_norm_scale(weight[:10], a[0], b[0], m[0], scaling),
-            _peft_norm_scale(weight[10:], a[1], b[1], m[1], scaling),
-        ]
-    )
-    torch.testing.assert_close(packed[0], expected, rtol=1e-5, atol=1e-6)
-    norms, apply_base = _from_weight(weight[:10])
-    one = dora_scales((10,), [norms], [a[:1]], [folded[:1]], [m[:1]], [apply_base])
-    torch.testing.assert_close(one[0], expected[:10], rtol=1e-5, atol=1e-6)
-
-
-def test_layers_of_one_shape_are_scaled_together_each_by_its_own_weight() -> None:
-    torch.manual_seed(1)
-    weights = [torch.randn(12, 8) for _ in range(3)]
-    a = [[torch.randn(4, 8)] for _ in weights]
-    b = [[torch.randn(12, 4)] for _ in weights]
-    m = [[torch.rand(12) + 0.5] for _ in weights]
-    served = [_from_weight(weight) for weight in weights]
-    together = dora_scales(
-        (12,), [n for n, _ in served], a, b, m, [product for _, product in served]
-    )
-    for layer, weight in enumerate(weights):
-        alone = _peft_norm_scale(weight, a[layer][0], b[layer][0], m[layer][0], 1.0)
-        torch.testing.assert_close(together[layer], alone, rtol=1e-5, atol=1e-6)
-
-
-def test_a_slice_without_magnitude_scales_by_one_and_shapes_are_checked() -> None:
-    norms, apply_base = _from_weight(torch.randn(6, 4))
-    zeros_a, zeros_b = torch.zeros(1, 4), torch.zeros(2, 1)
-    scale = dora_scales(
-        (2, 4),
-        [norms],
-        [[zeros_a, torch.ones(1, 4)]],
-        [[zeros_b, torch.ones(4, 1)]],
-        [[None, torch.ones(4)]],
-        [apply_base],
-    )
-    assert torch.equal(scale[0, :2], torch.ones(2))
-    with pytest.raises(ValueError, match="do not match"):
-        dora_scales((2, 2), [norms], [[zeros_a] * 2], [[zeros_b] * 2], [[None] * 2], [apply_base])
-    with pytest.raises(ValueError, match="magnitude"):
-        dora_scales(
-            (6,), [norms], [[zeros_a]], [[torch.zeros(6, 1)]], [[torch.ones(5)]], [apply_base]
-        )
-    with pytest.raises(ValueError, match="differ"):
-        dora_scales(
-            (6,),
-            [norms, norms],
-            [[zeros_a]] * 2,
-            [[torch.zeros(6, 1)]] * 2,
-            [[torch.ones(6)], [None]],
-            [apply_base] * 2,
-        )
 
 
 def test_magnitudes_are_set_aside_by_module() -> None:
