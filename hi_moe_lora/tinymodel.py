@@ -172,7 +172,7 @@ def build_adapter(model_dir: Path, target: Path, spec: TinyAdapterSpec = TinyAda
             _prune_singular_values(peft_model, config)
     target.mkdir(parents=True, exist_ok=True)
     peft_model.save_pretrained(str(target), safe_serialization=True)
-    _pin_base_model(target / "adapter_config.json", str(model_dir))
+    pin_base_model(target, str(model_dir))
     logger.info("built rank-%d adapter (seed %d) in %s", spec.rank, spec.seed, target)
     return target
 
@@ -196,7 +196,10 @@ def _prune_singular_values(peft_model: Any, config: Any) -> None:
     config.rank_pattern = pattern
 
 
-def _pin_base_model(config_path: Path, base_model: str) -> None:
+def pin_base_model(adapter_dir: Path, base_model: str) -> None:
+    """Make ``adapter_dir``'s config name ``base_model`` (registration checks that the adapter
+    names the served base)."""
+    config_path = adapter_dir / "adapter_config.json"
     config: dict[str, Any] = json.loads(config_path.read_text())
     config["base_model_name_or_path"] = base_model
     config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")

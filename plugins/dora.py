@@ -245,15 +245,8 @@ def _fill_scales(manager: Any, lora_id: int) -> bool:
         _write_rows(plain, index, None)
     on_device = _magnitudes_on(next(iter(groups))[3], magnitudes) if groups else {}
     for (slices, *_), members in groups.items():
-        with torch.no_grad():
-            scales = dora_scales(
-                slices,
-                [row_norms(layer) for layer, _ in members],
-                [[stacked[index, 0] for stacked in layer.lora_a_stacked] for layer, _ in members],
-                [[stacked[index, 0] for stacked in layer.lora_b_stacked] for layer, _ in members],
-                [[on_device.get(sub) for sub in subs] for _, subs in members],
-                [_served_product(layer) for layer, _ in members],
-            )
+        norms = [row_norms(layer) for layer, _ in members]
+        scales = _slot_scales(slices, members, index, norms, on_device.get)
         _write_rows([layer for layer, _ in members], index, scales)
     if magnitudes:
         dora_slots.add(index)
@@ -294,17 +287,12 @@ def _warm_up(manager: Any) -> None:
     computed only when a DoRA adapter needs them."""
     began = time.perf_counter()
     _, groups = _shape_groups(manager, lambda sub: True)
-    with torch.no_grad():
-        for (slices, _, _, device), members in groups.items():
-            ones = torch.ones(sum(slices), device=device)
-            dora_scales(
-                slices,
-                [ones] * len(members),
-                [[stacked[0, 0] for stacked in layer.lora_a_stacked] for layer, _ in members],
-                [[stacked[0, 0] for stacked in layer.lora_b_stacked] for layer, _ in members],
-                [[ones[:size] for size in slices]] * len(members),
-                [_served_product(layer) for layer, _ in members],
-            )
+    for (slices, _, _, device), members in groups.items():
+        ones = torch.ones(sum(slices), device=device)
+        stand_ins = {
+            sub: ones[:size] for _, subs in members for sub, size in zip(subs, slices, strict=True)
+        }
+        _slot_scales(slices, members, 0, [ones] * len(members), stand_ins.get)
     if groups:
         if torch.cuda.is_available():
             torch.cuda.synchronize()
@@ -312,6 +300,27 @@ def _warm_up(manager: Any) -> None:
             "DoRA: scale computation warmed up on %d layer shapes in %.1f ms",
             len(groups),
             (time.perf_counter() - began) * 1e3,
+        )
+
+
+def _slot_scales(
+    slices: tuple[int, ...],
+    members: Sequence[tuple[Any, list[str]]],
+    slot: int,
+    norms: Sequence[torch.Tensor],
+    magnitude_of: Callable[[str], torch.Tensor | None],
+) -> torch.Tensor:
+    """:func:`dora_scales` of one group of :func:`_shape_groups` for slot ``slot``: that slot's
+    copy of each layer's A and B, each packed module's magnitude (``magnitude_of``), the
+    layers' own products."""
+    with torch.no_grad():
+        return dora_scales(
+            slices,
+            norms,
+            [[stacked[slot, 0] for stacked in layer.lora_a_stacked] for layer, _ in members],
+            [[stacked[slot, 0] for stacked in layer.lora_b_stacked] for layer, _ in members],
+            [[magnitude_of(sub) for sub in subs] for _, subs in members],
+            [_served_product(layer) for layer, _ in members],
         )
 
 

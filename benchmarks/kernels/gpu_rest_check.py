@@ -42,6 +42,7 @@ import openai
 
 from hi_moe_lora.app.embedded import EmbeddedStack
 from hi_moe_lora.control_api import ControlPlaneClient
+from hi_moe_lora.tinymodel import pin_base_model
 
 logger = logging.getLogger(__name__)
 
@@ -115,11 +116,8 @@ def main() -> int:
         "lora": shutil.copytree(args.lora, sources / "lora"),
         "adalora": make_adalora(args.lora, sources / "adalora"),
     }
-    for directory in adapters.values():  # registration checks the adapter names the base
-        config_path = directory / "adapter_config.json"
-        config = json.loads(config_path.read_text())
-        config["base_model_name_or_path"] = str(model)
-        config_path.write_text(json.dumps(config, indent=2))
+    for directory in adapters.values():
+        pin_base_model(directory, str(model))
     stack = EmbeddedStack(
         workdir=work / "stack",
         model_dir=model,

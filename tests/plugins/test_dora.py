@@ -27,7 +27,7 @@ import torch
 
 from hi_moe_lora.app.embedded import EmbeddedStack
 from hi_moe_lora.tiny_awq import build_awq_pair
-from hi_moe_lora.tinymodel import TinyAdapterSpec, TinyFleet, build_adapter
+from hi_moe_lora.tinymodel import TinyAdapterSpec, TinyFleet, build_adapter, pin_base_model
 from plugins.dora import MAGNITUDE_SUFFIX, adapter_uses_dora, split_magnitudes
 from tests.conftest import VllmServer
 from tests.openai.live import register
@@ -292,10 +292,7 @@ def test_dora_on_an_awq_base_equals_peft_on_the_weights_it_serves(
         "lora2": build_adapter(float_dir, tmp_path / "lora2", TinyAdapterSpec(rank=8, seed=45)),
     }
     for key, directory in adapters.items():
-        config_path = directory / "adapter_config.json"
-        config = json.loads(config_path.read_text())
-        config["base_model_name_or_path"] = str(stack.model_dir)
-        config_path.write_text(json.dumps(config))
+        pin_base_model(directory, str(stack.model_dir))
         info = register(stack.control_plane_url, f"awq-{key}", "1.0.0", directory)
         assert info["variant"] == key.rstrip("2")
 
