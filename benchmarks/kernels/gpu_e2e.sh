@@ -1,117 +1,173 @@
 #!/bin/bash
 # End to end on the GPU host (after setup-kit.sh): vLLM 0.26 serving a random Llama-3-8B-shaped
-# model with 16 random rank-16 adapters on all seven projections.
-#   LABEL=ours|native|reference   our kernels, vLLM's (HI_MOE_LORA_KERNELS=vllm) or float64 LoRA (=reference)
+# model with N random rank-16 adapters on all seven projections.
+#   LABELS="ours native"  one server per label, all started at once (each on its own port, a
+#                       fixed KV cache each), then every run interleaved: the labels compared in
+#                       one window, at the cost of one server start. LABEL=... is one label.
+#                       ours | native | reference: our kernels, vLLM's (HI_MOE_LORA_KERNELS=vllm)
+#                       or float64 LoRA (=reference)
 #   R=16|64             --max-lora-rank (the adapters stay rank 16)
+#   N=16                adapters served (--max-loras N); make_lora_adapters.py writes the missing
+#                       ones when the adapter directory holds fewer
+#   MANY="$N"           distinct-adapter counts of the "many" runs (each at most N; "many" is N,
+#                       a smaller count k is "many<k>")
 #   ADAPTERS=DIR        serve the adapters in DIR/a<i> instead (make_dora_adapters.py writes DoRA
 #                       copies of the random ones); results then carry "-$ADAPTER_TAG" (default dora)
 #   MODEL=DIR           serve another base (default /tmp/m8b; e.g. its AWQ copy from
 #                       `python3 -m hi_moe_lora.tiny_awq /tmp/m8b /tmp/m8b-q`, /tmp/m8b-q/awq);
 #                       results then carry "-$MODEL_TAG" (default: the directory's name)
 #   EXTRA_ARGS="..."    more `vllm serve` arguments (e.g. --quantization fp8; tag with MODEL_TAG)
-#   CONCS="64 8"        `vllm bench serve` concurrencies, each: base / one adapter / 16 adapters
+#   CONCS="64 8"        `vllm bench serve` concurrencies, each: base / one adapter / many adapters
 #   PROBE=1             greedy + teacher-forced probe first: twice alone, once beside a 16-adapter
 #                       load (vLLM's run-to-run reference: the same request in other batches)
 #   PROFILE="one base"  torch-profile ~1.5 s of a 64-concurrent load each (one adapter, base model,
-#                       many: 16 adapters) and summarize the steps (step_profile.py); CONCS="" then
-#                       skips the throughput runs
+#                       many: N adapters) and summarize the steps (step_profile.py); a name ending
+#                       in "-prefill" (one-prefill, ...) sends 1,024-token prompts for 4 tokens
+#                       each instead, so most steps are prefill steps; CONCS="" then skips the
+#                       throughput runs
 # One server start per call; a warm-up run first keeps kernel compilation out of the figures.
 # The prefix cache is off: the random model's 1,000-token vocabulary makes about a third of the
 # random prompts collide, and the cache would reuse them per adapter, favouring base and
-# one-adapter runs over 16-adapter runs (issue 20; ../shared/gpu/README.md).
-# Results: $OUT/<label>-r<R>-c<C>-{base,one,many}.json and a summary on stdout.
+# one-adapter runs over many-adapter runs (issue 20; ../shared/gpu/README.md).
+# Results: $OUT/<label>-r<R>[-n<N>]-c<C>-{base,one,many...}.json and a summary on stdout.
 set -u
-LABEL=${LABEL:-ours}; OUT=${OUT:-/tmp/hml-out}; PORT=${PORT:-8000}; N=16
-RANDOM_MODEL=/tmp/m8b; MODEL=${MODEL:-$RANDOM_MODEL}
-R=${R:-16}; CONCS=${CONCS-64 8}; PROBE=${PROBE:-0}; PROFILE=${PROFILE:-}; PROF=/tmp/hml-prof
+LABELS=${LABELS:-${LABEL:-ours}}; OUT=${OUT:-/tmp/hml-out}; PORT=${PORT:-8000}; N=${N:-16}
+MANY=${MANY:-$N}; RANDOM_MODEL=/tmp/m8b; MODEL=${MODEL:-$RANDOM_MODEL}
+R=${R:-16}; CONCS=${CONCS-64 8}; PROBE=${PROBE:-0}; PROFILE=${PROFILE:-}
+SERVERS=$(echo $LABELS | wc -w)
+# Several servers share the GPU: each gets a fixed KV cache (vLLM's memory profiling would count
+# the other server's allocations as its own) and a share of the memory check.
+UTIL=${UTIL:-0.85}; KV_ARGS=()
+if [ "$SERVERS" -gt 1 ]; then
+  UTIL=$(awk -v n="$SERVERS" 'BEGIN { printf "%.2f", 0.88 / n }')
+  KV_ARGS=(--kv-cache-memory-bytes ${KV_BYTES:-8589934592})
+fi
 mkdir -p "$OUT"
 export PYTHONPATH=/tmp/site VLLM_USE_FLASHINFER_SAMPLER=0 HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
 [ -f /tmp/site/plugins/punica.py ] || python3 -m pip install -q --no-deps --no-build-isolation \
   --no-index --target /tmp/site . 2>&1 | tail -2
-[ -d $RANDOM_MODEL-adapters ] || python3 .kit/run/make-random-llama.py $RANDOM_MODEL $N 16 > /dev/null 2>&1
-KERNELS=ours; [ "$LABEL" = native ] && KERNELS=vllm; [ "$LABEL" = reference ] && KERNELS=reference
-TAG="$LABEL-r$R"; ADAPTERS=${ADAPTERS:-$RANDOM_MODEL-adapters}
-[ "$ADAPTERS" != "$RANDOM_MODEL-adapters" ] && TAG="$TAG-${ADAPTER_TAG:-dora}"
-[ "$MODEL" != "$RANDOM_MODEL" ] || [ -n "${MODEL_TAG:-}" ] && TAG="$TAG-${MODEL_TAG:-$(basename "$MODEL")}"
+[ -d $RANDOM_MODEL-adapters ] || python3 .kit/run/make-random-llama.py $RANDOM_MODEL 16 16 > /dev/null 2>&1
+ADAPTERS=${ADAPTERS:-$RANDOM_MODEL-adapters}
+[ -f "$ADAPTERS/a$((N-1))/adapter_config.json" ] || python3 benchmarks/kernels/make_lora_adapters.py \
+  $RANDOM_MODEL "$ADAPTERS" $N | tail -1
+SUFFIX=""; [ "$N" != 16 ] && SUFFIX="-n$N"
+[ "$ADAPTERS" != "$RANDOM_MODEL-adapters" ] && SUFFIX="$SUFFIX-${ADAPTER_TAG:-dora}"
+[ "$MODEL" != "$RANDOM_MODEL" ] || [ -n "${MODEL_TAG:-}" ] && SUFFIX="$SUFFIX-${MODEL_TAG:-$(basename "$MODEL")}"
 MODS=$(for i in $(seq 0 $((N-1))); do echo -n "a$i=$ADAPTERS/a$i "; done)
-ALL=$(for i in $(seq 0 $((N-1))); do echo -n "a$i "; done)
+first() { for i in $(seq 0 $(($1-1))); do echo -n "a$i "; done; }  # names of the first $1 adapters
+ALL=$(first $N)
 
-PROFILER_ARGS=()
-[ -n "$PROFILE" ] && PROFILER_ARGS=(--profiler-config "{\"profiler\": \"torch\", \"torch_profiler_dir\": \"$PROF\", \"torch_profiler_with_stack\": false, \"torch_profiler_dump_cuda_time_total\": false, \"ignore_frontend\": true}")
-began=$(date +%s)
-env VLLM_PLUGINS=hi_moe_lora_kernels HI_MOE_LORA_KERNELS=$KERNELS python3 -m vllm.entrypoints.cli.main \
-  serve $MODEL --served-model-name base --enable-lora --max-loras $N --max-cpu-loras $((2*N)) \
-  --max-lora-rank $R --lora-modules $MODS --port $PORT --max-model-len 2048 \
-  --no-enable-prefix-caching --gpu-memory-utilization 0.85 "${PROFILER_ARGS[@]}" ${EXTRA_ARGS:-} > "$OUT/$TAG-serve.log" 2>&1 &
-SP=$!
-for i in $(seq 1 200); do
-  sleep 3; curl -s "localhost:$PORT/v1/models" >/dev/null && break
-  kill -0 $SP 2>/dev/null || { echo "server died"; tail -40 "$OUT/$TAG-serve.log"; exit 1; }
+declare -A SERVER_PORT SERVER_PID
+tag() { echo "$1-r$R$SUFFIX"; }
+began=$(date +%s); index=0
+for L in $LABELS; do
+  KERNELS=ours; [ "$L" = native ] && KERNELS=vllm; [ "$L" = reference ] && KERNELS=reference
+  P=$((PORT + index)); index=$((index + 1)); SERVER_PORT[$L]=$P; PROFILER_ARGS=()
+  [ -n "$PROFILE" ] && PROFILER_ARGS=(--profiler-config "{\"profiler\": \"torch\", \"torch_profiler_dir\": \"/tmp/hml-prof-$L\", \"torch_profiler_with_stack\": false, \"torch_profiler_dump_cuda_time_total\": false, \"ignore_frontend\": true}")
+  # its own compile cache: servers starting together must not write one cache at once
+  env VLLM_PLUGINS=hi_moe_lora_kernels HI_MOE_LORA_KERNELS=$KERNELS VLLM_CACHE_ROOT=/tmp/vllm-cache-$L python3 -m vllm.entrypoints.cli.main \
+    serve $MODEL --served-model-name base --enable-lora --max-loras $N --max-cpu-loras $((2*N)) \
+    --max-lora-rank $R --lora-modules $MODS --port $P --max-model-len 2048 \
+    --no-enable-prefix-caching --gpu-memory-utilization $UTIL "${KV_ARGS[@]}" "${PROFILER_ARGS[@]}" \
+    ${EXTRA_ARGS:-} > "$OUT/$(tag $L)-serve.log" 2>&1 &
+  SERVER_PID[$L]=$!
 done
-echo "$TAG: server up after $(( $(date +%s) - began )) s"
-grep -m3 -i "hi-moe-lora\|Using .*Punica" "$OUT/$TAG-serve.log"
+for L in $LABELS; do
+  for i in $(seq 1 200); do
+    sleep 3; curl -s "localhost:${SERVER_PORT[$L]}/v1/models" >/dev/null && break
+    kill -0 ${SERVER_PID[$L]} 2>/dev/null || { echo "$L: server died"; tail -40 "$OUT/$(tag $L)-serve.log"; exit 1; }
+  done
+  echo "$(tag $L): server up after $(( $(date +%s) - began )) s"
+  grep -m3 -i "hi-moe-lora\|Using .*Punica" "$OUT/$(tag $L)-serve.log"
+  grep -m2 -i "KV cache memory\|Available KV cache\|GPU KV cache size" "$OUT/$(tag $L)-serve.log"
+done
 # Every run draws its own prompts (--seed from its result name): vLLM's prefix cache keeps earlier
 # runs' prompts, so a run repeating a warm-up's prompts with the same adapter would skip their
 # prefill (the random dataset's first prompts are the same for any --num-prompts under one seed).
-bench() {  # bench CONCURRENCY PROMPTS RESULT_NAME [--lora-modules ...] (into $RESULTS or $OUT)
-  local c=$1 np=$2 name=$3 seed; shift 3; seed=$(echo -n "$name" | cksum | cut -d' ' -f1)
-  python3 -m vllm.entrypoints.cli.main bench serve --backend openai --base-url http://localhost:$PORT \
-    --endpoint /v1/completions --model base --tokenizer $RANDOM_MODEL --dataset-name random \
-    --random-input-len 256 --random-output-len 128 --num-prompts $np --max-concurrency $c \
-    --ignore-eos --seed $seed --save-result --result-dir "${RESULTS:-$OUT}" --result-filename "$name" "$@" \
+bench() {  # bench LABEL CONCURRENCY PROMPTS RESULT_NAME [--lora-modules ...] (into $RESULTS or $OUT)
+  local label=$1 c=$2 np=$3 name=$4 seed; shift 4; seed=$(echo -n "$name" | cksum | cut -d' ' -f1)
+  python3 -m vllm.entrypoints.cli.main bench serve --backend openai \
+    --base-url http://localhost:${SERVER_PORT[$label]} --endpoint /v1/completions --model base \
+    --tokenizer $RANDOM_MODEL --dataset-name random --random-input-len ${IN_LEN:-256} \
+    --random-output-len ${OUT_LEN:-128} --num-prompts $np --max-concurrency $c --ignore-eos \
+    --percentile-metrics ttft,tpot,itl,e2el --metric-percentiles 50,90,99 \
+    --seed $seed --save-result --result-dir "${RESULTS:-$OUT}" --result-filename "$name" "$@" \
     > /dev/null 2>&1
 }
-wait_running() {  # until the background bench keeps at least $1 requests running (60 s at most)
+wait_running() {  # wait_running LABEL COUNT: until the background bench keeps COUNT running (60 s at most)
   for i in $(seq 1 120); do
-    n=$(curl -s localhost:$PORT/metrics | awk '/^vllm:num_requests_running/ {print int($2)}' | head -1)
-    [ "${n:-0}" -ge "$1" ] && { sleep 3; return; }; sleep 0.5
-  done; echo "load never reached $1 running requests"
+    n=$(curl -s localhost:${SERVER_PORT[$1]}/metrics | awk '/^vllm:num_requests_running/ {print int($2)}' | head -1)
+    [ "${n:-0}" -ge "$2" ] && { sleep 3; return; }; sleep 0.5
+  done; echo "load never reached $2 running requests"
 }
 stop_load() { pkill -f "cli.main bench serve"; wait $LOAD 2>/dev/null; }  # the background bench
-bench 64 96 "$TAG-warmup.json" --lora-modules $ALL
-bench 64 64 "$TAG-warmup1.json" --lora-modules a0   # one-adapter batches meet other sizes
-if [ "$PROBE" = 1 ]; then
-  probe() { python3 benchmarks/kernels/greedy_probe.py --port $PORT --out "$OUT/$TAG-$1.json" > /dev/null; }
+for L in $LABELS; do  # every adapter loaded once, then warm-up runs
+  CURLS=()
+  for a in $ALL; do
+    curl -s -o /dev/null localhost:${SERVER_PORT[$L]}/v1/completions -H 'Content-Type: application/json' \
+      -d "{\"model\": \"$a\", \"prompt\": \"warm\", \"max_tokens\": 1}" & CURLS+=($!)
+  done; wait "${CURLS[@]}"
+  bench $L 64 96 "$(tag $L)-warmup.json" --lora-modules $ALL
+  bench $L 64 64 "$(tag $L)-warmup1.json" --lora-modules a0   # one-adapter batches meet other sizes
+done
+for L in $LABELS; do
+  [ "$PROBE" = 1 ] || break
+  TAG=$(tag $L)
+  probe() { python3 benchmarks/kernels/greedy_probe.py --port ${SERVER_PORT[$L]} --out "$OUT/$TAG-$1.json" > /dev/null; }
   probe probe1; probe probe2
-  RESULTS=/tmp bench 64 512 "$TAG-probe-load.json" --lora-modules $ALL & LOAD=$!
-  wait_running 48; probe probe-load; stop_load
+  RESULTS=/tmp bench $L 64 512 "$TAG-probe-load.json" --lora-modules $(first 16) & LOAD=$!
+  wait_running $L 48; probe probe-load; stop_load
   for other in probe2 probe-load; do
     echo "$TAG probe1 vs $other:"
     python3 benchmarks/kernels/greedy_probe.py --compare "$OUT/$TAG-probe1.json" "$OUT/$TAG-$other.json"
   done
-fi
-for LOAD_NAME in $PROFILE; do
-  case $LOAD_NAME in one) MODS_ARG="--lora-modules a0";; many) MODS_ARG="--lora-modules $ALL";; *) MODS_ARG="";; esac
-  rm -rf $PROF; RESULTS=/tmp bench 64 1024 "$TAG-prof-$LOAD_NAME-load.json" $MODS_ARG & LOAD=$!
-  wait_running 60; curl -s -X POST localhost:$PORT/start_profile; sleep 1.5
-  curl -s -X POST localhost:$PORT/stop_profile; stop_load
-  TRACE=$(ls -S $PROF/*.pt.trace.json* 2>/dev/null | head -1)
-  if [ -z "$TRACE" ]; then echo "$TAG $LOAD_NAME: no trace in $PROF"; ls -la $PROF; continue; fi
-  echo "$TAG $LOAD_NAME: trace $(du -h "$TRACE" | cut -f1)"
-  python3 benchmarks/kernels/step_profile.py "$TRACE" --label "$TAG-$LOAD_NAME" --json "$OUT/$TAG-steps.json"
-  [ "$LOAD_NAME" = one ] && [ $(stat -c %s "$TRACE") -lt 15000000 ] && cp "$TRACE" "$OUT/$TAG-one.trace.json.gz"
-  sleep 3
 done
+for L in $LABELS; do
+  TAG=$(tag $L); PROF=/tmp/hml-prof-$L
+  for LOAD_NAME in $PROFILE; do
+    case $LOAD_NAME in one*) MODS_ARG="--lora-modules a0";; many*) MODS_ARG="--lora-modules $ALL";; *) MODS_ARG="";; esac
+    LENGTHS=(256 128); PROMPTS=1024; RUNNING=60  # decode-heavy: 64 requests running
+    [ "${LOAD_NAME%-prefill}" != "$LOAD_NAME" ] && { LENGTHS=(1024 4); PROMPTS=4096; RUNNING=8; }
+    rm -rf $PROF
+    IN_LEN=${LENGTHS[0]} OUT_LEN=${LENGTHS[1]} RESULTS=/tmp \
+      bench $L 64 $PROMPTS "$TAG-prof-$LOAD_NAME-load.json" $MODS_ARG & LOAD=$!
+    wait_running $L $RUNNING
+    curl -s -X POST localhost:${SERVER_PORT[$L]}/start_profile; sleep 1.5
+    curl -s -X POST localhost:${SERVER_PORT[$L]}/stop_profile; stop_load
+    TRACE=$(ls -S $PROF/*.pt.trace.json* 2>/dev/null | head -1)
+    if [ -z "$TRACE" ]; then echo "$TAG $LOAD_NAME: no trace in $PROF"; ls -la $PROF; continue; fi
+    echo "$TAG $LOAD_NAME: trace $(du -h "$TRACE" | cut -f1)"
+    python3 benchmarks/kernels/step_profile.py "$TRACE" --label "$TAG-$LOAD_NAME" --json "$OUT/$TAG-steps.json"
+    [ "$LOAD_NAME" = one ] && [ $(stat -c %s "$TRACE") -lt 15000000 ] && cp "$TRACE" "$OUT/$TAG-one.trace.json.gz"
+    sleep 3
+  done
+done
+KINDS="base one"; for k in $MANY; do [ "$k" = "$N" ] && KINDS="$KINDS many" || KINDS="$KINDS many$k"; done
 for C in $CONCS; do
-  NP=256; [ "$C" -le 16 ] && NP=$((16 * C))
-  bench $C $NP "$TAG-c$C-base.json"
-  bench $C $NP "$TAG-c$C-one.json" --lora-modules a0
-  bench $C $NP "$TAG-c$C-many.json" --lora-modules $ALL
+  NP=256; [ "$C" -le 16 ] && NP=$((16 * C)); [ "$C" -gt 64 ] && NP=$((4 * C))
+  for K in $KINDS; do
+    case $K in base) MODS_ARG="";; one) MODS_ARG="--lora-modules a0";; many) MODS_ARG="--lora-modules $ALL";;
+      *) MODS_ARG="--lora-modules $(first ${K#many})";; esac
+    for L in $LABELS; do bench $L $C $NP "$(tag $L)-c$C-$K.json" $MODS_ARG; done
+  done
 done
-kill $SP; wait $SP 2>/dev/null
-[ -n "$CONCS" ] && python3 - "$OUT" "$TAG" $CONCS <<'PY'
+for L in $LABELS; do kill ${SERVER_PID[$L]}; done; wait 2>/dev/null
+for L in $LABELS; do
+  TAG=$(tag $L)
+  [ -n "$CONCS" ] && python3 - "$OUT" "$TAG" "$KINDS" $CONCS <<'PY'
 import json, sys
-res, tag, concs = sys.argv[1], sys.argv[2], sys.argv[3:]
+res, tag, kinds, concs = sys.argv[1], sys.argv[2], sys.argv[3].split(), sys.argv[4:]
 for c in concs:
     base = json.load(open(f"{res}/{tag}-c{c}-base.json"))["output_throughput"]
-    for k in ("base", "one", "many"):
+    for k in kinds:
         d = json.load(open(f"{res}/{tag}-c{c}-{k}.json"))
-        print(f"{tag} c{c:>2} {k:>5}: {d['output_throughput']:8.1f} out tok/s "
-              f"({d['output_throughput'] / base:.2f}x base)  median TPOT "
-              f"{d['median_tpot_ms']:.2f} ms  prompts {d['completed']}")
+        print(f"{tag} c{c:>3} {k:>7}: {d['output_throughput']:8.1f} out tok/s "
+              f"({d['output_throughput'] / base:.3f}x base)  TPOT p50 {d['median_tpot_ms']:.2f} ms"
+              f"  TTFT p50/p99 {d['median_ttft_ms']:.0f}/{d.get('p99_ttft_ms', 0):.0f} ms"
+              f"  prompts {d['completed']}")
 PY
-# DoRA: how long each activation's scales took, and a quantized base's one-off row norms
-python3 - "$OUT/$TAG-serve.log" <<'PY'
+  # DoRA: how long each activation's scales took, and a quantized base's one-off row norms
+  python3 - "$OUT/$TAG-serve.log" <<'PY'
 import re, statistics, sys
 text = open(sys.argv[1], errors="replace").read()
 times = [float(t) for t in re.findall(r"DoRA scales of adapter \d+ computed in ([0-9.]+) ms", text)]
@@ -121,4 +177,5 @@ if times:
 for line in re.findall(r"DoRA: row norms of .*", text):
     print(line)
 PY
-echo "$TAG: done after $(( $(date +%s) - began )) s"
+done
+echo "$LABELS: done after $(( $(date +%s) - began )) s"

@@ -50,6 +50,8 @@ class EmbeddedStack(StartStop):
     model_dir: Path
     max_lora_rank: int = 64
     max_loras: int = 4
+    #: vLLM's ``--max-cpu-loras`` (adapters kept in host memory); ``None``: vLLM's default.
+    max_cpu_loras: int | None = None
     max_model_len: int = 512
     #: vLLM's ``--dtype``: float32 by default (tests compare answers with PEFT's in float32);
     #: a quantized model's kernels may need ``bfloat16`` or ``float16``.
@@ -75,6 +77,8 @@ class EmbeddedStack(StartStop):
     artifact_cache_bytes: int | None = None
     #: How the control plane picks a replica (``routing_policy``).
     routing_policy: RoutingPolicy = "affinity"
+    #: More ``vllm serve`` arguments for every replica (benchmarks: the prefix cache, memory).
+    vllm_extra_args: tuple[str, ...] = ()
     #: vLLM's API key, shared with the control plane (``HI_MOE_LORA_API_KEY``). Random per stack
     #: by default; ``None`` runs vLLM without one (then anyone who reaches its port may call it).
     vllm_api_key: str | None = field(default_factory=lambda: secrets.token_urlsafe(32), repr=False)
@@ -155,8 +159,10 @@ class EmbeddedStack(StartStop):
             port=self._replica_ports[replica],
             max_lora_rank=self.max_lora_rank,
             max_loras=self.max_loras,
+            max_cpu_loras=self.max_cpu_loras,
             max_model_len=self.max_model_len,
             dtype=self.dtype,
+            extra_args=self.vllm_extra_args,
             # vLLM's /metrics then also shows the worker's adapter load times (plugins/README.md)
             metrics_dir=str(self.workdir / f"vllm-metrics{suffix}"),
             api_key=self.vllm_api_key,

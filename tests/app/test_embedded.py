@@ -148,3 +148,22 @@ def test_exactly_one_version_is_active_through_promote_and_rollback(
     assert admin.post(f"/adapters/{name}/rollback").status_code == 200
     assert active() == ["1.0.0"]
     assert _complete(vllm_server, name).json()["model"] == f"{name}@1.0.0"
+
+
+def test_vllm_arguments_of_the_stack_reach_every_replica(tmp_path: Path) -> None:
+    from hi_moe_lora.app.embedded import EmbeddedStack
+
+    stack = EmbeddedStack(
+        workdir=tmp_path,
+        model_dir=tmp_path / "model",
+        max_loras=16,
+        max_cpu_loras=64,
+        vllm_replicas=2,
+        vllm_extra_args=("--no-enable-prefix-caching",),
+    )
+    for replica in (0, 1):
+        argv = stack.vllm_launch(replica).command()
+        assert argv[argv.index("--max-cpu-loras") + 1] == "64"
+        assert argv[argv.index("--max-loras") + 1] == "16"
+        assert argv[-1] == "--no-enable-prefix-caching"
+    assert "--max-cpu-loras" not in EmbeddedStack(tmp_path, tmp_path).vllm_launch().command()

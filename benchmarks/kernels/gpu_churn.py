@@ -1,0 +1,235 @@
+"""Slot churn and the cold-load tail (issue 20): many adapters over few slots, through our resolver.
+
+Starts the embedded stack (control plane on SQLite + vLLM with our plugins) on ``--model`` with
+``--max-loras SLOTS`` (16), registers ``ADAPTERS`` (64) random adapters through the REST API, and
+lets vLLM load each one at run time, on first use, through our resolver. The kernels are the
+environment's (``HI_MOE_LORA_KERNELS=vllm`` for vLLM's own). Then, with ``vllm bench serve``
+(uniform traffic, 64 concurrent, 256 tokens in, 128 out, the prefix cache off):
+
+1. ``cold16``: the first 16 adapters, each resolved and read from disk on first use;
+2. ``warm16``: the same 16 again, all in slots: the warm case;
+3. ``cold64``: all adapters, the other 48 resolved and read on first use;
+4. ``churn64``: all adapters again, all in host memory (``--max-cpu-loras``), 16 slots: each step
+   may move adapters between host and device.
+
+TTFT median and p99 of each run against ``warm16`` is the cliff. vLLM's scheduler admits a request
+only while its batch holds at most SLOTS distinct adapters, so much of the cliff is queueing, not
+copying: the load and read times the worker recorded (``hi_moe_lora_vllm_adapter_*_seconds`` on
+vLLM's ``/metrics``) tell the copying part.
+
+**Isolation** (vLLM issue #47724: a slot reassigned without refreshing the kernel's metadata served
+another adapter): ``greedy_probe`` scores fixed tokens teacher-forced for the base model and four
+adapters alone, then again while ``warm16`` runs (batch-composition noise: two probed adapters are
+in its set, two force a slot swap) and while ``churn64`` runs. A request served with another
+adapter's weights would move by about the distance between two adapters, which the summary
+prints beside the moves under load. Exits 1 when a move under churn exceeds a quarter of it.
+
+Usage (GPU kit, after make-random-llama.py; writes the missing adapters itself)::
+
+    HI_MOE_LORA_KERNELS=ours python3 benchmarks/kernels/gpu_churn.py --out $OUT/churn-ours.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import logging
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import greedy_probe
+import httpx
+
+from hi_moe_lora.app.embedded import EmbeddedStack
+from hi_moe_lora.control_api import ControlPlaneClient
+
+logger = logging.getLogger(__name__)
+
+HERE = Path(__file__).resolve().parent
+CONCURRENCY, PROMPTS, INPUT_LEN, OUTPUT_LEN = 64, 256, 256, 128
+#: probed adapters: two inside the warm set of 16, two outside it
+PROBED = (3, 9, 40, 63)
+#: our plugin's timings on vLLM's /metrics: resolves (API server), disk reads, cold loads (worker)
+LOAD_METRICS = re.compile(
+    r"^hi_moe_lora_(resolver_duration|vllm_adapter_read|vllm_adapter_load)_seconds_(sum|count)"
+    r"(?:\{[^}]*\})?\s+([0-9.e+-]+)$",
+    re.M,
+)
+TIMED = ("resolver_duration", "vllm_adapter_read", "vllm_adapter_load")
+
+
+def bench(
+    url: str, model: str, names: list[str], result: Path, prompts: int = PROMPTS
+) -> dict[str, Any]:
+    """One ``vllm bench serve`` run (uniform over ``names``); its JSON result."""
+    seed = sum(result.name.encode())
+    argv = [
+        sys.executable, "-m", "vllm.entrypoints.cli.main", "bench", "serve",
+        "--backend", "openai", "--base-url", url, "--endpoint", "/v1/completions",
+        "--model", model, "--tokenizer", model, "--dataset-name", "random",
+        "--random-input-len", str(INPUT_LEN), "--random-output-len", str(OUTPUT_LEN),
+        "--num-prompts", str(prompts), "--max-concurrency", str(CONCURRENCY), "--ignore-eos",
+        "--percentile-metrics", "ttft,tpot,e2el", "--metric-percentiles", "50,90,99",
+        "--seed", str(seed), "--save-result", "--result-dir", str(result.parent),
+        "--result-filename", result.name, "--lora-modules", *names,
+    ]  # fmt: skip
+    subprocess.run(argv, check=True, capture_output=True)
+    data: dict[str, Any] = json.loads(result.read_text())
+    return data
+
+
+def load_times(url: str) -> dict[str, float]:
+    """The worker's adapter read and load time sums and counts so far, from vLLM's metrics."""
+    text = httpx.get(f"{url}/metrics", timeout=30).text
+    totals: dict[str, float] = {}
+    for kind, field, value in LOAD_METRICS.findall(text):
+        totals[f"{kind}_{field}"] = totals.get(f"{kind}_{field}", 0.0) + float(value)
+    return totals
+
+
+def move(first: list[float], second: list[float]) -> dict[str, float]:
+    """Median and max |difference| of two teacher-forced log-probability lists."""
+    diffs = sorted(abs(a - b) for a, b in zip(first, second, strict=True))
+    return {"median": diffs[len(diffs) // 2], "max": diffs[-1]}
+
+
+def forced_moves(solo: dict[str, Any], other: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Per probed model, how far ``other``'s teacher-forced log-probabilities are from solo."""
+    return {model: move(values, other["forced"][model]) for model, values in solo["forced"].items()}
+
+
+def probe_beside(
+    port: int, models: list[str], url: str, model: str, names: list[str], work: Path
+) -> dict[str, Any]:
+    """The probe while a uniform load over ``names`` runs (started first, stopped after)."""
+    errors: list[BaseException] = []
+
+    def load() -> None:
+        try:
+            bench(
+                url, model, names, work / f"load-{len(names)}-{time.time_ns()}.json", prompts=1024
+            )
+        except subprocess.CalledProcessError as error:  # killed once the probe is done
+            if error.returncode > 0:
+                errors.append(error)
+
+    thread = threading.Thread(target=load, daemon=True)
+    thread.start()
+    time.sleep(20)  # the load in full swing (64 running)
+    try:
+        return greedy_probe.probe(port, models)
+    finally:
+        subprocess.run(["pkill", "-f", "cli.main bench serve"], check=False)
+        thread.join(timeout=60)
+        if errors:
+            logger.warning("background load failed: %s", errors[0])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", type=Path, default=Path("/tmp/m8b"))
+    parser.add_argument("--adapters", type=Path, default=Path("/tmp/m8b-adapters"))
+    parser.add_argument("--count", type=int, default=64)
+    parser.add_argument("--slots", type=int, default=16)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    kernels = os.environ.get("HI_MOE_LORA_KERNELS", "ours")
+    subprocess.run(
+        [
+            sys.executable,
+            str(HERE / "make_lora_adapters.py"),
+            str(args.model),
+            str(args.adapters),
+            str(args.count),
+        ],
+        check=True,
+    )
+    work = Path(tempfile.mkdtemp(prefix="churn-"))
+    model = str(args.model.resolve())
+    stack = EmbeddedStack(
+        workdir=work / "stack",
+        model_dir=args.model.resolve(),
+        dtype="bfloat16",
+        max_lora_rank=16,
+        max_loras=args.slots,
+        max_cpu_loras=args.count,
+        max_model_len=2048,
+        source_roots=[args.adapters.resolve()],
+        health_checks=False,
+        warmup=False,
+        vllm_api_key=None,
+        vllm_extra_args=("--no-enable-prefix-caching", "--gpu-memory-utilization", "0.85"),
+    )
+    summary: dict[str, Any] = {"kernels": kernels, "adapters": args.count, "slots": args.slots}
+    began = time.perf_counter()
+    stack.start()
+    summary["start_s"] = round(time.perf_counter() - began, 1)
+    url, port = stack.vllm_url, stack.vllm_port
+    names = [f"churn-{i}" for i in range(args.count)]
+    try:
+        control = ControlPlaneClient(stack.control_plane_url, timeout_s=600)
+        began = time.perf_counter()
+        for index, name in enumerate(names):
+            control.register(name, "1.0.0", str(args.adapters.resolve() / f"a{index}"))
+        summary["register_s"] = round(time.perf_counter() - began, 1)
+        probed = [model, *(names[i] for i in PROBED if i < args.count)]
+        runs: dict[str, Any] = {}
+        for run, chosen in (
+            ("cold16", names[:16]),
+            ("warm16", names[:16]),
+            ("cold64", names),
+            ("churn64", names),
+        ):
+            before = load_times(url)
+            result = bench(url, model, chosen, work / f"{run}.json")
+            after = load_times(url)
+            loads = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
+            runs[run] = {
+                "ttft_ms_p50": result["median_ttft_ms"],
+                "ttft_ms_p99": result["p99_ttft_ms"],
+                "tpot_ms_p50": result["median_tpot_ms"],
+                "output_tok_s": result["output_throughput"],
+                "completed": result["completed"],
+            }
+            for timed in TIMED:  # how many, and their mean, in ms
+                count = loads.get(f"{timed}_count", 0.0)
+                runs[run][f"{timed}_n"] = count
+                runs[run][f"{timed}_ms"] = 1e3 * loads.get(f"{timed}_sum", 0.0) / max(count, 1)
+            logger.info("%s: %s", run, runs[run])
+        summary["runs"] = runs
+        solo = greedy_probe.probe(port, probed)
+        again = greedy_probe.probe(port, probed)
+        warm_load = probe_beside(port, probed, url, model, names[:16], work)
+        churn_load = probe_beside(port, probed, url, model, names, work)
+        adapters = probed[1:]
+        distance = statistics.median(
+            move(solo["forced"][a], solo["forced"][b])["median"]
+            for a, b in itertools.pairwise(adapters)
+        )
+        summary["isolation"] = {
+            "solo_again": forced_moves(solo, again),
+            "beside_warm16": forced_moves(solo, warm_load),
+            "beside_churn64": forced_moves(solo, churn_load),
+            "adapter_to_adapter_median": distance,
+        }
+    finally:
+        stack.stop()
+    worst = max(m["median"] for m in summary["isolation"]["beside_churn64"].values())
+    summary["isolated"] = worst < distance / 4
+    args.out.write_text(json.dumps(summary, indent=1))
+    print(json.dumps(summary, indent=1))
+    return 0 if summary["isolated"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
