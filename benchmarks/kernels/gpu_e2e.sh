@@ -8,7 +8,9 @@
 #                       or float64 LoRA (=reference)
 #   R=16|64             --max-lora-rank (the adapters stay rank 16)
 #   N=16                adapters served (--max-loras N); make_lora_adapters.py writes the missing
-#                       ones when the adapter directory holds fewer
+#                       ones when the adapter directory holds fewer. vLLM loads --lora-modules at
+#                       start one by one (1.5-2 s each, ~5 s with two servers starting): N=128
+#                       does not start within a device call
 #   MANY="$N"           distinct-adapter counts of the "many" runs (each at most N; "many" is N,
 #                       a smaller count k is "many<k>")
 #   ADAPTERS=DIR        serve the adapters in DIR/a<i> instead (make_dora_adapters.py writes DoRA
@@ -64,8 +66,10 @@ for L in $LABELS; do
   KERNELS=ours; [ "$L" = native ] && KERNELS=vllm; [ "$L" = reference ] && KERNELS=reference
   P=$((PORT + index)); index=$((index + 1)); SERVER_PORT[$L]=$P; PROFILER_ARGS=()
   [ -n "$PROFILE" ] && PROFILER_ARGS=(--profiler-config "{\"profiler\": \"torch\", \"torch_profiler_dir\": \"/tmp/hml-prof-$L\", \"torch_profiler_with_stack\": false, \"torch_profiler_dump_cuda_time_total\": false, \"ignore_frontend\": true}")
-  # its own compile cache: servers starting together must not write one cache at once
-  env VLLM_PLUGINS=hi_moe_lora_kernels HI_MOE_LORA_KERNELS=$KERNELS VLLM_CACHE_ROOT=/tmp/vllm-cache-$L python3 -m vllm.entrypoints.cli.main \
+  # its own compile cache (servers starting together must not write one cache at once) and its
+  # own range of internal ports (two servers once drew the same torch.distributed port)
+  env VLLM_PLUGINS=hi_moe_lora_kernels HI_MOE_LORA_KERNELS=$KERNELS VLLM_CACHE_ROOT=/tmp/vllm-cache-$L \
+    VLLM_PORT=$((20000 + 1000 * index)) python3 -m vllm.entrypoints.cli.main \
     serve $MODEL --served-model-name base --enable-lora --max-loras $N --max-cpu-loras $((2*N)) \
     --max-lora-rank $R --lora-modules $MODS --port $P --max-model-len 2048 \
     --no-enable-prefix-caching --gpu-memory-utilization $UTIL "${KV_ARGS[@]}" "${PROFILER_ARGS[@]}" \
