@@ -9,14 +9,34 @@ were always right). :class:`IsolatedPunicaWrapperCPU` zeroes the LoRA-A output (
 every token without an adapter, so the expand that follows adds nothing to it; everything else
 is vLLM's. :mod:`plugins.punica` installs it on the CPU platform.
 
-Not covered: LoRA on the embedding and ``lm_head`` layers (vLLM 0.32 serves neither from PEFT
-adapters of the target modules we register), which take other index paths.
+It also keeps a prompt-logprobs request from killing the engine. vLLM computes a request's
+prompt log-probabilities (``echo`` with ``logprobs``, ``prompt_logprobs``) by running the LM
+head over that request's prompt rows alone, and its CPU ``add_lora_logits`` indexes those rows
+with the step's per-request sampler indices: with other requests running, the sizes differ and
+the einsum raises inside the engine, which then stops serving everyone (found by
+``benchmarks/kernels/gpu_churn.py`` on the CPU build). Ours
+(:meth:`IsolatedPunicaWrapperCPU.add_lora_logits`):
+
+- skips the logits LoRA while no loaded adapter has LM-head weights (exact: the skipped delta is
+  zero; the GPU wrapper's gate, :mod:`hi_moe_lora.kernels.logits_gate`);
+- applies the one adapter to all the rows when every request of the step shares it;
+- gives the logits rows of base-model requests no adapter, as the shrink above does;
+- raises :class:`PromptLogitsLoRAError` for a step that mixes adapters while LM-head weights are
+  loaded: whose rows these are is unknown there, and vLLM raised too, now the cause is named.
+
+Not covered: LoRA on the embedding layer (vLLM 0.32 serves none from PEFT adapters of the
+target modules we register), which takes other index paths.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
+from vllm.lora.ops.torch_ops import bgmv_expand, bgmv_shrink
 from vllm.lora.punica_wrapper.punica_cpu import PunicaWrapperCPU
+
+from hi_moe_lora.kernels.logits_gate import LogitsLoRAGate
 
 #: The slot index vLLM gives a token that no adapter serves.
 NO_ADAPTER = -1
@@ -30,8 +50,57 @@ def zero_tokens_without_adapter(shrunk: torch.Tensor, token_slots: torch.Tensor)
         shrunk[without] = 0
 
 
+class PromptLogitsLoRAError(RuntimeError):
+    """LM-head LoRA over rows that are not the step's sampled rows, in a step of mixed adapters."""
+
+
 class IsolatedPunicaWrapperCPU(PunicaWrapperCPU):
-    """vLLM's CPU wrapper whose shrink leaves base-model tokens at zero (see the module)."""
+    """vLLM's CPU wrapper whose shrink leaves base-model tokens at zero and whose logits LoRA
+    survives prompt log-probabilities (see the module)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._hm_logits_gate = LogitsLoRAGate()
+        self._hm_slot_ids: list[int | None] = []
+
+    def update_metadata(
+        self, mapping: Any, lora_index_to_id: list[int | None], *args: Any, **kwargs: Any
+    ) -> None:
+        super().update_metadata(mapping, lora_index_to_id, *args, **kwargs)
+        self._hm_slot_ids = list(lora_index_to_id)
+
+    def add_lora_logits(
+        self,
+        y: torch.Tensor,
+        x: torch.Tensor,
+        lora_a_stacked: torch.Tensor,
+        lora_b_stacked: torch.Tensor,
+        scale: float,
+        *,
+        buffer: torch.Tensor | None = None,
+        **kwargs: Any,
+    ) -> torch.Tensor:
+        if not self._hm_logits_gate.needed(lora_a_stacked, self._hm_slot_ids):
+            return y
+        x_rows = x.reshape(-1, x.shape[-1])
+        y_rows = y.view(-1, y.shape[-1])
+        rows, sampled = x_rows.size(0), self.sampler_indices
+        if rows == sampled.numel():
+            indices = sampled
+        elif sampled.numel() > 0 and bool((sampled == sampled[0]).all()):
+            indices = sampled[:1].expand(rows)  # every request of the step: one adapter
+        else:
+            raise PromptLogitsLoRAError(
+                f"LM-head LoRA over {rows} rows (prompt log-probabilities) in a step whose "
+                f"{sampled.numel()} requests use different adapters: vLLM gives no row mapping"
+            )
+        if bool((indices == NO_ADAPTER).all()):
+            return y
+        shrunk = torch.zeros((rows, lora_b_stacked.size(-1)), dtype=torch.float32)
+        bgmv_shrink(x_rows, lora_a_stacked, shrunk, indices, scale)
+        zero_tokens_without_adapter(shrunk, indices)
+        bgmv_expand(shrunk, lora_b_stacked, y_rows, indices, add_inputs=True)
+        return y
 
     def _shrink_prefill(
         self, y: torch.Tensor, x: torch.Tensor, w_t_all: torch.Tensor, scale: float

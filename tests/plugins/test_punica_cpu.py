@@ -1,7 +1,13 @@
-"""The CPU Punica wrapper: base-model tokens of a mixed batch get no adapter's LoRA."""
+"""The CPU Punica wrapper: base-model tokens of a mixed batch get no adapter's LoRA, and the
+logits LoRA survives prompt log-probabilities (unit tests, then the real vLLM CPU server)."""
 
 from __future__ import annotations
 
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -10,7 +16,11 @@ pytest.importorskip("vllm")
 from vllm.lora.layers.utils import LoRAMapping  # noqa: E402
 from vllm.lora.punica_wrapper.punica_cpu import PunicaWrapperCPU  # noqa: E402
 
-from plugins.punica_cpu import IsolatedPunicaWrapperCPU, zero_tokens_without_adapter  # noqa: E402
+from plugins.punica_cpu import (  # noqa: E402
+    IsolatedPunicaWrapperCPU,
+    PromptLogitsLoRAError,
+    zero_tokens_without_adapter,
+)
 
 SLOTS, RANK, HIDDEN = 3, 4, 8
 #: adapter ids in slots 0, 1, 2; 0 in a mapping is the base model
@@ -68,3 +78,129 @@ def test_zero_tokens_without_adapter_leaves_other_rows() -> None:
     shrunk = torch.ones(4, RANK)
     zero_tokens_without_adapter(shrunk, torch.tensor([0, -1, 2, -1, 5]))  # longer: padded
     assert shrunk.sum(dim=1).tolist() == [RANK, 0.0, RANK, 0.0]
+
+
+VOCAB = 32
+
+
+def logits_wrapper(ids: tuple[int, ...]) -> IsolatedPunicaWrapperCPU:
+    """The wrapper after a step of one token per request, adapter ids ``ids`` (0: base model)."""
+    wrapper = IsolatedPunicaWrapperCPU(max_num_batched_tokens=16, max_batches=8, device="cpu")
+    mapping = LoRAMapping(index_mapping=ids, prompt_mapping=ids, is_prefill=False)
+    wrapper.update_metadata(mapping, SLOT_IDS, SLOTS + 1, VOCAB)
+    return wrapper
+
+
+def head_weights(with_head: bool) -> tuple[Any, Any]:
+    """LM-head stacked A and B; without ``with_head`` every adapter's A is zero (no LM-head)."""
+    generator = torch.Generator().manual_seed(2)
+    lora_a = torch.randn(SLOTS, 1, RANK, HIDDEN, generator=generator)
+    lora_b = torch.randn(SLOTS, 1, VOCAB, RANK, generator=generator)
+    return (lora_a if with_head else torch.zeros_like(lora_a)), lora_b
+
+
+def head_delta(x: Any, slot: int) -> Any:
+    lora_a, lora_b = head_weights(True)
+    return (x @ lora_a[slot, 0].T) @ lora_b[slot, 0].T
+
+
+def prompt_rows(rows: int) -> tuple[Any, Any]:
+    return torch.randn(rows, HIDDEN, generator=torch.Generator().manual_seed(3)), torch.zeros(
+        rows, VOCAB
+    )
+
+
+def test_prompt_rows_without_lm_head_weights_are_skipped_exactly() -> None:
+    """More rows than the step's requests (prompt log-probabilities): vLLM's own wrapper raises;
+    with no LM-head weights loaded the delta is zero and ours adds nothing."""
+    x, y = prompt_rows(7)
+    lora_a, lora_b = head_weights(False)
+    plain = PunicaWrapperCPU(max_num_batched_tokens=16, max_batches=8, device="cpu")
+    mapping = LoRAMapping(index_mapping=(7, 8), prompt_mapping=(7, 8), is_prefill=False)
+    plain.update_metadata(mapping, SLOT_IDS, SLOTS + 1, VOCAB)
+    with pytest.raises(RuntimeError):
+        plain.add_lora_logits(y, x, lora_a, lora_b, 1.0)
+    out = logits_wrapper((7, 8)).add_lora_logits(y, x, lora_a, lora_b, 1.0)
+    assert float(out.abs().max()) == 0.0
+
+
+def test_prompt_rows_of_a_one_adapter_step_get_that_adapter() -> None:
+    x, y = prompt_rows(5)
+    lora_a, lora_b = head_weights(True)
+    logits_wrapper((8, 8)).add_lora_logits(y, x, lora_a, lora_b, 1.0)
+    assert torch.allclose(y, head_delta(x, SLOT_IDS.index(8)), atol=1e-4)
+
+
+def test_prompt_rows_of_a_mixed_step_with_lm_head_weights_raise_a_named_error() -> None:
+    x, y = prompt_rows(5)
+    lora_a, lora_b = head_weights(True)
+    with pytest.raises(PromptLogitsLoRAError, match="different adapters"):
+        logits_wrapper((7, 9)).add_lora_logits(y, x, lora_a, lora_b, 1.0)
+    assert float(y.abs().max()) == 0.0
+
+
+def test_sampled_rows_get_their_own_lm_head_delta_and_base_rows_none() -> None:
+    ids = (7, 0, 9)
+    x, y = prompt_rows(len(ids))
+    lora_a, lora_b = head_weights(True)
+    logits_wrapper(ids).add_lora_logits(y, x, lora_a, lora_b, 1.0)
+    assert float(y[1].abs().max()) == 0.0
+    for row in (0, 2):
+        assert torch.allclose(y[row], head_delta(x[row], SLOT_IDS.index(ids[row])), atol=1e-4)
+
+
+# ------------------------------------------------------------------ the real vLLM (CPU)
+
+#: token ids scored teacher-forced (inside the tiny model's vocabulary of 512)
+FORCED_IDS = [10 + (i * 37 + 5) % 400 for i in range(60)]
+
+
+def _running(client: httpx.Client) -> int:
+    text = client.get("/metrics").text
+    return sum(
+        int(float(line.split()[-1]))
+        for line in text.splitlines()
+        if line.startswith("vllm:num_requests_running")
+    )
+
+
+def _prompt_logprobs(client: httpx.Client, model: str) -> list[float]:
+    body = {"model": model, "prompt": FORCED_IDS, "max_tokens": 1, "echo": True, "logprobs": 1}
+    answer = client.post("/v1/completions", json=body)
+    assert answer.status_code == 200, answer.text
+    logprobs = answer.json()["choices"][0]["logprobs"]["token_logprobs"]
+    values: list[float] = logprobs[1 : len(FORCED_IDS)]  # not the first token, nor the answer
+    return values
+
+
+@pytest.mark.vllm
+def test_prompt_logprobs_beside_running_adapter_requests_keep_the_engine_serving(
+    vllm_server: Any, fresh_name: Any
+) -> None:
+    """An adapter's prompt log-probabilities asked while other adapters' requests run: vLLM
+    0.32's CPU wrapper raised inside the engine, which then answered every request with 500."""
+    names = [fresh_name("prompt-logprobs") for _ in range(2)]
+    sources = [vllm_server.adapters["python-lora"][0], vllm_server.adapters["math-lora"][0]]
+    headers = vllm_server.stack.vllm_headers
+    with httpx.Client(base_url=vllm_server.url, headers=headers, timeout=300) as client:
+        for name, source in zip(names, sources, strict=True):
+            body = {"lora_name": name, "lora_path": str(source)}
+            assert client.post("/v1/load_lora_adapter", json=body).status_code == 200
+        alone = _prompt_logprobs(client, names[0])
+
+        def long_answer(name: str) -> int:
+            body = {"model": name, "prompt": "def f(x):", "max_tokens": 200, "ignore_eos": True}
+            return client.post("/v1/completions", json=body).status_code
+
+        with ThreadPoolExecutor(4) as pool:
+            load = [pool.submit(long_answer, names[i % 2]) for i in range(4)]
+            deadline = time.monotonic() + 60
+            while _running(client) < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert _running(client) >= 2, "the adapter requests never ran"
+            beside = _prompt_logprobs(client, names[0])
+            assert _running(client) >= 1, "the load ended before the probe"
+            statuses = [future.result() for future in load]
+    assert statuses == [200] * 4
+    assert len(beside) == len(alone) == len(FORCED_IDS) - 1
+    assert max(abs(a - b) for a, b in zip(alone, beside, strict=True)) < 1e-3
