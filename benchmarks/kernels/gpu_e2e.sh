@@ -8,9 +8,11 @@
 #                       or float64 LoRA (=reference)
 #   R=16|64             --max-lora-rank (the adapters stay rank 16)
 #   N=16                adapters served (--max-loras N); make_lora_adapters.py writes the missing
-#                       ones when the adapter directory holds fewer. vLLM loads --lora-modules at
-#                       start one by one (1.5-2 s each, ~5 s with two servers starting): N=128
-#                       does not start within a device call
+#                       ones when the adapter directory holds fewer. The first 16 are
+#                       --lora-modules (vLLM loads those at start, one by one: 1.5-2 s each,
+#                       ~5 s with two servers starting, so N=128 that way did not start within a
+#                       device call); the others load on first use (the warm-up's) through
+#                       vLLM's filesystem resolver (not yet run on the GPU)
 #   MANY="$N"           distinct-adapter counts of the "many" runs (each at most N; "many" is N,
 #                       a smaller count k is "many<k>")
 #   ADAPTERS=DIR        serve the adapters in DIR/a<i> instead (make_dora_adapters.py writes DoRA
@@ -55,7 +57,13 @@ ADAPTERS=${ADAPTERS:-$RANDOM_MODEL-adapters}
 SUFFIX=""; [ "$N" != 16 ] && SUFFIX="-n$N"
 [ "$ADAPTERS" != "$RANDOM_MODEL-adapters" ] && SUFFIX="$SUFFIX-${ADAPTER_TAG:-dora}"
 [ "$MODEL" != "$RANDOM_MODEL" ] || [ -n "${MODEL_TAG:-}" ] && SUFFIX="$SUFFIX-${MODEL_TAG:-$(basename "$MODEL")}"
-MODS=$(for i in $(seq 0 $((N-1))); do echo -n "a$i=$ADAPTERS/a$i "; done)
+STATIC=$((N < 16 ? N : 16))
+MODS=$(for i in $(seq 0 $((STATIC-1))); do echo -n "a$i=$ADAPTERS/a$i "; done)
+PLUGINS=hi_moe_lora_kernels; RESOLVER_ENV=()
+if [ "$N" -gt 16 ]; then  # the rest through vLLM's filesystem resolver, on first use
+  PLUGINS=hi_moe_lora_kernels,lora_filesystem_resolver
+  RESOLVER_ENV=(VLLM_ALLOW_RUNTIME_LORA_UPDATING=True VLLM_LORA_RESOLVER_CACHE_DIR=$ADAPTERS)
+fi
 first() { for i in $(seq 0 $(($1-1))); do echo -n "a$i "; done; }  # names of the first $1 adapters
 ALL=$(first $N)
 
@@ -68,7 +76,7 @@ for L in $LABELS; do
   [ -n "$PROFILE" ] && PROFILER_ARGS=(--profiler-config "{\"profiler\": \"torch\", \"torch_profiler_dir\": \"/tmp/hml-prof-$L\", \"torch_profiler_with_stack\": false, \"torch_profiler_dump_cuda_time_total\": false, \"ignore_frontend\": true}")
   # its own compile cache (servers starting together must not write one cache at once) and its
   # own range of internal ports (two servers once drew the same torch.distributed port)
-  env VLLM_PLUGINS=hi_moe_lora_kernels HI_MOE_LORA_KERNELS=$KERNELS VLLM_CACHE_ROOT=/tmp/vllm-cache-$L \
+  env VLLM_PLUGINS=$PLUGINS "${RESOLVER_ENV[@]}" HI_MOE_LORA_KERNELS=$KERNELS VLLM_CACHE_ROOT=/tmp/vllm-cache-$L \
     VLLM_PORT=$((20000 + 1000 * index)) python3 -m vllm.entrypoints.cli.main \
     serve $MODEL --served-model-name base --enable-lora --max-loras $N --max-cpu-loras $((2*N)) \
     --max-lora-rank $R --lora-modules $MODS --port $P --max-model-len 2048 \
