@@ -13,20 +13,26 @@ environment's (``HI_MOE_LORA_KERNELS=vllm`` for vLLM's own). Then, with ``vllm b
    may move adapters between host and device.
 
 TTFT median and p99 of each run against ``warm16`` is the cliff. vLLM's scheduler admits a request
-only while its batch holds at most SLOTS distinct adapters, so much of the cliff is queueing, not
-copying: the load and read times the worker recorded (``hi_moe_lora_vllm_adapter_*_seconds`` on
-vLLM's ``/metrics``) tell the copying part.
+only while its batch holds at most SLOTS distinct adapters, so much of the cliff is queueing; the
+resolve, read and load times our plugin recorded (``hi_moe_lora_resolver_duration_seconds``,
+``hi_moe_lora_vllm_adapter_*_seconds`` on vLLM's ``/metrics``) tell the cold loads' part. Slot
+activations of adapters already in host memory are not timed.
 
 **Isolation** (vLLM issue #47724: a slot reassigned without refreshing the kernel's metadata served
 another adapter): ``greedy_probe`` scores fixed tokens teacher-forced for the base model and four
 adapters alone, then again while ``warm16`` runs (batch-composition noise: two probed adapters are
 in its set, two force a slot swap) and while ``churn64`` runs. A request served with another
 adapter's weights would move by about the distance between two adapters, which the summary
-prints beside the moves under load. Exits 1 when a move under churn exceeds a quarter of it.
+prints beside the moves under load. A probe waits until vLLM runs the load's requests, and the
+counts before and after it are kept (``load_running``). Exits 1 when a move under churn exceeds
+a quarter of the distance.
 
 Usage (GPU kit, after make-random-llama.py; writes the missing adapters itself)::
 
     HI_MOE_LORA_KERNELS=ours python3 benchmarks/kernels/gpu_churn.py --out $OUT/churn-ours.json
+
+On the CPU build (a check of the script, not a benchmark): ``--model`` a tiny model with 64
+adapters ``a<i>`` beside it in ``--adapters``, ``--dtype float32 --max-model-len 1024``.
 """
 
 from __future__ import annotations
