@@ -79,9 +79,10 @@ class IsolatedPunicaWrapperCPU(PunicaWrapperCPU):
         *,
         buffer: torch.Tensor | None = None,
         **kwargs: Any,
-    ) -> torch.Tensor:
+    ) -> None:
+        """vLLM's logits LoRA, in place on ``y`` (see the module for what differs)."""
         if not self._hm_logits_gate.needed(lora_a_stacked, self._hm_slot_ids):
-            return y
+            return
         x_rows = x.reshape(-1, x.shape[-1])
         y_rows = y.view(-1, y.shape[-1])
         rows, sampled = x_rows.size(0), self.sampler_indices
@@ -95,12 +96,11 @@ class IsolatedPunicaWrapperCPU(PunicaWrapperCPU):
                 f"{sampled.numel()} requests use different adapters: vLLM gives no row mapping"
             )
         if bool((indices == NO_ADAPTER).all()):
-            return y
+            return
         shrunk = torch.zeros((rows, lora_b_stacked.size(-1)), dtype=torch.float32)
         bgmv_shrink(x_rows, lora_a_stacked, shrunk, indices, scale)
         zero_tokens_without_adapter(shrunk, indices)
         bgmv_expand(shrunk, lora_b_stacked, y_rows, indices, add_inputs=True)
-        return y
 
     def _shrink_prefill(
         self, y: torch.Tensor, x: torch.Tensor, w_t_all: torch.Tensor, scale: float
