@@ -43,7 +43,6 @@ import itertools
 import json
 import logging
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -55,9 +54,11 @@ from typing import Any
 
 import greedy_probe
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 from hi_moe_lora.app.embedded import EmbeddedStack
 from hi_moe_lora.control_api import ControlPlaneClient
+from plugins.metrics import ADAPTER_LOAD, ADAPTER_READ, RESOLVER_DURATION
 
 logger = logging.getLogger(__name__)
 
@@ -65,14 +66,13 @@ HERE = Path(__file__).resolve().parent
 CONCURRENCY, PROMPTS, INPUT_LEN, OUTPUT_LEN = 64, 256, 256, 128
 #: probed adapters: two inside the warm set of 16, two outside it
 PROBED = (3, 9, 40, 63)
-#: our plugin's timings on vLLM's /metrics: resolves (API server), disk reads, cold loads (worker)
-LOAD_METRICS = re.compile(
-    r"^hi_moe_lora_(resolver_duration|vllm_adapter_read|vllm_adapter_load)_seconds_(sum|count)"
-    r"(?:\{[^}]*\})?\s+([0-9.e+-]+)$",
-    re.M,
-)
-TIMED = ("resolver_duration", "vllm_adapter_read", "vllm_adapter_load")
-RUNNING = re.compile(r"^vllm:num_requests_running(?:\{[^}]*\})?\s+([0-9.e+-]+)$", re.M)
+#: our plugin's timings on vLLM's /metrics (resolves in the API server, disk reads and cold loads
+#: in the worker), by the key they take in the summary
+TIMED = {
+    "resolver_duration": RESOLVER_DURATION,
+    "vllm_adapter_read": ADAPTER_READ,
+    "vllm_adapter_load": ADAPTER_LOAD,
+}
 #: a probe counts as "beside a load" once vLLM runs this many requests (of 64 sent at once; under
 #: churn only the requests of the adapters in slots run)
 LOAD_RUNNING = 8
@@ -123,30 +123,37 @@ def bench(url: str, model: str, names: list[str], result: Path) -> dict[str, Any
     return data
 
 
-def load_times(url: str) -> dict[str, float]:
-    """The worker's adapter read and load time sums and counts so far, from vLLM's metrics."""
+def metric_sums(url: str) -> dict[str, float]:
+    """vLLM's ``/metrics``, parsed: each sample name's values summed over their labels."""
     text = httpx.get(f"{url}/metrics", timeout=30).text
-    totals: dict[str, float] = {}
-    for kind, field, value in LOAD_METRICS.findall(text):
-        totals[f"{kind}_{field}"] = totals.get(f"{kind}_{field}", 0.0) + float(value)
-    return totals
+    sums: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            sums[sample.name] = sums.get(sample.name, 0.0) + sample.value
+    return sums
 
 
-def move(first: list[float], second: list[float]) -> dict[str, float]:
-    """Median and max |difference| of two teacher-forced log-probability lists."""
-    diffs = sorted(abs(a - b) for a, b in zip(first, second, strict=True))
-    return {"median": diffs[len(diffs) // 2], "max": diffs[-1]}
+def load_times(url: str) -> dict[str, float]:
+    """The sums and counts of our plugin's timings (:data:`TIMED`) so far."""
+    sums = metric_sums(url)
+    return {
+        f"{key}_{part}": sums.get(f"{metric}_{part}", 0.0)
+        for key, metric in TIMED.items()
+        for part in ("sum", "count")
+    }
 
 
 def forced_moves(solo: dict[str, Any], other: dict[str, Any]) -> dict[str, dict[str, float]]:
     """Per probed model, how far ``other``'s teacher-forced log-probabilities are from solo."""
-    return {model: move(values, other["forced"][model]) for model, values in solo["forced"].items()}
+    return {
+        model: greedy_probe.forced_difference(values, other["forced"][model])
+        for model, values in solo["forced"].items()
+    }
 
 
 def running(url: str) -> int:
     """Requests vLLM runs now (``vllm:num_requests_running``, summed over its engines)."""
-    text = httpx.get(f"{url}/metrics", timeout=30).text
-    return sum(int(float(v)) for v in RUNNING.findall(text))
+    return int(metric_sums(url).get("vllm:num_requests_running", 0.0))
 
 
 def probe_beside(
@@ -261,7 +268,7 @@ def main() -> int:
         churn_load = probe_beside(port, probed, url, model, names, work)
         adapters = probed[1:]
         distance = statistics.median(
-            move(solo["forced"][a], solo["forced"][b])["median"]
+            greedy_probe.forced_difference(solo["forced"][a], solo["forced"][b])["median"]
             for a, b in itertools.pairwise(adapters)
         )
         summary["isolation"] = {

@@ -74,6 +74,12 @@ def probe(port: int, models: list[str]) -> dict[str, Any]:
     return out
 
 
+def forced_difference(first: list[float], second: list[float]) -> dict[str, float]:
+    """Median and max |difference| of two teacher-forced log-probability lists."""
+    diffs = sorted(abs(x - y) for x, y in zip(first, second, strict=True))
+    return {"median": diffs[len(diffs) // 2], "max": diffs[-1]}
+
+
 def compare(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     lines = []
     for model in a:
@@ -96,10 +102,10 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     for model in forced_a:
         if model not in forced_b:
             continue
-        diffs = sorted(abs(x - y) for x, y in zip(forced_a[model], forced_b[model], strict=True))
+        difference = forced_difference(forced_a[model], forced_b[model])
         lines.append(
-            f"{model} teacher-forced: {len(diffs)} positions, max |logprob diff| "
-            f"{diffs[-1]:.4f}, median {diffs[len(diffs) // 2]:.4f}"
+            f"{model} teacher-forced: {len(forced_a[model])} positions, max |logprob diff| "
+            f"{difference['max']:.4f}, median {difference['median']:.4f}"
         )
     return lines
 

@@ -21,6 +21,7 @@ from plugins.punica_cpu import (  # noqa: E402
     PromptLogitsLoRAError,
     zero_tokens_without_adapter,
 )
+from tests.metrics.scrape import value  # noqa: E402
 
 SLOTS, RANK, HIDDEN = 3, 4, 8
 #: adapter ids in slots 0, 1, 2; 0 in a mapping is the base model
@@ -155,13 +156,8 @@ def test_sampled_rows_get_their_own_lm_head_delta_and_base_rows_none() -> None:
 FORCED_IDS = [10 + (i * 37 + 5) % 400 for i in range(60)]
 
 
-def _running(client: httpx.Client) -> int:
-    text = client.get("/metrics").text
-    return sum(
-        int(float(line.split()[-1]))
-        for line in text.splitlines()
-        if line.startswith("vllm:num_requests_running")
-    )
+def _running(client: httpx.Client) -> float:
+    return value(client.get("/metrics").text, "vllm:num_requests_running")
 
 
 def _prompt_logprobs(client: httpx.Client, model: str) -> list[float]:
