@@ -5,7 +5,9 @@
 #                       fixed KV cache each), then every run interleaved: the labels compared in
 #                       one window, at the cost of one server start. LABEL=... is one label.
 #                       ours | native | reference: our kernels, vLLM's (HI_MOE_LORA_KERNELS=vllm)
-#                       or float64 LoRA (=reference)
+#                       or float64 LoRA (=reference); a "-dual" suffix (ours-dual, native-dual)
+#                       adds vLLM's dual-stream LoRA (VLLM_LORA_ENABLE_DUAL_STREAM=1: the LoRA of
+#                       each linear layer on a second stream beside the base GEMM)
 #   R=16|64             --max-lora-rank (the adapters stay rank 16)
 #   N=16                adapters served (--max-loras N); make_lora_adapters.py writes the missing
 #                       ones when the adapter directory holds fewer. The first 16 are
@@ -71,12 +73,14 @@ declare -A SERVER_PORT SERVER_PID
 tag() { echo "$1-r$R$SUFFIX"; }
 began=$(date +%s); index=0
 for L in $LABELS; do
-  KERNELS=ours; [ "$L" = native ] && KERNELS=vllm; [ "$L" = reference ] && KERNELS=reference
+  KIND=${L%-dual}; DUAL=0; [ "$KIND" != "$L" ] && DUAL=1
+  KERNELS=ours; [ "$KIND" = native ] && KERNELS=vllm; [ "$KIND" = reference ] && KERNELS=reference
   P=$((PORT + index)); index=$((index + 1)); SERVER_PORT[$L]=$P; PROFILER_ARGS=()
   [ -n "$PROFILE" ] && PROFILER_ARGS=(--profiler-config "{\"profiler\": \"torch\", \"torch_profiler_dir\": \"/tmp/hml-prof-$L\", \"torch_profiler_with_stack\": false, \"torch_profiler_dump_cuda_time_total\": false, \"ignore_frontend\": true}")
   # its own compile cache (servers starting together must not write one cache at once) and its
   # own range of internal ports (two servers once drew the same torch.distributed port)
-  env VLLM_PLUGINS=$PLUGINS "${RESOLVER_ENV[@]}" HI_MOE_LORA_KERNELS=$KERNELS VLLM_CACHE_ROOT=/tmp/vllm-cache-$L \
+  env VLLM_PLUGINS=$PLUGINS "${RESOLVER_ENV[@]}" HI_MOE_LORA_KERNELS=$KERNELS \
+    VLLM_LORA_ENABLE_DUAL_STREAM=$DUAL VLLM_CACHE_ROOT=/tmp/vllm-cache-$L \
     VLLM_PORT=$((20000 + 1000 * index)) python3 -m vllm.entrypoints.cli.main \
     serve $MODEL --served-model-name base --enable-lora --max-loras $N --max-cpu-loras $((2*N)) \
     --max-lora-rank $R --lora-modules $MODS --port $P --max-model-len 2048 \

@@ -3,6 +3,7 @@ logits LoRA survives prompt log-probabilities (unit tests, then the real vLLM CP
 
 from __future__ import annotations
 
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -21,7 +22,6 @@ from plugins.punica_cpu import (  # noqa: E402
     PromptLogitsLoRAError,
     zero_tokens_without_adapter,
 )
-from tests.metrics.scrape import value  # noqa: E402
 
 SLOTS, RANK, HIDDEN = 3, 4, 8
 #: adapter ids in slots 0, 1, 2; 0 in a mapping is the base model
@@ -156,10 +156,6 @@ def test_sampled_rows_get_their_own_lm_head_delta_and_base_rows_none() -> None:
 FORCED_IDS = [10 + (i * 37 + 5) % 400 for i in range(60)]
 
 
-def _running(client: httpx.Client) -> float:
-    return value(client.get("/metrics").text, "vllm:num_requests_running")
-
-
 def _prompt_logprobs(client: httpx.Client, model: str) -> list[float]:
     body = {"model": model, "prompt": FORCED_IDS, "max_tokens": 1, "echo": True, "logprobs": 1}
     answer = client.post("/v1/completions", json=body)
@@ -184,19 +180,34 @@ def test_prompt_logprobs_beside_running_adapter_requests_keep_the_engine_serving
             assert client.post("/v1/load_lora_adapter", json=body).status_code == 200
         alone = _prompt_logprobs(client, names[0])
 
-        def long_answer(name: str) -> int:
-            body = {"model": name, "prompt": "def f(x):", "max_tokens": 200, "ignore_eos": True}
-            return client.post("/v1/completions", json=body).status_code
+        started = [threading.Event() for _ in range(4)]
+
+        def long_answer(index: int) -> tuple[int, float]:
+            """Streams one long answer; sets its event at the first token (the request is then
+            running in vLLM's batch) and returns its status and the time its stream ended."""
+            body = {
+                "model": names[index % 2],
+                "prompt": "def f(x):",
+                "max_tokens": 480,
+                "ignore_eos": True,
+                "stream": True,
+            }
+            with client.stream("POST", "/v1/completions", json=body) as answer:
+                for line in answer.iter_lines():
+                    if line.startswith("data: ") and line != "data: [DONE]":
+                        started[index].set()
+                return answer.status_code, time.monotonic()
 
         with ThreadPoolExecutor(4) as pool:
-            load = [pool.submit(long_answer, names[i % 2]) for i in range(4)]
-            deadline = time.monotonic() + 60
-            while _running(client) < 2 and time.monotonic() < deadline:
-                time.sleep(0.05)
-            assert _running(client) >= 2, "the adapter requests never ran"
+            load = [pool.submit(long_answer, index) for index in range(4)]
+            for event in started:
+                assert event.wait(120), "an adapter request never produced a token"
             beside = _prompt_logprobs(client, names[0])
-            assert _running(client) >= 1, "the load ended before the probe"
-            statuses = [future.result() for future in load]
+            probe_done = time.monotonic()
+            results = [future.result() for future in load]
+    statuses = [status for status, _ in results]
+    # the probe ran inside the load: every load request started before it, one ended after it
+    assert max(ended for _, ended in results) > probe_done, "the load ended before the probe"
     assert statuses == [200] * 4
     assert len(beside) == len(alone) == len(FORCED_IDS) - 1
     assert max(abs(a - b) for a, b in zip(alone, beside, strict=True)) < 1e-3
