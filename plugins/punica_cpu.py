@@ -19,10 +19,11 @@ the einsum raises inside the engine, which then stops serving everyone (found by
 
 - skips the logits LoRA while no loaded adapter has LM-head weights (exact: the skipped delta is
   zero; the GPU wrapper's gate, :mod:`hi_moe_lora.kernels.logits_gate`);
-- applies the one adapter to all the rows when every request of the step shares it;
-- gives the logits rows of base-model requests no adapter, as the shrink above does;
-- raises :class:`PromptLogitsLoRAError` for a step that mixes adapters while LM-head weights are
-  loaded: whose rows these are is unknown there, and vLLM raised too, now the cause is named.
+- gives the sampled rows of base-model requests no adapter, as the shrink above does;
+- handles rows that are not the sampled rows as the GPU wrapper does
+  (:mod:`hi_moe_lora.kernels.prompt_logits`): the step's one adapter on all of them, or, in a
+  step that mixes adapters while LM-head weights are loaded, the base model's logits and a
+  warning (whose rows these are is unknown there).
 
 Not covered: LoRA on the embedding layer (vLLM 0.32 serves none from PEFT adapters of the
 target modules we register), which takes other index paths.
@@ -30,6 +31,7 @@ target modules we register), which takes other index paths.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import torch
@@ -37,9 +39,14 @@ from vllm.lora.ops.torch_ops import bgmv_expand, bgmv_shrink
 from vllm.lora.punica_wrapper.punica_cpu import PunicaWrapperCPU
 
 from hi_moe_lora.kernels.logits_gate import LogitsLoRAGate
+from hi_moe_lora.kernels.prompt_logits import (
+    MIXED_STEP_WARNING,
+    NO_ADAPTER,
+    add_logits_lora_of_slot,
+    step_slot,
+)
 
-#: The slot index vLLM gives a token that no adapter serves.
-NO_ADAPTER = -1
+logger = logging.getLogger(__name__)
 
 
 def zero_tokens_without_adapter(shrunk: torch.Tensor, token_slots: torch.Tensor) -> None:
@@ -50,10 +57,6 @@ def zero_tokens_without_adapter(shrunk: torch.Tensor, token_slots: torch.Tensor)
         shrunk[without] = 0
 
 
-class PromptLogitsLoRAError(RuntimeError):
-    """LM-head LoRA over rows that are not the step's sampled rows, in a step of mixed adapters."""
-
-
 class IsolatedPunicaWrapperCPU(PunicaWrapperCPU):
     """vLLM's CPU wrapper whose shrink leaves base-model tokens at zero and whose logits LoRA
     survives prompt log-probabilities (see the module)."""
@@ -62,6 +65,7 @@ class IsolatedPunicaWrapperCPU(PunicaWrapperCPU):
         super().__init__(*args, **kwargs)
         self._hm_logits_gate = LogitsLoRAGate()
         self._hm_slot_ids: list[int | None] = []
+        self._hm_warned_mixed = False
 
     def update_metadata(
         self, mapping: Any, lora_index_to_id: list[int | None], *args: Any, **kwargs: Any
@@ -86,21 +90,21 @@ class IsolatedPunicaWrapperCPU(PunicaWrapperCPU):
         x_rows = x.reshape(-1, x.shape[-1])
         y_rows = y.view(-1, y.shape[-1])
         rows, sampled = x_rows.size(0), self.sampler_indices
-        if rows == sampled.numel():
-            indices = sampled
-        elif sampled.numel() > 0 and bool((sampled == sampled[0]).all()):
-            indices = sampled[:1].expand(rows)  # every request of the step: one adapter
-        else:
-            raise PromptLogitsLoRAError(
-                f"LM-head LoRA over {rows} rows (prompt log-probabilities) in a step whose "
-                f"{sampled.numel()} requests use different adapters: vLLM gives no row mapping"
-            )
-        if bool((indices == NO_ADAPTER).all()):
+        if rows != sampled.numel():  # one request's prompt rows (kernels.prompt_logits)
+            slot = step_slot(sampled)
+            if slot is None:
+                if not self._hm_warned_mixed:
+                    self._hm_warned_mixed = True
+                    logger.warning(MIXED_STEP_WARNING, rows, sampled.numel())
+                return
+            add_logits_lora_of_slot(y_rows, x_rows, lora_a_stacked, lora_b_stacked, slot, scale)
+            return
+        if bool((sampled == NO_ADAPTER).all()):
             return
         shrunk = torch.zeros((rows, lora_b_stacked.size(-1)), dtype=torch.float32)
-        bgmv_shrink(x_rows, lora_a_stacked, shrunk, indices, scale)
-        zero_tokens_without_adapter(shrunk, indices)
-        bgmv_expand(shrunk, lora_b_stacked, y_rows, indices, add_inputs=True)
+        bgmv_shrink(x_rows, lora_a_stacked, shrunk, sampled, scale)
+        zero_tokens_without_adapter(shrunk, sampled)
+        bgmv_expand(shrunk, lora_b_stacked, y_rows, sampled, add_inputs=True)
 
     def _shrink_prefill(
         self, y: torch.Tensor, x: torch.Tensor, w_t_all: torch.Tensor, scale: float

@@ -10,7 +10,9 @@ Kept from vLLM on purpose:
   all-reduce the rank-sized intermediate between the two halves, so they cannot fuse;
 - ``add_lora_logits``: one call per step on the sampled rows only, against a vocab-wide B;
   skipped when no loaded adapter has LM-head weights (:mod:`hi_moe_lora.kernels.logits_gate`),
-  since vLLM would otherwise run it on all-zero weights every step;
+  since vLLM would otherwise run it on all-zero weights every step. A call over one request's
+  prompt rows (prompt log-probabilities), which vLLM's kernels map to the wrong adapters, takes
+  :mod:`hi_moe_lora.kernels.prompt_logits` instead;
 - ``add_lora_embedding``: an expand-only gather, no shrink to fuse.
 
 Per step (``update_metadata``, eager, before the forward) the wrapper rebuilds the work list in
@@ -38,6 +40,7 @@ import hi_moe_lora.kernels.ops
 import hi_moe_lora.kernels.reference_op  # noqa: F401  (registers ...lora_linear_float64)
 from hi_moe_lora.kernels.config import BLOCK_M_LARGE, BLOCK_M_SMALL
 from hi_moe_lora.kernels.logits_gate import LogitsLoRAGate
+from hi_moe_lora.kernels.prompt_logits import MIXED_STEP_WARNING, add_logits_lora_of_slot, step_slot
 from hi_moe_lora.kernels.ranks import SlotRanks
 from hi_moe_lora.kernels.worklist import MAX_SLICES, WorkListBuffers, token_slots_from_mapping
 
@@ -64,6 +67,7 @@ class HiMoePunicaWrapperGPU(PunicaWrapperGPU):  # type: ignore[misc]
         self._hm_ranks = SlotRanks(num_slots, int(lora_config.max_lora_rank), device)
         self._hm_logits_gate = LogitsLoRAGate()
         self._hm_slot_ids: list[int | None] = [None] * num_slots
+        self._hm_warned_mixed = False
         logger.info(
             "hi-moe-lora fused LoRA kernels active (%d slots, max rank %d)",
             num_slots,
@@ -97,9 +101,22 @@ class HiMoePunicaWrapperGPU(PunicaWrapperGPU):  # type: ignore[misc]
     ) -> Any:
         if not self._hm_logits_gate.needed(lora_a_stacked, self._hm_slot_ids):
             return y
-        return super().add_lora_logits(
-            y, x, lora_a_stacked, lora_b_stacked, scale, buffer=buffer, **kwargs
-        )
+        x_rows = x.view(-1, x.shape[-1])
+        sampled = self.sampler_indices
+        if x_rows.size(0) == sampled.numel():
+            return super().add_lora_logits(
+                y, x, lora_a_stacked, lora_b_stacked, scale, buffer=buffer, **kwargs
+            )
+        # prompt rows of one request (hi_moe_lora.kernels.prompt_logits): eager, outside graphs
+        slot = step_slot(sampled)
+        if slot is None:
+            if not self._hm_warned_mixed:
+                self._hm_warned_mixed = True
+                logger.warning(MIXED_STEP_WARNING, x_rows.size(0), sampled.numel())
+            return y
+        y_rows = y.view(-1, y.shape[-1])
+        add_logits_lora_of_slot(y_rows, x_rows, lora_a_stacked, lora_b_stacked, slot, scale)
+        return y
 
     def add_lora_linear(
         self,

@@ -12,6 +12,7 @@ Modules (each with one job; none imports torch or triton at package import):
 - :mod:`.reference_op` the float64 reference as a graph-safe custom op, served by
   ``HI_MOE_LORA_KERNELS=reference`` for correctness probes;
 - :mod:`.logits_gate`  skips vLLM's logits LoRA while no loaded adapter has LM-head weights;
+- :mod:`.prompt_logits` the logits LoRA over one request's prompt rows (prompt log-probabilities);
 - :mod:`.ranks`        real per-slot adapter ranks, detected from the stacked weights;
 - :mod:`.ops`          the ``hi_moe_lora::lora_linear`` torch custom op.
 """

@@ -7,6 +7,7 @@ also compared with vLLM's own ``PunicaWrapperGPU`` on the same inputs.
 
 from __future__ import annotations
 
+import logging
 from typing import Final
 
 import pytest
@@ -175,6 +176,55 @@ def test_logits_lora_runs_only_when_an_adapter_has_lm_head_weights(device: str) 
     wrapper.update_metadata(mapping, IDS, 5, vocab)
     wrapper.add_lora_logits(out, x, a, b, 1.0)
     assert torch.equal(out, want)
+
+
+def _head(device: str, vocab: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """LM-head stacked A and B where only slot 1 (adapter 22) has LM-head weights."""
+    gen = torch.Generator().manual_seed(11)
+    a = torch.zeros(4, 1, MAX_RANK, K, dtype=torch.float16)
+    b = torch.zeros(4, 1, vocab, MAX_RANK, dtype=torch.float16)
+    a[1, 0, :4] = (torch.randn(4, K, generator=gen) / K**0.5).to(torch.float16)
+    b[1, 0, :, :4] = torch.randn(vocab, 4, generator=gen).to(torch.float16)
+    return a.to(device), b.to(device)
+
+
+def test_prompt_rows_take_the_steps_one_adapter(device: str) -> None:
+    """One request's prompt rows (prompt log-probabilities) in a step whose two requests both
+    use adapter 22: every row gets its LM-head delta (vLLM's kernels map rows by request order:
+    the first two rows would get it, the others nothing)."""
+    from plugins.punica_wrapper import HiMoePunicaWrapperGPU
+
+    vocab, rows = 40, 9
+    a, b = _head(device, vocab)
+    wrapper = _wrapper(HiMoePunicaWrapperGPU, device)
+    wrapper.update_metadata(LoRAMapping((22, 22), (22, 22), is_prefill=False), IDS, 5, vocab)
+    gen = torch.Generator().manual_seed(12)
+    x = torch.randn(rows, K, generator=gen).to(torch.float16).to(device)
+    logits = torch.randn(rows, vocab, generator=gen).to(device)
+    out = logits.clone()
+    wrapper.add_lora_logits(out, x, a, b, 1.0)
+    delta = (x.double() @ a[1, 0].double().T) @ b[1, 0].double().T
+    assert torch.allclose(out.double(), logits.double() + delta, atol=1e-2)
+    assert bool((out != logits).any(dim=1).all())
+
+
+def test_prompt_rows_of_a_mixed_step_keep_the_base_logits(
+    device: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    from plugins.punica_wrapper import HiMoePunicaWrapperGPU
+
+    vocab, rows = 40, 9
+    a, b = _head(device, vocab)
+    wrapper = _wrapper(HiMoePunicaWrapperGPU, device)
+    wrapper.update_metadata(LoRAMapping((22, 21), (22, 21), is_prefill=False), IDS, 5, vocab)
+    x = torch.randn(rows, K).to(torch.float16).to(device)
+    logits = torch.randn(rows, vocab).to(device)
+    out = logits.clone()
+    with caplog.at_level(logging.WARNING, logger="plugins.punica_wrapper"):
+        wrapper.add_lora_logits(out, x, a, b, 1.0)
+        wrapper.add_lora_logits(out, x, a, b, 1.0)
+    assert torch.equal(out, logits)
+    assert len([r for r in caplog.records if "different adapters" in r.getMessage()]) == 1
 
 
 def test_slot_change_refreshes_rank(device: str) -> None:
