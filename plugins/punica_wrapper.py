@@ -103,11 +103,12 @@ class HiMoePunicaWrapperGPU(PunicaWrapperGPU):  # type: ignore[misc]
             return y
         x_rows = x.view(-1, x.shape[-1])
         sampled = self.sampler_indices
-        if x_rows.size(0) == sampled.numel():
+        capturing = x.is_cuda and torch.cuda.is_current_stream_capturing()
+        if x_rows.size(0) == sampled.numel() or capturing:
             return super().add_lora_logits(
                 y, x, lora_a_stacked, lora_b_stacked, scale, buffer=buffer, **kwargs
             )
-        # prompt rows of one request (hi_moe_lora.kernels.prompt_logits): eager, outside graphs
+        # one request's prompt rows (hi_moe_lora.kernels.prompt_logits): eager, never captured
         slot = step_slot(sampled)
         if slot is None:
             if not self._hm_warned_mixed:
