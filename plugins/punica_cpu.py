@@ -31,22 +31,13 @@ target modules we register), which takes other index paths.
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import torch
 from vllm.lora.ops.torch_ops import bgmv_expand, bgmv_shrink
 from vllm.lora.punica_wrapper.punica_cpu import PunicaWrapperCPU
 
-from hi_moe_lora.kernels.logits_gate import LogitsLoRAGate
-from hi_moe_lora.kernels.prompt_logits import (
-    MIXED_STEP_WARNING,
-    NO_ADAPTER,
-    add_logits_lora_of_slot,
-    step_slot,
-)
-
-logger = logging.getLogger(__name__)
+from hi_moe_lora.kernels.prompt_logits import NO_ADAPTER, LogitsLoRA
 
 
 def zero_tokens_without_adapter(shrunk: torch.Tensor, token_slots: torch.Tensor) -> None:
@@ -63,15 +54,13 @@ class IsolatedPunicaWrapperCPU(PunicaWrapperCPU):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._hm_logits_gate = LogitsLoRAGate()
-        self._hm_slot_ids: list[int | None] = []
-        self._hm_warned_mixed = False
+        self._hm_logits = LogitsLoRA()
 
     def update_metadata(
         self, mapping: Any, lora_index_to_id: list[int | None], *args: Any, **kwargs: Any
     ) -> None:
         super().update_metadata(mapping, lora_index_to_id, *args, **kwargs)
-        self._hm_slot_ids = list(lora_index_to_id)
+        self._hm_logits.observe(lora_index_to_id)
 
     def add_lora_logits(
         self,
@@ -85,26 +74,16 @@ class IsolatedPunicaWrapperCPU(PunicaWrapperCPU):
         **kwargs: Any,
     ) -> None:
         """vLLM's logits LoRA, in place on ``y`` (see the module for what differs)."""
-        if not self._hm_logits_gate.needed(lora_a_stacked, self._hm_slot_ids):
-            return
-        x_rows = x.reshape(-1, x.shape[-1])
-        y_rows = y.view(-1, y.shape[-1])
-        rows, sampled = x_rows.size(0), self.sampler_indices
-        if rows != sampled.numel():  # one request's prompt rows (kernels.prompt_logits)
-            slot = step_slot(sampled)
-            if slot is None:
-                if not self._hm_warned_mixed:
-                    self._hm_warned_mixed = True
-                    logger.warning(MIXED_STEP_WARNING, rows, sampled.numel())
-                return
-            add_logits_lora_of_slot(y_rows, x_rows, lora_a_stacked, lora_b_stacked, slot, scale)
+        sampled = self.sampler_indices
+        if self._hm_logits.handled(y, x, lora_a_stacked, lora_b_stacked, scale, sampled):
             return
         if bool((sampled == NO_ADAPTER).all()):
             return
-        shrunk = torch.zeros((rows, lora_b_stacked.size(-1)), dtype=torch.float32)
+        x_rows = x.reshape(-1, x.shape[-1])
+        shrunk = torch.zeros((x_rows.size(0), lora_b_stacked.size(-1)), dtype=torch.float32)
         bgmv_shrink(x_rows, lora_a_stacked, shrunk, sampled, scale)
         zero_tokens_without_adapter(shrunk, sampled)
-        bgmv_expand(shrunk, lora_b_stacked, y_rows, sampled, add_inputs=True)
+        bgmv_expand(shrunk, lora_b_stacked, y.view(-1, y.shape[-1]), sampled, add_inputs=True)
 
     def _shrink_prefill(
         self, y: torch.Tensor, x: torch.Tensor, w_t_all: torch.Tensor, scale: float

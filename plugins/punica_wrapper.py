@@ -39,8 +39,7 @@ from vllm.lora.punica_wrapper.punica_gpu import PunicaWrapperGPU
 import hi_moe_lora.kernels.ops
 import hi_moe_lora.kernels.reference_op  # noqa: F401  (registers ...lora_linear_float64)
 from hi_moe_lora.kernels.config import BLOCK_M_LARGE, BLOCK_M_SMALL
-from hi_moe_lora.kernels.logits_gate import LogitsLoRAGate
-from hi_moe_lora.kernels.prompt_logits import MIXED_STEP_WARNING, add_logits_lora_of_slot, step_slot
+from hi_moe_lora.kernels.prompt_logits import LogitsLoRA
 from hi_moe_lora.kernels.ranks import SlotRanks
 from hi_moe_lora.kernels.worklist import MAX_SLICES, WorkListBuffers, token_slots_from_mapping
 
@@ -65,9 +64,7 @@ class HiMoePunicaWrapperGPU(PunicaWrapperGPU):  # type: ignore[misc]
         num_slots = int(lora_config.max_loras)
         self._hm_work = WorkListBuffers(max_num_batched_tokens, num_slots, device)
         self._hm_ranks = SlotRanks(num_slots, int(lora_config.max_lora_rank), device)
-        self._hm_logits_gate = LogitsLoRAGate()
-        self._hm_slot_ids: list[int | None] = [None] * num_slots
-        self._hm_warned_mixed = False
+        self._hm_logits = LogitsLoRA()
         logger.info(
             "hi-moe-lora fused LoRA kernels active (%d slots, max rank %d)",
             num_slots,
@@ -83,7 +80,7 @@ class HiMoePunicaWrapperGPU(PunicaWrapperGPU):  # type: ignore[misc]
         **kwargs: Any,
     ) -> None:
         super().update_metadata(mapping, lora_index_to_id, max_loras, vocab_size, **kwargs)
-        self._hm_slot_ids = list(lora_index_to_id)
+        self._hm_logits.observe(lora_index_to_id)
         ranks = self._hm_ranks.refresh(lora_index_to_id)
         slots = token_slots_from_mapping(mapping.index_mapping, lora_index_to_id)
         self._hm_work.update(slots, ranks)
@@ -99,25 +96,12 @@ class HiMoePunicaWrapperGPU(PunicaWrapperGPU):  # type: ignore[misc]
         buffer: Any = None,
         **kwargs: Any,
     ) -> Any:
-        if not self._hm_logits_gate.needed(lora_a_stacked, self._hm_slot_ids):
-            return y
-        x_rows = x.view(-1, x.shape[-1])
         sampled = self.sampler_indices
-        capturing = x.is_cuda and torch.cuda.is_current_stream_capturing()
-        if x_rows.size(0) == sampled.numel() or capturing:
-            return super().add_lora_logits(
-                y, x, lora_a_stacked, lora_b_stacked, scale, buffer=buffer, **kwargs
-            )
-        # one request's prompt rows (hi_moe_lora.kernels.prompt_logits): eager, never captured
-        slot = step_slot(sampled)
-        if slot is None:
-            if not self._hm_warned_mixed:
-                self._hm_warned_mixed = True
-                logger.warning(MIXED_STEP_WARNING, x_rows.size(0), sampled.numel())
+        if self._hm_logits.handled(y, x, lora_a_stacked, lora_b_stacked, scale, sampled):
             return y
-        y_rows = y.view(-1, y.shape[-1])
-        add_logits_lora_of_slot(y_rows, x_rows, lora_a_stacked, lora_b_stacked, slot, scale)
-        return y
+        return super().add_lora_logits(
+            y, x, lora_a_stacked, lora_b_stacked, scale, buffer=buffer, **kwargs
+        )
 
     def add_lora_linear(
         self,

@@ -1,4 +1,5 @@
-"""The logits LoRA over one request's prompt rows: which slot, and its delta in float32."""
+"""The logits LoRA over one request's prompt rows: which slot, its delta in float32, and what a
+wrapper leaves to its own path."""
 
 from __future__ import annotations
 
@@ -7,10 +8,13 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from hi_moe_lora.kernels.prompt_logits import (  # noqa: E402
+    MIXED_STEP_WARNING,
     NO_ADAPTER,
+    LogitsLoRA,
     add_logits_lora_of_slot,
     step_slot,
 )
+from tests.support.log_records import records_of  # noqa: E402
 
 SLOTS, RANK, HIDDEN, VOCAB, PADDED = 3, 4, 8, 20, 24
 
@@ -49,3 +53,32 @@ def test_the_base_model_slot_adds_nothing() -> None:
     y = torch.zeros(3, PADDED)
     add_logits_lora_of_slot(y, torch.ones(3, HIDDEN), lora_a, lora_b, NO_ADAPTER, 1.0)
     assert float(y.abs().max()) == 0.0
+
+
+def test_a_wrapper_skips_without_lm_head_weights_and_leaves_it_the_sampled_rows() -> None:
+    lora_a, lora_b = weights(torch.float32)
+    logits = LogitsLoRA()
+    logits.observe([21, 22, None])
+    x, y = torch.ones(2, HIDDEN), torch.zeros(2, PADDED)
+    sampled = torch.tensor([0, 1])
+    assert not logits.handled(y, x, lora_a, lora_b, 1.0, sampled)  # the wrapper's rows
+    assert logits.handled(y, x, torch.zeros_like(lora_a), lora_b, 1.0, sampled)  # no LM head
+    assert float(y.abs().max()) == 0.0
+
+
+def test_a_wrapper_gives_prompt_rows_the_steps_slot_or_the_base_logits() -> None:
+    lora_a, lora_b = weights(torch.float32)
+    logits = LogitsLoRA()
+    logits.observe([21, 22, None])
+    x = torch.randn(6, HIDDEN, generator=torch.Generator().manual_seed(8))
+    y = torch.zeros(6, PADDED)
+    assert logits.handled(y, x, lora_a, lora_b, 1.0, torch.tensor([1, 1]))
+    want = torch.zeros(6, PADDED)
+    add_logits_lora_of_slot(want, x, lora_a, lora_b, 1, 1.0)
+    assert torch.equal(y, want)
+    y.zero_()
+    with records_of("hi_moe_lora.kernels.prompt_logits") as records:
+        for _ in range(2):
+            assert logits.handled(y, x, lora_a, lora_b, 1.0, torch.tensor([0, 1]))
+    assert float(y.abs().max()) == 0.0
+    assert [r.getMessage() for r in records] == [MIXED_STEP_WARNING % (6, 2)]

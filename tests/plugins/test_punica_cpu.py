@@ -3,7 +3,6 @@ logits LoRA survives prompt log-probabilities (unit tests, then the real vLLM CP
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -20,6 +19,7 @@ from vllm.lora.punica_wrapper.punica_cpu import PunicaWrapperCPU  # noqa: E402
 
 from hi_moe_lora.kernels.prompt_logits import MIXED_STEP_WARNING  # noqa: E402
 from plugins.punica_cpu import IsolatedPunicaWrapperCPU, zero_tokens_without_adapter  # noqa: E402
+from tests.support.log_records import records_of  # noqa: E402
 
 SLOTS, RANK, HIDDEN = 3, 4, 8
 #: adapter ids in slots 0, 1, 2; 0 in a mapping is the base model
@@ -130,17 +130,15 @@ def test_prompt_rows_of_a_one_adapter_step_get_that_adapter() -> None:
     assert torch.allclose(y, head_delta(x, SLOT_IDS.index(8)), atol=1e-4)
 
 
-def test_prompt_rows_of_a_mixed_step_keep_the_base_logits_and_warn_once(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
+def test_prompt_rows_of_a_mixed_step_keep_the_base_logits_and_warn_once() -> None:
     x, y = prompt_rows(5)
     lora_a, lora_b = head_weights(True)
     wrapper = logits_wrapper((7, 9))
-    with caplog.at_level(logging.WARNING, logger="plugins.punica_cpu"):
+    with records_of("hi_moe_lora.kernels.prompt_logits") as records:
         wrapper.add_lora_logits(y, x, lora_a, lora_b, 1.0)
         wrapper.add_lora_logits(y, x, lora_a, lora_b, 1.0)
     assert float(y.abs().max()) == 0.0
-    assert [r.getMessage() for r in caplog.records] == [MIXED_STEP_WARNING % (5, 2)]
+    assert [r.getMessage() for r in records] == [MIXED_STEP_WARNING % (5, 2)]
 
 
 def test_prompt_rows_of_a_base_model_step_get_nothing() -> None:
