@@ -98,6 +98,28 @@ def test_add_lora_linear_matches_reference_and_learns_ranks(m: int, device: str)
 
 
 @pytest.mark.parametrize("m", [5, 37])
+def test_dual_stream_call_writes_the_delta_into_a_zeroed_output(m: int, device: str) -> None:
+    """vLLM's dual-stream LoRA (``VLLM_LORA_ENABLE_DUAL_STREAM``) calls ``add_lora_linear`` on a
+    second stream with a zeroed output and ``add_inputs=False``, then adds that output to the
+    base GEMM's: it must hold each token's own delta, and zeros for base-model tokens."""
+    from plugins.punica_wrapper import HiMoePunicaWrapperGPU
+
+    wrapper = _wrapper(HiMoePunicaWrapperGPU, device)
+    a, b = _weights(device)
+    mapping, slots = _mapping(m, seed=m + 20)
+    x = torch.randn(m, K, generator=torch.Generator().manual_seed(m)).to(torch.float16).to(device)
+    zeros = torch.zeros(m, sum(WIDTHS), dtype=torch.float16, device=device)
+    ref = lora_linear_reference(zeros, x, a, b, slots, 1.0, add_inputs=False)
+    for _ in range(2):  # the second call with the ranks learnt from the first
+        wrapper.update_metadata(mapping, IDS, 5, 128)
+        out = torch.zeros_like(zeros)
+        wrapper.add_lora_linear(out, x, a, b, 1.0, WIDTHS, add_inputs=False)
+        tol = 6e-3 * max(1.0, ref.abs().max().item())
+        assert (out.double().cpu() - ref).abs().max().item() <= tol
+        assert not bool(out[slots.to(out.device) < 0].any())
+
+
+@pytest.mark.parametrize("m", [5, 37])
 def test_dora_scales_apply_to_dora_slots_tokens(m: int, device: str) -> None:
     """A call with DoRA scales gets ``g * (y + delta)`` for its DoRA slots' tokens (slot 1
     here; slots 0 and 2 hold LoRA adapters); a call without them stays plain."""
