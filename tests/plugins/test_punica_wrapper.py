@@ -97,6 +97,43 @@ def test_add_lora_linear_matches_reference_and_learns_ranks(m: int, device: str)
         assert (out2.double() - out3.double()).abs().max().item() <= tol
 
 
+def test_a_slot_reassignment_under_an_unchanged_mapping_keeps_each_token_on_its_adapter(
+    device: str,
+) -> None:
+    """vLLM issue #47724's failure, at the wrapper: the batch (adapter ids per token) stays the
+    same while adapter 22 moves from slot 1 to slot 3 and adapter 24 takes slot 1. vLLM 0.26 and
+    0.32 call ``update_metadata`` when the slot layout changes; the work list and the ranks must
+    then follow, so 22's tokens keep 22's weights and nothing of 24 leaks in."""
+    from plugins.punica_wrapper import HiMoePunicaWrapperGPU
+
+    wrapper = _wrapper(HiMoePunicaWrapperGPU, device)
+    a, b = _weights(device)
+    ids = (22, 21, 22, 0, 22)
+    mapping = LoRAMapping(ids, ids, is_prefill=True)
+    x = torch.randn(len(ids), K, generator=torch.Generator().manual_seed(30))
+    x = x.to(torch.float16).to(device)
+    y = torch.zeros(len(ids), sum(WIDTHS), dtype=torch.float16, device=device)
+    want = lora_linear_reference(y, x, a, b, torch.tensor([1, 0, 1, -1, 1]), 1.0)
+    for _ in range(2):  # the second call with the ranks learnt
+        wrapper.update_metadata(mapping, IDS, 5, 128)
+        before = y.clone()
+        wrapper.add_lora_linear(before, x, a, b, 1.0, WIDTHS)
+    gen = torch.Generator().manual_seed(31)
+    for a_slice, b_slice in zip(a, b, strict=True):  # vLLM's set_lora into slots 3 and 1
+        a_slice[3].copy_(a_slice[1])
+        b_slice[3].copy_(b_slice[1])
+        a_slice[1].copy_(torch.randn(a_slice[1].shape, generator=gen).to(a_slice.dtype))
+        b_slice[1].copy_(torch.randn(b_slice[1].shape, generator=gen).to(b_slice.dtype))
+    moved = [21, 24, 23, 22]
+    for _ in range(2):
+        wrapper.update_metadata(mapping, moved, 5, 128)
+        after = y.clone()
+        wrapper.add_lora_linear(after, x, a, b, 1.0, WIDTHS)
+        tol = 6e-3 * max(1.0, want.abs().max().item())
+        assert (before.double().cpu() - want).abs().max().item() <= tol
+        assert (after.double().cpu() - want).abs().max().item() <= tol
+
+
 @pytest.mark.parametrize("m", [5, 37])
 def test_dual_stream_call_writes_the_delta_into_a_zeroed_output(m: int, device: str) -> None:
     """vLLM's dual-stream LoRA (``VLLM_LORA_ENABLE_DUAL_STREAM``) calls ``add_lora_linear`` on a
