@@ -135,6 +135,34 @@ def test_a_slot_reassignment_under_an_unchanged_mapping_keeps_each_token_on_its_
 
 
 @pytest.mark.parametrize("m", [5, 37])
+def test_row_parallel_shards_sum_to_the_unsharded_delta(m: int, device: str) -> None:
+    """Tensor parallel, a row-parallel layer (o, down) at TP = 2: each GPU's wrapper runs on its
+    half of the input and of A's columns, all of B, and the layer's all-reduce sums the partial
+    outputs. The sum must be the unsharded LoRA delta (the expand is linear in the shrink)."""
+    from plugins.punica_wrapper import HiMoePunicaWrapperGPU
+
+    a, b = _weights(device)
+    mapping, slots = _mapping(m, seed=m + 40)
+    x = torch.randn(m, K, generator=torch.Generator().manual_seed(m + 41))
+    x = x.to(torch.float16).to(device)
+    zeros = torch.zeros(m, sum(WIDTHS), dtype=torch.float16, device=device)
+    want = lora_linear_reference(zeros, x, a, b, slots, 1.0)
+    half = K // 2
+    total = torch.zeros(m, sum(WIDTHS), dtype=torch.float64)
+    for shard in (slice(0, half), slice(half, K)):
+        rank_wrapper = _wrapper(HiMoePunicaWrapperGPU, device)  # one per GPU
+        a_shard = tuple(t[..., shard].contiguous() for t in a)
+        out = zeros.clone()
+        for _ in range(2):  # the second call with the ranks learnt
+            rank_wrapper.update_metadata(mapping, IDS, 5, 128)
+            out = zeros.clone()
+            rank_wrapper.add_lora_linear(out, x[:, shard].contiguous(), a_shard, b, 1.0, WIDTHS)
+        total += out.double().cpu()
+    tol = 1.2e-2 * max(1.0, want.abs().max().item())  # two fp16 partials, one rounding each
+    assert (total - want).abs().max().item() <= tol
+
+
+@pytest.mark.parametrize("m", [5, 37])
 def test_dual_stream_call_writes_the_delta_into_a_zeroed_output(m: int, device: str) -> None:
     """vLLM's dual-stream LoRA (``VLLM_LORA_ENABLE_DUAL_STREAM``) calls ``add_lora_linear`` on a
     second stream with a zeroed output and ``add_inputs=False``, then adds that output to the
