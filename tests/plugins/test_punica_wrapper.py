@@ -63,6 +63,27 @@ def _mapping(m: int, seed: int) -> tuple[LoRAMapping, torch.Tensor]:
     return LoRAMapping(index_mapping=ids, prompt_mapping=ids, is_prefill=True), slots
 
 
+def _two_steps(
+    wrapper: object,
+    mapping: LoRAMapping,
+    ids: list[int | None],
+    y: torch.Tensor,
+    x: torch.Tensor,
+    a: tuple[torch.Tensor, ...],
+    b: tuple[torch.Tensor, ...],
+    **kwargs: object,
+) -> list[torch.Tensor]:
+    """The outputs of two steps with the same batch: the first at full rank (the slots' weights
+    not yet seen), the second with the ranks learnt from them. ``y`` is left as it is."""
+    outputs = []
+    for _ in range(2):
+        wrapper.update_metadata(mapping, ids, 5, 128)  # type: ignore[attr-defined]
+        out = y.clone()
+        wrapper.add_lora_linear(out, x, a, b, 1.0, WIDTHS, **kwargs)  # type: ignore[attr-defined]
+        outputs.append(out)
+    return outputs
+
+
 @pytest.mark.parametrize("m", [1, 5, 37])
 def test_add_lora_linear_matches_reference_and_learns_ranks(m: int, device: str) -> None:
     from plugins.punica_wrapper import HiMoePunicaWrapperGPU
@@ -114,23 +135,16 @@ def test_a_slot_reassignment_under_an_unchanged_mapping_keeps_each_token_on_its_
     x = x.to(torch.float16).to(device)
     y = torch.zeros(len(ids), sum(WIDTHS), dtype=torch.float16, device=device)
     want = lora_linear_reference(y, x, a, b, torch.tensor([1, 0, 1, -1, 1]), 1.0)
-    for _ in range(2):  # the second call with the ranks learnt
-        wrapper.update_metadata(mapping, IDS, 5, 128)
-        before = y.clone()
-        wrapper.add_lora_linear(before, x, a, b, 1.0, WIDTHS)
+    tol = 6e-3 * max(1.0, want.abs().max().item())
+    before = _two_steps(wrapper, mapping, IDS, y, x, a, b)[-1]
+    assert (before.double().cpu() - want).abs().max().item() <= tol
     gen = torch.Generator().manual_seed(31)
     for a_slice, b_slice in zip(a, b, strict=True):  # vLLM's set_lora into slots 3 and 1
         a_slice[3].copy_(a_slice[1])
         b_slice[3].copy_(b_slice[1])
         a_slice[1].copy_(torch.randn(a_slice[1].shape, generator=gen).to(a_slice.dtype))
         b_slice[1].copy_(torch.randn(b_slice[1].shape, generator=gen).to(b_slice.dtype))
-    moved = [21, 24, 23, 22]
-    for _ in range(2):
-        wrapper.update_metadata(mapping, moved, 5, 128)
-        after = y.clone()
-        wrapper.add_lora_linear(after, x, a, b, 1.0, WIDTHS)
-        tol = 6e-3 * max(1.0, want.abs().max().item())
-        assert (before.double().cpu() - want).abs().max().item() <= tol
+    for after in _two_steps(wrapper, mapping, [21, 24, 23, 22], y, x, a, b):
         assert (after.double().cpu() - want).abs().max().item() <= tol
 
 
@@ -152,12 +166,9 @@ def test_row_parallel_shards_sum_to_the_unsharded_delta(m: int, device: str) -> 
     for shard in (slice(0, half), slice(half, K)):
         rank_wrapper = _wrapper(HiMoePunicaWrapperGPU, device)  # one per GPU
         a_shard = tuple(t[..., shard].contiguous() for t in a)
-        out = zeros.clone()
-        for _ in range(2):  # the second call with the ranks learnt
-            rank_wrapper.update_metadata(mapping, IDS, 5, 128)
-            out = zeros.clone()
-            rank_wrapper.add_lora_linear(out, x[:, shard].contiguous(), a_shard, b, 1.0, WIDTHS)
-        total += out.double().cpu()
+        x_shard = x[:, shard].contiguous()
+        partial = _two_steps(rank_wrapper, mapping, IDS, zeros, x_shard, a_shard, b)[-1]
+        total += partial.double().cpu()
     tol = 1.2e-2 * max(1.0, want.abs().max().item())  # two fp16 partials, one rounding each
     assert (total - want).abs().max().item() <= tol
 
@@ -175,11 +186,8 @@ def test_dual_stream_call_writes_the_delta_into_a_zeroed_output(m: int, device: 
     x = torch.randn(m, K, generator=torch.Generator().manual_seed(m)).to(torch.float16).to(device)
     zeros = torch.zeros(m, sum(WIDTHS), dtype=torch.float16, device=device)
     ref = lora_linear_reference(zeros, x, a, b, slots, 1.0, add_inputs=False)
-    for _ in range(2):  # the second call with the ranks learnt from the first
-        wrapper.update_metadata(mapping, IDS, 5, 128)
-        out = torch.zeros_like(zeros)
-        wrapper.add_lora_linear(out, x, a, b, 1.0, WIDTHS, add_inputs=False)
-        tol = 6e-3 * max(1.0, ref.abs().max().item())
+    tol = 6e-3 * max(1.0, ref.abs().max().item())
+    for out in _two_steps(wrapper, mapping, IDS, zeros, x, a, b, add_inputs=False):
         assert (out.double().cpu() - ref).abs().max().item() <= tol
         assert not bool(out[slots.to(out.device) < 0].any())
 
