@@ -18,13 +18,13 @@ reason (a bug, data the database refuses) would fail again: it is logged and dro
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
 from registry.errors import DatabaseUnavailable
+from registry.waiting import wait_event
 
 logger = logging.getLogger(__name__)
 
@@ -115,8 +115,7 @@ class BatchWriter(Generic[T]):
 
     async def _flush_loop(self) -> None:
         while self._buffer:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._flush_now.wait(), self._delay_s())
+            await wait_event(self._flush_now, self._delay_s())
             self._flush_now.clear()
             self._attempts_started += 1
             try:

@@ -35,7 +35,6 @@ no feed (one process owns the file); :func:`wants_change_feed` says when to buil
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import inspect
 import json
@@ -56,6 +55,7 @@ from registry.db.engine import normalise_url
 from registry.db.models import Adapter, AuditEvent
 from registry.db.session import Database, UnitOfWork
 from registry.metrics.families import ControlPlaneMetrics
+from registry.waiting import wait_event, within
 
 if TYPE_CHECKING:
     import psycopg
@@ -231,9 +231,7 @@ class ChangeFeed:
 
     async def wait_connected(self, timeout_s: float) -> bool:
         """Wait until the listener is connected (and resynchronised); False on timeout."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._connected.wait(), timeout_s)
-        return self.connected
+        return await wait_event(self._connected, timeout_s)
 
     # ------------------------------------------------------------------ life cycle
 
@@ -324,9 +322,7 @@ class ChangeFeed:
 
     async def _ping(self, connection: psycopg.AsyncConnection[Any]) -> None:
         """A query on the idle connection, bounded: a silently dead peer is found in time."""
-        await asyncio.wait_for(
-            connection.execute("SELECT 1"), max(self._connect_timeout_s, self._ping_s)
-        )
+        await within(connection.execute("SELECT 1"), max(self._connect_timeout_s, self._ping_s))
 
     async def receive(self, payload: str) -> Change | None:
         """Apply one notification's ``payload``; the change applied, or ``None`` if ignored."""

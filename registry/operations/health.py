@@ -32,7 +32,6 @@ gauges. When an upstream comes (back) up, the ``on_upstream_up`` listeners run (
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -55,6 +54,7 @@ from registry.operations.health_picture import AdapterHealth, FleetHealth, Upstr
 from registry.operations.served import served_versions
 from registry.services.adapters import AdapterService
 from registry.services.records import AdapterInfo, AdapterVersionInfo
+from registry.waiting import wait_event
 
 logger = logging.getLogger(__name__)
 
@@ -178,9 +178,7 @@ class HealthMonitor:
             delay = next_full - time.monotonic()
             if any_down:
                 delay = min(delay, settings.down_recheck_s)
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._fleet_changed.wait(), max(delay, 0.0))
-            if self._fleet_changed.is_set():
+            if await wait_event(self._fleet_changed, delay):
                 self._fleet_changed.clear()
                 next_full = 0.0  # what is served changed: probe it now, not in an interval
 

@@ -383,6 +383,75 @@ async def test_an_idle_listener_pings_and_keeps_listening(pg_url: str) -> None:
 
 
 @pytest.mark.postgres
+async def test_a_feed_pinging_flat_out_stops_at_once(pg_url: str) -> None:
+    """Stopped at any point of its ping cycle, the feed stops. (Through ``asyncio.wait_for``,
+    Python 3.11 lost a cancellation that came as the ping answered, and ``stop()`` waited on a
+    feed that went on pinging: CI hung here.)"""
+    database = Database(make_engine(pg_url))
+    try:
+        for attempt in range(40):
+            feed = ChangeFeed(
+                database, pg_url, ControlPlaneMetrics(), connect_timeout_s=2.0, ping_s=0.0
+            )
+            await feed.start()
+            assert await feed.wait_connected(5.0)
+            await asyncio.sleep(0.0005 * (attempt % 8))
+            stopping = asyncio.get_running_loop().create_task(feed.stop())
+            done, _ = await asyncio.wait({stopping}, timeout=5.0)  # never waits on the stop
+            assert done, f"stop() still waiting after 5 s (attempt {attempt})"
+            assert not feed.connected
+    finally:
+        database.dispose()
+
+
+@pytest.mark.postgres
+async def test_stopping_while_a_listener_runs_closes_the_connection(pg_url: str) -> None:
+    """Stopped while a notification is being applied (the notifications generator suspended,
+    holding the connection's lock), the feed stops at once and its connection closes: nothing
+    is left listening on the server."""
+    database = Database(make_engine(pg_url))
+    feed = ChangeFeed(database, pg_url, ControlPlaneMetrics(), connect_timeout_s=2.0)
+    entered, never = asyncio.Event(), asyncio.Event()
+
+    async def slow_listener(_name: str) -> None:
+        entered.set()
+        await never.wait()
+
+    try:
+        await feed.start()
+        assert await feed.wait_connected(5.0)
+        backend = feed.backend_pid
+        feed.add_adapter_listener(slow_listener)
+        other = Change("adapter.traffic", "x-lora", None, "another-instance")
+        engine = create_engine(pg_url, poolclass=NullPool)
+        try:
+            with engine.begin() as connection:
+                connection.execute(
+                    text("SELECT pg_notify(:channel, :payload)"),
+                    {"channel": feed.channel, "payload": other.payload()},
+                )
+            await asyncio.wait_for(entered.wait(), 5.0)
+            await asyncio.wait_for(feed.stop(), 5.0)
+            assert not feed.connected
+
+            def listening() -> int:
+                with engine.connect() as connection:
+                    query = text("SELECT count(*) FROM pg_stat_activity WHERE pid = :pid")
+                    return int(connection.execute(query, {"pid": backend}).scalar_one())
+
+            for _ in range(100):  # the server notices the closed socket a moment later
+                if listening() == 0:
+                    break
+                await asyncio.sleep(0.02)
+            assert listening() == 0, "the listening connection was left open"
+        finally:
+            engine.dispose()
+    finally:
+        await feed.stop()
+        database.dispose()
+
+
+@pytest.mark.postgres
 async def test_own_and_malformed_notifications_change_nothing(
     pair: tuple[ControlPlaneApp, ControlPlaneApp], tmp_path: Path, pg_url: str
 ) -> None:
