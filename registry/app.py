@@ -152,6 +152,7 @@ def create_app(settings: ControlPlaneSettings | None = None) -> ControlPlaneApp:
             probe_timeout_s=settings.health_probe_timeout_s,
             probe_concurrency=settings.health_probe_concurrency,
             probe_tokens=settings.health_probe_tokens,
+            start_grace_s=settings.health_start_grace_s,
             unload_timeout_s=settings.upstream_unload_timeout_s,
         ),
         base_model=settings.base_model,

@@ -76,6 +76,10 @@ class HealthSettings:
     probe_tokens: int = 8
     #: Bound on unloading a foreign binding on one replica.
     unload_timeout_s: float = UNLOAD_DEADLINE_S
+    #: An upstream never seen up is logged as starting (info) until this long after its first
+    #: check, then warned about once: vLLM starts after the control plane (its resolver asks
+    #: the registry) and loading a large base model takes minutes.
+    start_grace_s: float = 600.0
 
 
 @dataclass
@@ -91,6 +95,10 @@ class _UpstreamState:
     health: UpstreamHealth
     reference: _Reference | None = None
     exported: set[tuple[str, str]] = field(default_factory=set)
+    #: monotonic time of the first check that found it down while it had never been up
+    waiting_since: float | None = None
+    #: whether "still not up" was warned about (once per start)
+    late_warned: bool = False
 
 
 class HealthMonitor:
@@ -234,8 +242,7 @@ class HealthMonitor:
         latency_ms = (time.perf_counter() - started) * 1000.0
         now = datetime.now(timezone.utc)
         if problem is not None:
-            if was_up is not False:
-                logger.warning("vLLM upstream %s is down: %s", replica.url, problem)
+            self._log_down(replica, state, problem)
             state.reference = None
             self._loaded.forget(replica.url)
             self._bindings.forget(replica)
@@ -264,11 +271,37 @@ class HealthMonitor:
         self._set_replica(replica, state, replace(health, adapters=state.health.adapters))
         if was_up is not True:
             logger.info("vLLM upstream %s is up (%s)", replica.url, base)
+            state.waiting_since, state.late_warned = None, False
             for listener in list(self._listeners):
                 task = asyncio.get_running_loop().create_task(self._notify(listener, replica))
                 self._notifying.add(task)
                 task.add_done_callback(self._notifying.discard)
         return base, health
+
+    def _log_down(self, replica: Replica, state: _UpstreamState, problem: str) -> None:
+        """A warning when an upstream that was up goes down; one that has not come up yet
+        (starting after the control plane) is logged as starting, and warned about once when
+        it is still not up ``start_grace_s`` after the first check."""
+        now = time.monotonic()
+        if state.health.up is True:
+            logger.warning("vLLM upstream %s is down: %s", replica.url, problem)
+            state.waiting_since, state.late_warned = now, True  # this outage is warned about
+            return
+        if state.waiting_since is None:
+            state.waiting_since = now
+            logger.info(
+                "vLLM upstream %s is not up yet (%s); waiting for it to start",
+                replica.url,
+                problem,
+            )
+        elif not state.late_warned and now - state.waiting_since >= self._settings.start_grace_s:
+            state.late_warned = True
+            logger.warning(
+                "vLLM upstream %s is still not up %.0f s after the first check: %s",
+                replica.url,
+                now - state.waiting_since,
+                problem,
+            )
 
     async def _check_adapters(
         self,

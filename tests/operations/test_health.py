@@ -3,6 +3,7 @@ vLLM that is stopped and started again."""
 
 from __future__ import annotations
 
+import logging
 import shutil
 import time
 from pathlib import Path
@@ -15,12 +16,14 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from hi_moe_lora.app.embedded import EmbeddedStack
+from hi_moe_lora.app.processes import free_port
 from hi_moe_lora.tinymodel import TinyFleet
 from tests.metrics.scrape import value
 from tests.openai.live import ServedApp, control_plane_settings, register, serve_control_plane
 from tests.operations.conftest import HEALTH_INTERVAL_S, demo_adapter, zeroed_copy
 from tests.operations.live import adapter_health, eventually, health, metrics_text, vllm_models
 from tests.support.adapter_files import DEFAULT_BASE_MODEL, write_adapter
+from tests.support.log_records import records_of
 
 
 @pytest.mark.vllm
@@ -200,3 +203,65 @@ def test_a_fleet_change_is_probed_at_once_not_an_interval_later(tmp_path: Path) 
 
 def _ready_at(url: str) -> int:
     return httpx.get(f"{url}/readyz", timeout=10).status_code
+
+
+def _messages(records: list[logging.LogRecord], level: int) -> list[str]:
+    return [r.getMessage() for r in records if r.levelno == level]
+
+
+def test_an_upstream_not_up_yet_is_logged_as_starting_then_warned_about_once(
+    tmp_path: Path,
+) -> None:
+    """vLLM starts after the control plane: no warning at every start, one once it is late."""
+    closed = f"http://127.0.0.1:{free_port()}"
+    settings = control_plane_settings(
+        tmp_path / "plane",
+        DEFAULT_BASE_MODEL,
+        [closed],
+        health_checks=True,
+        health_start_grace_s=0.5,
+    )
+    with records_of("registry.operations.health", logging.INFO) as records:
+        plane = serve_control_plane(settings)
+        try:
+            warned = eventually(
+                lambda: _messages(records, logging.WARNING), lambda w: bool(w), timeout_s=15
+            )
+            time.sleep(2.5)  # another recheck (every 2 s while down): no second warning
+        finally:
+            plane.stop()
+    starting = [m for m in _messages(records, logging.INFO) if "not up yet" in m]
+    assert len(starting) == 1, starting
+    assert closed in starting[0]
+    assert len(warned) == 1, warned
+    assert _messages(records, logging.WARNING) == warned
+    assert "still not up" in warned[0]
+    assert closed in warned[0]
+
+
+def test_an_upstream_that_goes_down_is_warned_about_once(tmp_path: Path) -> None:
+    upstream = ServedApp(_EchoVllm().app).start()
+    settings = control_plane_settings(
+        tmp_path / "plane",
+        DEFAULT_BASE_MODEL,
+        [upstream.url],
+        health_checks=True,
+        health_interval_s=1.0,
+        health_start_grace_s=0.5,  # already up once: the start grace no longer applies
+    )
+    with records_of("registry.operations.health", logging.INFO) as records:
+        plane = serve_control_plane(settings)
+        try:
+            assert eventually(lambda: _ready_at(plane.url), lambda s: s == 200, 10) == 200
+            upstream.stop()
+            warned = eventually(
+                lambda: _messages(records, logging.WARNING), lambda w: bool(w), timeout_s=15
+            )
+            time.sleep(2.5)  # rechecked while down: nothing more
+        finally:
+            plane.stop()
+            upstream.stop()
+    assert len(warned) == 1, warned
+    assert "is down" in warned[0]
+    assert _messages(records, logging.WARNING) == warned
+    assert not [m for m in _messages(records, logging.INFO) if "not up yet" in m]
