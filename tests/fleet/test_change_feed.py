@@ -163,6 +163,19 @@ async def _until(
     return time.perf_counter() - started
 
 
+def _notify(pg_url: str, feed: ChangeFeed, payload: str) -> None:
+    """``payload`` on ``feed``'s channel, sent from a connection of no instance."""
+    engine = create_engine(pg_url, poolclass=NullPool)
+    try:
+        with engine.begin() as connection:
+            connection.execute(
+                text("SELECT pg_notify(:channel, :payload)"),
+                {"channel": feed.channel, "payload": payload},
+            )
+    finally:
+        engine.dispose()
+
+
 def _count(app: ControlPlaneApp, outcome: str) -> float:
     value = app.components.metrics.registry.get_sample_value(
         "hi_moe_lora_change_feed_notifications_total", {"outcome": outcome}
@@ -362,15 +375,7 @@ async def test_an_idle_listener_pings_and_keeps_listening(pg_url: str) -> None:
         assert feed.backend_pid == backend
         assert feed.resyncs == 1
         other = Change("adapter.traffic", "x-lora", None, "another-instance")
-        engine = create_engine(pg_url, poolclass=NullPool)
-        try:
-            with engine.begin() as connection:
-                connection.execute(
-                    text("SELECT pg_notify(:channel, :payload)"),
-                    {"channel": feed.channel, "payload": other.payload()},
-                )
-        finally:
-            engine.dispose()
+        _notify(pg_url, feed, other.payload())
 
         async def heard_it() -> bool:
             return heard == ["x-lora"]
@@ -423,13 +428,9 @@ async def test_stopping_while_a_listener_runs_closes_the_connection(pg_url: str)
         backend = feed.backend_pid
         feed.add_adapter_listener(slow_listener)
         other = Change("adapter.traffic", "x-lora", None, "another-instance")
+        _notify(pg_url, feed, other.payload())
         engine = create_engine(pg_url, poolclass=NullPool)
         try:
-            with engine.begin() as connection:
-                connection.execute(
-                    text("SELECT pg_notify(:channel, :payload)"),
-                    {"channel": feed.channel, "payload": other.payload()},
-                )
             await asyncio.wait_for(entered.wait(), 5.0)
             await asyncio.wait_for(feed.stop(), 5.0)
             assert not feed.connected
@@ -469,14 +470,7 @@ async def test_own_and_malformed_notifications_change_nothing(
     assert _count(b, "own") == 1
     assert _count(b, "malformed") == 2
     # sent by someone else on the channel: ignored, and the listener goes on
-    engine = create_engine(pg_url, poolclass=NullPool)
-    try:
-        with engine.begin() as connection:
-            connection.execute(
-                text("SELECT pg_notify(:channel, 'garbage')"), {"channel": feed.channel}
-            )
-    finally:
-        engine.dispose()
+    _notify(pg_url, feed, "garbage")
 
     async def counted() -> bool:
         return _count(b, "malformed") == 3

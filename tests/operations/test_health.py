@@ -7,6 +7,7 @@ import logging
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -18,6 +19,7 @@ from starlette.routing import Route
 from hi_moe_lora.app.embedded import EmbeddedStack
 from hi_moe_lora.app.processes import free_port
 from hi_moe_lora.tinymodel import TinyFleet
+from registry.settings import ControlPlaneSettings
 from tests.metrics.scrape import value
 from tests.openai.live import ServedApp, control_plane_settings, register, serve_control_plane
 from tests.operations.conftest import HEALTH_INTERVAL_S, demo_adapter, zeroed_copy
@@ -177,13 +179,7 @@ class _EchoVllm:
 
 def test_a_fleet_change_is_probed_at_once_not_an_interval_later(tmp_path: Path) -> None:
     upstream = ServedApp(_EchoVllm().app).start()
-    settings = control_plane_settings(
-        tmp_path / "plane",
-        DEFAULT_BASE_MODEL,
-        [upstream.url],
-        health_checks=True,
-        health_interval_s=3600.0,
-    )
+    settings = _monitoring(tmp_path, upstream.url, health_interval_s=3600.0)
     plane = serve_control_plane(settings)
     try:
         url = plane.url
@@ -201,6 +197,13 @@ def test_a_fleet_change_is_probed_at_once_not_an_interval_later(tmp_path: Path) 
         upstream.stop()
 
 
+def _monitoring(tmp_path: Path, upstream_url: str, **overrides: Any) -> ControlPlaneSettings:
+    """Settings of a control plane whose health monitor watches ``upstream_url``."""
+    return control_plane_settings(
+        tmp_path / "plane", DEFAULT_BASE_MODEL, [upstream_url], health_checks=True, **overrides
+    )
+
+
 def _ready_at(url: str) -> int:
     return httpx.get(f"{url}/readyz", timeout=10).status_code
 
@@ -214,13 +217,7 @@ def test_an_upstream_not_up_yet_is_logged_as_starting_then_warned_about_once(
 ) -> None:
     """vLLM starts after the control plane: no warning at every start, one once it is late."""
     closed = f"http://127.0.0.1:{free_port()}"
-    settings = control_plane_settings(
-        tmp_path / "plane",
-        DEFAULT_BASE_MODEL,
-        [closed],
-        health_checks=True,
-        health_start_grace_s=0.5,
-    )
+    settings = _monitoring(tmp_path, closed, health_start_grace_s=0.5)
     with records_of("registry.operations.health", logging.INFO) as records:
         plane = serve_control_plane(settings)
         try:
@@ -241,14 +238,8 @@ def test_an_upstream_not_up_yet_is_logged_as_starting_then_warned_about_once(
 
 def test_an_upstream_that_goes_down_is_warned_about_once(tmp_path: Path) -> None:
     upstream = ServedApp(_EchoVllm().app).start()
-    settings = control_plane_settings(
-        tmp_path / "plane",
-        DEFAULT_BASE_MODEL,
-        [upstream.url],
-        health_checks=True,
-        health_interval_s=1.0,
-        health_start_grace_s=0.5,  # already up once: the start grace no longer applies
-    )
+    # already up once: the start grace no longer applies
+    settings = _monitoring(tmp_path, upstream.url, health_interval_s=1.0, health_start_grace_s=0.5)
     with records_of("registry.operations.health", logging.INFO) as records:
         plane = serve_control_plane(settings)
         try:
