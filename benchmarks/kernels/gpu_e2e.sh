@@ -35,8 +35,16 @@
 # The prefix cache is off: the random model's 1,000-token vocabulary makes about a third of the
 # random prompts collide, and the cache would reuse them per adapter, favouring base and
 # one-adapter runs over many-adapter runs (issue 20; ../shared/gpu/README.md).
+#   RUN_PROMPTS=...     prompts per measured run (default 256; 16 x C at C <= 16, 4 x C above 64):
+#                       more prompts, longer runs, steadier ratios
+#   DEADLINE_S=560      seconds from the start after which no further measured run begins (a run
+#                       skipped for it is named); the device tool ends a call at 600 s, and a run
+#                       cut off there leaves nothing. 0: no deadline
+#   PACK=NAME.tgz       pack every result and server log into $OUT/NAME.tgz when the script ends,
+#                       also by the deadline or a TERM (the device tool returns at most 8 files)
 # Results: $OUT/<label>-r<R>[-n<N>]-c<C>-{base,one,many...}.json and a summary on stdout.
 set -u
+script_began=$(date +%s)
 LABELS=${LABELS:-${LABEL:-ours}}; OUT=${OUT:-/tmp/hml-out}; PORT=${PORT:-8000}; N=${N:-16}
 MANY=${MANY:-$N}; RANDOM_MODEL=/tmp/m8b; MODEL=${MODEL:-$RANDOM_MODEL}
 R=${R:-16}; CONCS=${CONCS-64 8}; PROBE=${PROBE:-0}; PROFILE=${PROFILE:-}
@@ -47,6 +55,12 @@ UTIL=${UTIL:-0.85}; KV_ARGS=()
 if [ "$SERVERS" -gt 1 ]; then
   UTIL=$(awk -v n="$SERVERS" 'BEGIN { printf "%.2f", 0.88 / n }')
   KV_ARGS=(--kv-cache-memory-bytes ${KV_BYTES:-8589934592})
+fi
+DEADLINE_S=${DEADLINE_S:-560}; RESERVE_S=${RESERVE_S:-60}  # RESERVE_S: room left for one run
+if [ -n "${PACK:-}" ]; then  # results into a work folder, packed into $OUT on any exit
+  DEST=$OUT; OUT=/tmp/hml-e2e-pack; rm -rf "$OUT"; mkdir -p "$DEST"
+  trap 'tar czf "$DEST/$PACK" -C "$OUT" . && echo "results packed into $DEST/$PACK"' EXIT
+  trap 'exit 143' TERM INT
 fi
 mkdir -p "$OUT"
 export PYTHONPATH=/tmp/site VLLM_USE_FLASHINFER_SAMPLER=0 HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
@@ -72,6 +86,12 @@ ALL=$(first $N)
 declare -A SERVER_PORT SERVER_PID
 tag() { echo "$1-r$R$SUFFIX"; }
 began=$(date +%s); index=0
+late() {  # late NAME: true (and says so) when NAME would begin past DEADLINE_S - RESERVE_S
+  local gone=$(( $(date +%s) - script_began ))
+  [ "$DEADLINE_S" -gt 0 ] && [ $gone -gt $((DEADLINE_S - RESERVE_S)) ] \
+    && { echo "skipped $1: $gone s gone, DEADLINE_S=$DEADLINE_S"; return 0; }
+  return 1
+}
 for L in $LABELS; do
   KIND=${L%-dual}; DUAL=0; [ "$KIND" != "$L" ] && DUAL=1
   KERNELS=ours; [ "$KIND" = native ] && KERNELS=vllm; [ "$KIND" = reference ] && KERNELS=reference
@@ -92,6 +112,7 @@ for L in $LABELS; do
   for i in $(seq 1 200); do
     sleep 3; curl -s "localhost:${SERVER_PORT[$L]}/v1/models" >/dev/null && break
     kill -0 ${SERVER_PID[$L]} 2>/dev/null || { echo "$L: server died"; tail -40 "$OUT/$(tag $L)-serve.log"; exit 1; }
+    late "the whole run ($L not up)" && { tail -5 "$OUT/$(tag $L)-serve.log"; kill ${SERVER_PID[@]}; exit 1; }
   done
   echo "$(tag $L): server up after $(( $(date +%s) - began )) s"
   grep -m3 -i "hi-moe-lora\|Using .*Punica" "$OUT/$(tag $L)-serve.log"
@@ -161,10 +182,13 @@ done
 KINDS="base one"; for k in $MANY; do [ "$k" = "$N" ] && KINDS="$KINDS many" || KINDS="$KINDS many$k"; done
 for C in $CONCS; do
   NP=256; [ "$C" -le 16 ] && NP=$((16 * C)); [ "$C" -gt 64 ] && NP=$((4 * C))
+  NP=${RUN_PROMPTS:-$NP}
   for K in $KINDS; do
     case $K in base) MODS_ARG="";; one) MODS_ARG="--lora-modules a0";; many) MODS_ARG="--lora-modules $ALL";;
       *) MODS_ARG="--lora-modules $(first ${K#many})";; esac
-    for L in $LABELS; do bench $L $C $NP "$(tag $L)-c$C-$K.json" $MODS_ARG; done
+    for L in $LABELS; do
+      late "$(tag $L)-c$C-$K" || bench $L $C $NP "$(tag $L)-c$C-$K.json" $MODS_ARG
+    done
   done
 done
 for L in $LABELS; do kill ${SERVER_PID[$L]}; done; wait 2>/dev/null
@@ -173,12 +197,19 @@ for L in $LABELS; do
   [ -n "$CONCS" ] && python3 - "$OUT" "$TAG" "$KINDS" $CONCS <<'PY'
 import json, sys
 res, tag, kinds, concs = sys.argv[1], sys.argv[2], sys.argv[3].split(), sys.argv[4:]
+import os
 for c in concs:
-    base = json.load(open(f"{res}/{tag}-c{c}-base.json"))["output_throughput"]
-    for k in kinds:
-        d = json.load(open(f"{res}/{tag}-c{c}-{k}.json"))
+    runs = {k: f"{res}/{tag}-c{c}-{k}.json" for k in kinds}
+    base_path = runs["base"]
+    base = json.load(open(base_path))["output_throughput"] if os.path.exists(base_path) else None
+    for k, path in runs.items():
+        if not os.path.exists(path):
+            print(f"{tag} c{c:>3} {k:>7}: no result")
+            continue
+        d = json.load(open(path))
+        ratio = f"{d['output_throughput'] / base:.3f}x base" if base else "no base run"
         print(f"{tag} c{c:>3} {k:>7}: {d['output_throughput']:8.1f} out tok/s "
-              f"({d['output_throughput'] / base:.3f}x base)  TPOT p50 {d['median_tpot_ms']:.2f} ms"
+              f"({ratio})  TPOT p50 {d['median_tpot_ms']:.2f} ms"
               f"  TTFT p50/p99 {d['median_ttft_ms']:.0f}/{d.get('p99_ttft_ms', 0):.0f} ms"
               f"  prompts {d['completed']}")
 PY
