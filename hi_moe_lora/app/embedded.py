@@ -25,6 +25,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hi_moe_lora.app.host_support import unservable_reason
 from hi_moe_lora.app.processes import (
     ManagedProcess,
     ProcessStartError,
@@ -269,7 +270,12 @@ class EmbeddedStack(StartStop):
         process.wait_http_ok(f"{self.control_plane_url}/readyz", CONTROL_PLANE_START_TIMEOUT_S)
 
     def start(self) -> EmbeddedStack:
-        """Migrate, start the control plane, then vLLM; stop everything again on failure."""
+        """Migrate, start the control plane, then vLLM; stop everything again on failure.
+        A model this host's vLLM cannot serve (:func:`unservable_reason`) fails before any of
+        it starts."""
+        reason = unservable_reason(self.model_dir)
+        if reason is not None:
+            raise ProcessStartError(reason)
         try:
             self.migrate()
             self.start_control_plane()

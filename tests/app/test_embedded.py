@@ -167,3 +167,20 @@ def test_vllm_arguments_of_the_stack_reach_every_replica(tmp_path: Path) -> None
         assert argv[argv.index("--max-loras") + 1] == "16"
         assert argv[-1] == "--no-enable-prefix-caching"
     assert "--max-cpu-loras" not in EmbeddedStack(tmp_path, tmp_path).vllm_launch().command()
+
+
+def test_a_model_the_host_cannot_serve_fails_before_anything_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The host condition is set here (tests/app/test_host_support.py checks it against vLLM);
+    the stack must fail at once, with that reason, leaving no database and no process."""
+    from hi_moe_lora.app import embedded
+    from hi_moe_lora.app.processes import ProcessStartError
+
+    model_dir = tmp_path / "awq-model"
+    monkeypatch.setattr(embedded, "unservable_reason", lambda model: f"{model} needs AVX-512")
+    stack = embedded.EmbeddedStack(workdir=tmp_path / "stack", model_dir=model_dir)
+    with pytest.raises(ProcessStartError, match="awq-model needs AVX-512"):
+        stack.start()
+    assert not (tmp_path / "stack").exists()
+    assert stack._processes == []

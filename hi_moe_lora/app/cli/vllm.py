@@ -3,7 +3,9 @@
 vLLM's API key comes from ``--api-key-env`` (default ``HI_MOE_LORA_API_KEY``, the variable the
 control plane reads the same secret from) and reaches vLLM as ``VLLM_API_KEY``. Without a key
 vLLM may bind only to a loopback address (``--insecure`` overrides). ``--print-only`` shows
-every variable it sets, secrets as a reference to the variable they come from.
+every variable it sets, secrets as a reference to the variable they come from. A model this
+host's vLLM cannot serve (an AWQ model on a CPU build without AVX-512:
+:mod:`hi_moe_lora.app.host_support`) is refused before vLLM starts; ``--print-only`` warns.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import shlex
 import sys
 from typing import Any
 
+from hi_moe_lora.app.host_support import unservable_reason
 from hi_moe_lora.app.vllm_launch import (
     ALL_PLUGINS,
     ENV_CONTROL_PLANE_API_KEY,
@@ -188,6 +191,12 @@ def run(args: argparse.Namespace) -> int:
             "stay inactive",
             file=sys.stderr,
         )
+    unservable = unservable_reason(args.model)
+    if unservable is not None:
+        if not args.print_only:
+            print(f"error: {unservable}", file=sys.stderr)
+            return 2
+        print(f"warning: {unservable}", file=sys.stderr)
     if args.print_only:
         for key, value in variables.items():
             print(shown(key, value, source))

@@ -5,6 +5,7 @@ import shlex
 import pytest
 
 from hi_moe_lora.app.cli import main
+from hi_moe_lora.app.cli import vllm as vllm_command
 
 
 def test_print_only_shows_the_environment_and_command(capsys: pytest.CaptureFixture[str]) -> None:
@@ -126,3 +127,25 @@ def test_without_a_key_vllm_binds_only_to_loopback(
     lines = capsys.readouterr().out.splitlines()
     assert 'VLLM_API_KEY="$VLLM_API_KEY"' in lines
     assert "plugins.port_guard.KeyOnEveryPath" in shlex.split(lines[-1])
+
+
+def test_a_model_the_host_cannot_serve_is_refused_before_vllm_starts(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The host condition is set here (host_support's own tests check it against vLLM); what
+    is tested is what the command does with it: exit 2 without exec'ing vLLM, and a warning
+    only under --print-only."""
+    reasons: list[str] = []
+
+    def unservable(model: str) -> str:
+        reasons.append(model)
+        return f"{model} needs AVX-512"
+
+    monkeypatch.setattr(vllm_command, "unservable_reason", unservable)
+    assert main(["vllm", "--model", "/models/awq"]) == 2
+    assert "error: /models/awq needs AVX-512" in capsys.readouterr().err
+    assert main(["vllm", "--model", "/models/awq", "--print-only"]) == 0
+    captured = capsys.readouterr()
+    assert "warning: /models/awq needs AVX-512" in captured.err
+    assert "api_server" in captured.out
+    assert reasons == ["/models/awq", "/models/awq"]

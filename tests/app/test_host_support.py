@@ -1,0 +1,96 @@
+"""hi_moe_lora.app.host_support: what it reads from a model and a host, checked against vLLM."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from hi_moe_lora.app.host_support import (
+    CPU_AWQ_OP,
+    cpu_kernel_library,
+    library_has_op,
+    quantization_method,
+    unservable_reason,
+)
+
+
+def _model(root: Path, config: object) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "config.json").write_text(json.dumps(config))
+    return root
+
+
+def _awq_model(root: Path) -> Path:
+    return _model(root, {"model_type": "llama", "quantization_config": {"quant_method": "AWQ"}})
+
+
+def test_the_quantization_method_comes_from_config_json(tmp_path: Path) -> None:
+    assert quantization_method(_awq_model(tmp_path / "awq")) == "awq"
+    plain = _model(tmp_path / "plain", {"model_type": "llama"})
+    assert quantization_method(plain) is None
+    fp8 = _model(tmp_path / "fp8", {"quantization_config": {"quant_method": "fp8"}})
+    assert quantization_method(fp8) == "fp8"
+
+
+@pytest.mark.parametrize(
+    "config_text",
+    ["not json", "[1, 2]", '{"quantization_config": "awq"}', '{"quantization_config": {}}'],
+)
+def test_an_unreadable_config_has_no_method(tmp_path: Path, config_text: str) -> None:
+    (tmp_path / "config.json").write_text(config_text)
+    assert quantization_method(tmp_path) is None
+
+
+def test_a_hub_name_or_missing_directory_has_no_method(tmp_path: Path) -> None:
+    assert quantization_method("meta-llama/Llama-3-8B") is None
+    assert quantization_method(tmp_path / "absent") is None
+
+
+def test_an_op_is_found_by_its_name_in_a_library(tmp_path: Path) -> None:
+    library = tmp_path / "lib.so"
+    library.write_bytes(b"\0" * 4096 + b"_C::" + CPU_AWQ_OP + b"(Tensor x)" + b"\0" * 100)
+    assert library_has_op(library, CPU_AWQ_OP)
+    assert not library_has_op(library, b"cpu_gemm_w8a8")
+
+
+def _vllm_loaded_library() -> tuple[Path | None, bool]:
+    """The vllm/_C*.so this process maps once vLLM's CPU platform has imported its kernels,
+    and whether the AWQ op is then registered."""
+    from vllm.platforms import current_platform
+
+    current_platform.import_kernels()
+    mapped = {
+        Path(line.split()[-1])
+        for line in Path("/proc/self/maps").read_text().splitlines()
+        if "/vllm/_C" in line and line.rstrip().endswith(".so")
+    }
+    assert len(mapped) <= 1, mapped
+    return (next(iter(mapped)) if mapped else None), hasattr(torch.ops._C, CPU_AWQ_OP.decode())
+
+
+@pytest.mark.vllm
+def test_the_library_chosen_is_the_one_vllm_loads() -> None:
+    loaded, _ = _vllm_loaded_library()
+    assert loaded is not None, "vLLM's CPU build mapped no kernel library"
+    chosen = cpu_kernel_library()
+    assert chosen is not None
+    assert chosen.resolve() == loaded.resolve()
+
+
+@pytest.mark.vllm
+def test_an_awq_model_is_refused_exactly_when_vllm_lacks_its_kernel(tmp_path: Path) -> None:
+    _, vllm_has_op = _vllm_loaded_library()
+    reason = unservable_reason(_awq_model(tmp_path))
+    assert (reason is None) == vllm_has_op
+    if reason is not None:
+        assert "AVX-512" in reason
+        assert CPU_AWQ_OP.decode() in reason
+        assert str(tmp_path) in reason
+
+
+@pytest.mark.vllm
+def test_an_unquantized_model_is_never_refused(tmp_path: Path) -> None:
+    assert unservable_reason(_model(tmp_path, {"model_type": "llama"})) is None
