@@ -35,6 +35,9 @@
 # The prefix cache is off: the random model's 1,000-token vocabulary makes about a third of the
 # random prompts collide, and the cache would reuse them per adapter, favouring base and
 # one-adapter runs over many-adapter runs (issue 20; ../shared/gpu/README.md).
+#   BASE_AGAIN=1        the base model again after the adapter runs ("base-again"); ratios are to
+#                       the mean of both base runs, and the summary prints their difference (the
+#                       drift the ratios carry). 0: one base run, first
 #   RUN_PROMPTS=...     prompts per measured run (default 256; 16 x C at C <= 16, 4 x C above 64):
 #                       more prompts, longer runs, steadier ratios
 #   DEADLINE_S=560      seconds from the start after which no further measured run begins (a run
@@ -180,11 +183,12 @@ for L in $LABELS; do
   done
 done
 KINDS="base one"; for k in $MANY; do [ "$k" = "$N" ] && KINDS="$KINDS many" || KINDS="$KINDS many$k"; done
+[ "${BASE_AGAIN:-1}" = 1 ] && KINDS="$KINDS base-again"
 for C in $CONCS; do
   NP=256; [ "$C" -le 16 ] && NP=$((16 * C)); [ "$C" -gt 64 ] && NP=$((4 * C))
   NP=${RUN_PROMPTS:-$NP}
   for K in $KINDS; do
-    case $K in base) MODS_ARG="";; one) MODS_ARG="--lora-modules a0";; many) MODS_ARG="--lora-modules $ALL";;
+    case $K in base*) MODS_ARG="";; one) MODS_ARG="--lora-modules a0";; many) MODS_ARG="--lora-modules $ALL";;
       *) MODS_ARG="--lora-modules $(first ${K#many})";; esac
     for L in $LABELS; do
       late "$(tag $L)-c$C-$K" || bench $L $C $NP "$(tag $L)-c$C-$K.json" $MODS_ARG
@@ -200,8 +204,12 @@ res, tag, kinds, concs = sys.argv[1], sys.argv[2], sys.argv[3].split(), sys.argv
 import os
 for c in concs:
     runs = {k: f"{res}/{tag}-c{c}-{k}.json" for k in kinds}
-    base_path = runs["base"]
-    base = json.load(open(base_path))["output_throughput"] if os.path.exists(base_path) else None
+    bases = [json.load(open(runs[k]))["output_throughput"] for k in ("base", "base-again")
+             if k in runs and os.path.exists(runs[k])]
+    base = sum(bases) / len(bases) if bases else None  # ratios: to the mean of the base runs
+    if len(bases) == 2:
+        print(f"{tag} c{c:>3} base runs {bases[0]:.1f} then {bases[1]:.1f} out tok/s: "
+              f"{100 * (bases[1] / bases[0] - 1):+.1f} % from first to last")
     for k, path in runs.items():
         if not os.path.exists(path):
             print(f"{tag} c{c:>3} {k:>7}: no result")
