@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-import torch
 
 from hi_moe_lora.app.host_support import (
     CPU_AWQ_OP,
@@ -15,6 +14,7 @@ from hi_moe_lora.app.host_support import (
     quantization_method,
     unservable_reason,
 )
+from tests.support.vllm_cpu import loaded_kernel_library, serves_awq
 
 
 def _model(root: Path, config: object) -> Path:
@@ -56,24 +56,9 @@ def test_an_op_is_found_by_its_name_in_a_library(tmp_path: Path) -> None:
     assert not library_has_op(library, b"cpu_gemm_w8a8")
 
 
-def _vllm_loaded_library() -> tuple[Path | None, bool]:
-    """The vllm/_C*.so this process maps once vLLM's CPU platform has imported its kernels,
-    and whether the AWQ op is then registered."""
-    from vllm.platforms import current_platform
-
-    current_platform.import_kernels()
-    mapped = {
-        Path(line.split()[-1])
-        for line in Path("/proc/self/maps").read_text().splitlines()
-        if "/vllm/_C" in line and line.rstrip().endswith(".so")
-    }
-    assert len(mapped) <= 1, mapped
-    return (next(iter(mapped)) if mapped else None), hasattr(torch.ops._C, CPU_AWQ_OP.decode())
-
-
 @pytest.mark.vllm
 def test_the_library_chosen_is_the_one_vllm_loads() -> None:
-    loaded, _ = _vllm_loaded_library()
+    loaded = loaded_kernel_library()
     assert loaded is not None, "vLLM's CPU build mapped no kernel library"
     chosen = cpu_kernel_library()
     assert chosen is not None
@@ -82,9 +67,8 @@ def test_the_library_chosen_is_the_one_vllm_loads() -> None:
 
 @pytest.mark.vllm
 def test_an_awq_model_is_refused_exactly_when_vllm_lacks_its_kernel(tmp_path: Path) -> None:
-    _, vllm_has_op = _vllm_loaded_library()
     reason = unservable_reason(_awq_model(tmp_path))
-    assert (reason is None) == vllm_has_op
+    assert (reason is None) == serves_awq()
     if reason is not None:
         assert "AVX-512" in reason
         assert CPU_AWQ_OP.decode() in reason

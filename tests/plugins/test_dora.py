@@ -31,6 +31,7 @@ from hi_moe_lora.tinymodel import TinyAdapterSpec, TinyFleet, build_adapter, pin
 from plugins.dora import MAGNITUDE_SUFFIX, adapter_uses_dora, split_magnitudes
 from tests.conftest import VllmServer
 from tests.openai.live import register
+from tests.support.vllm_cpu import serves_awq
 
 PROMPTS = ("def fibonacci(n):", "The integral of x squared")
 MAX_TOKENS = 12
@@ -235,23 +236,13 @@ AWQ_PROMPTS = (
 )
 
 
-def _vllm_cpu_serves_awq() -> bool:
-    """Whether vLLM's CPU build has its AWQ kernel on this host: only its AVX-512 libraries
-    carry ``cpu_gemm_wna16``; an AVX2-only host loads ``_C_AVX2`` and the engine fails to
-    start on an AWQ model."""
-    from vllm.platforms import current_platform
-
-    current_platform.import_kernels()
-    return hasattr(torch.ops._C, "cpu_gemm_wna16")
-
-
 @pytest.fixture(scope="module")
 def awq_stack(
     tiny_fleet: TinyFleet, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[EmbeddedStack, Path]]:
     """The embedded stack serving a 4-bit AWQ copy of the tiny model (bfloat16: vLLM's AWQ
     kernels take no float32), and the float32 twin holding the weights it serves."""
-    if not _vllm_cpu_serves_awq():
+    if not serves_awq():
         pytest.skip("vLLM's CPU build serves AWQ on AVX-512 hosts only (no cpu_gemm_wna16 here)")
     root = tmp_path_factory.mktemp("awq")
     pair = build_awq_pair(tiny_fleet.model_dir, root / "models")
