@@ -199,9 +199,8 @@ for L in $LABELS; do kill ${SERVER_PID[$L]}; done; wait 2>/dev/null
 for L in $LABELS; do
   TAG=$(tag $L)
   [ -n "$CONCS" ] && python3 - "$OUT" "$TAG" "$KINDS" $CONCS <<'PY'
-import json, sys
+import json, os, sys
 res, tag, kinds, concs = sys.argv[1], sys.argv[2], sys.argv[3].split(), sys.argv[4:]
-import os
 for c in concs:
     runs = {k: f"{res}/{tag}-c{c}-{k}.json" for k in kinds}
     bases = [json.load(open(runs[k]))["output_throughput"] for k in ("base", "base-again")
