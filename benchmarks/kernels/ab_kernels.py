@@ -11,7 +11,9 @@ its own Triton cache. The prefill precompile (serving only) is switched off.
     python benchmarks/kernels/ab_kernels.py --tree head=. --tree old=/tmp/old \\
         --cases qkv:1:16/64:1,gate_up:64:16/64:8 [--rounds 2] [--out results.json]
 
-Cases are ``shape:M:rank[/max_rank]:adapters`` as in ``bench_lora.py --sweep-cases``. The table
+Cases are ``shape:M:rank[/max_rank]:adapters`` as in ``bench_lora.py --sweep-cases``, and
+``rank/max_rank b<r>`` (``gate_up:64:16/64b16:8``): B stored at rank ``r`` beside A padded to the
+max rank, the layout vLLM's padded B would have at the adapters' real rank. The table
 gives µs per call, the median over rounds, and each tree's ratio to the first.
 """
 
@@ -48,12 +50,12 @@ def _worker(tree: Path, cases: list[str], replays: int, time_them: bool) -> None
     from hi_moe_lora.kernels.worklist import WorkListBuffers
 
     for case in cases:
-        shape, m, rank, max_rank, adapters = bench_lora.parse_case(case)
+        (shape, m, rank, max_rank, adapters), b_rank = bench_lora.parse_case_with_stored_b(case)
         k, widths = bench_lora.SHAPES[shape]
         adapters = min(adapters, m)
         slots = bench_lora._slots_for(m, adapters)
         gen = torch.Generator(device="cuda").manual_seed(m * 7 + rank)
-        copies = bench_lora._copy_pool(k, widths, rank, max_rank, m, gen)
+        copies = bench_lora._copy_pool(k, widths, rank, max_rank, m, gen, b_rank)
         work = WorkListBuffers(max(m, 16), bench_lora.SLOTS, "cuda")
         work.update(slots.numpy(), [rank] * bench_lora.SLOTS)
 

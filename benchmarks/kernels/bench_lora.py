@@ -59,10 +59,33 @@ class Result:
 
 
 def parse_case(text: str) -> tuple[str, int, int, int, int]:
-    """``shape:M:rank[/max_rank]:adapters`` -> (shape, M, rank, max rank, adapters)."""
+    """``shape:M:rank[/max_rank]:adapters`` -> (shape, M, rank, max rank, adapters).
+
+    ``ab_kernels.py`` also takes ``rank/max_rank b<r>`` (``16/64b16``): B stored at rank ``r``
+    beside A padded to the max rank (:func:`stored_b_rank`); vLLM's kernels cannot take that
+    layout, so this benchmark refuses it."""
+    if stored_b_rank(text) is not None:
+        raise ValueError(f"{text}: a B stored at its own rank is for ab_kernels.py only")
+    return _parse(text)
+
+
+def _parse(text: str) -> tuple[str, int, int, int, int]:
     shape, m, ranks, adapters = text.split(":")
     rank, _, max_rank = ranks.partition("/")
+    max_rank = max_rank.partition("b")[0]
     return shape, int(m), int(rank), int(max_rank or rank), int(adapters)
+
+
+def parse_case_with_stored_b(text: str) -> tuple[tuple[str, int, int, int, int], int | None]:
+    """A case as :func:`parse_case` gives it, and the rank B is stored at (None: the max rank)."""
+    return _parse(text), stored_b_rank(text)
+
+
+def stored_b_rank(text: str) -> int | None:
+    """``r`` of a ``.../<max_rank>b<r>...`` case: B stored at rank ``r`` (None when not given)."""
+    ranks = text.split(":")[2]
+    stored = ranks.partition("/")[2].partition("b")[2]
+    return int(stored) if stored else None
 
 
 def _slots_for(m: int, adapters: int) -> torch.Tensor:
@@ -72,15 +95,25 @@ def _slots_for(m: int, adapters: int) -> torch.Tensor:
 
 
 def _make_copy(
-    k: int, widths: list[int], rank: int, max_rank: int, m: int, gen: torch.Generator
+    k: int,
+    widths: list[int],
+    rank: int,
+    max_rank: int,
+    m: int,
+    gen: torch.Generator,
+    b_rank: int | None = None,
 ) -> Copy:
+    """One copy of a case's tensors; B stored at ``b_rank`` (at least ``rank``) when given."""
     dev = "cuda"
+    b_cols = b_rank or max_rank
+    if not rank <= b_cols <= max_rank:
+        raise ValueError(f"B stored at rank {b_cols}: needs {rank} <= it <= {max_rank}")
     x = torch.randn(m, k, generator=gen, device=dev).to(torch.bfloat16)
     y = torch.randn(m, sum(widths), generator=gen, device=dev).to(torch.bfloat16)
     a, b = [], []
     for n in widths:
         at = torch.zeros(SLOTS, 1, max_rank, k, device=dev, dtype=torch.bfloat16)
-        bt = torch.zeros(SLOTS, 1, n, max_rank, device=dev, dtype=torch.bfloat16)
+        bt = torch.zeros(SLOTS, 1, n, b_cols, device=dev, dtype=torch.bfloat16)
         at[:, :, :rank] = (torch.randn(SLOTS, 1, rank, k, generator=gen, device=dev) / k**0.5).to(
             torch.bfloat16
         )
@@ -93,13 +126,19 @@ def _make_copy(
 
 
 def _copy_pool(
-    k: int, widths: list[int], rank: int, max_rank: int, m: int, gen: torch.Generator
+    k: int,
+    widths: list[int],
+    rank: int,
+    max_rank: int,
+    m: int,
+    gen: torch.Generator,
+    b_rank: int | None = None,
 ) -> list[Copy]:
     """Copies of one case's tensors, together over twice L2, so every call reads HBM."""
-    one = _make_copy(k, widths, rank, max_rank, m, gen)
+    one = _make_copy(k, widths, rank, max_rank, m, gen, b_rank)
     per_copy = sum(t.numel() * t.element_size() for t in [one[0], one[1], *one[2], *one[3]])
     pool = max(2, min(64, -(-2 * L2_BYTES // per_copy)))
-    return [one] + [_make_copy(k, widths, rank, max_rank, m, gen) for _ in range(pool - 1)]
+    return [one] + [_make_copy(k, widths, rank, max_rank, m, gen, b_rank) for _ in range(pool - 1)]
 
 
 def _graph_time(fn_list: list[Any], replays: int) -> float:

@@ -35,7 +35,8 @@ def lora_linear_reference(
 ) -> torch.Tensor:
     """Return the expected ``y`` in float64 (inputs are not modified). ``dora_scales``
     (``[slots, y columns]``) and ``dora_live`` (``[slots]``, non-zero for DoRA slots): DoRA's
-    ``g * (y + delta)`` for the tokens of DoRA slots."""
+    ``g * (y + delta)`` for the tokens of DoRA slots. A ``B`` stored at a lower rank than ``A``
+    lacks rank columns that count as zero (as in the fused kernel)."""
     out = y.detach().to(torch.float64).clone()
     slots = token_slots.to(torch.int64).cpu()
     xd = x.detach().to(torch.float64).cpu()
@@ -49,7 +50,7 @@ def lora_linear_reference(
             if slot < 0:
                 continue
             rows = (slots == slot).nonzero().flatten()
-            delta = (xd[rows] @ a[slot].T) * scale @ b[slot].T
+            delta = (xd[rows] @ a[slot, : b.shape[2]].T) * scale @ b[slot].T
             base = out[rows, col : col + n] if add_inputs else torch.zeros_like(delta)
             out[rows, col : col + n] = base + delta
         col += n

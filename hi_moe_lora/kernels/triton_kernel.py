@@ -85,14 +85,20 @@ def _check_layout(
     if x.shape[0] != y.shape[0]:
         raise FusedLoRAShapeError(f"x has {x.shape[0]} rows, y has {y.shape[0]}")
     first = a[0]
+    b_rank = b[0].shape[2]  # B's stored rank: the kernel takes one row stride for every slice
     for a_s, b_s in zip(a, b, strict=True):
         if a_s.shape != first.shape or a_s.dtype != first.dtype or b_s.dtype != first.dtype:
             raise FusedLoRAShapeError("all slices' A must share shape and dtype with B")
         if not (a_s.is_contiguous() and b_s.is_contiguous()):
             raise FusedLoRAShapeError("stacked LoRA weights must be contiguous")
-        if b_s.shape[0] != a_s.shape[0] or b_s.shape[2] != a_s.shape[1]:
+        if b_s.shape[0] != a_s.shape[0] or not 1 <= b_s.shape[2] <= a_s.shape[1]:
             raise FusedLoRAShapeError(
-                f"B {tuple(b_s.shape)} does not match A {tuple(a_s.shape)} (slots, rank)"
+                f"B {tuple(b_s.shape)} does not match A {tuple(a_s.shape)} (slots; B's stored "
+                "rank at most A's)"
+            )
+        if b_s.shape[2] != b_rank:
+            raise FusedLoRAShapeError(
+                f"B is stored at rank {b_s.shape[2]} in one slice and {b_rank} in another"
             )
     if first.shape[2] != x.shape[1]:
         raise FusedLoRAShapeError(f"A takes {first.shape[2]} inputs, x has {x.shape[1]}")
@@ -126,6 +132,11 @@ def launch_fused_lora(
     On a GPU, the first call for a layer shape also compiles the prefill-sized variants it has
     not met yet (see :func:`precompile_prefill_variants`). ``dora``: the layer's DoRA scales,
     applied in the expand jobs' epilogue (:class:`DoraEpilogue`).
+
+    B may be stored at a lower rank than A (``(slots, out, r_b)`` beside ``(slots, r_a, in)``,
+    ``r_b <= r_a``, the same in every slice): the rank columns it lacks count as zero. vLLM's
+    buffers store both at ``max_lora_rank``; a B kept at the adapters' real rank is read in whole
+    rows (``benchmarks/kernels/ab_kernels.py``'s ``/64b16`` cases time that layout).
     """
     a = [stacked_view(t) for t in lora_a]
     b = [stacked_view(t) for t in lora_b]

@@ -31,6 +31,20 @@ def test_reference_equals_token_loop() -> None:
     assert torch.allclose(got, want, atol=1e-12)
 
 
+def test_reference_counts_the_rank_columns_a_narrower_b_lacks_as_zero() -> None:
+    gen = torch.Generator().manual_seed(2)
+    x = torch.randn(5, 4, generator=gen, dtype=torch.float64)
+    y = torch.randn(5, 6, generator=gen, dtype=torch.float64)
+    a = [torch.randn(2, 1, 4, 4, generator=gen, dtype=torch.float64)]
+    b_narrow = [torch.randn(2, 1, 6, 2, generator=gen, dtype=torch.float64)]
+    b_padded = [torch.zeros(2, 1, 6, 4, dtype=torch.float64)]
+    b_padded[0][..., :2] = b_narrow[0]
+    slots = torch.tensor([0, -1, 1, 0, 1])
+    got = lora_linear_reference(y, x, a, b_narrow, slots, 0.5)
+    assert torch.allclose(got, lora_linear_reference(y, x, a, b_padded, slots, 0.5), atol=1e-12)
+    assert not torch.allclose(got, y)  # the adapters did change the rows they serve
+
+
 def test_reference_scales_dora_slots_tokens_only() -> None:
     gen = torch.Generator().manual_seed(1)
     x = torch.randn(5, 4, generator=gen, dtype=torch.float64)

@@ -305,6 +305,35 @@ def test_dora_epilogue_compiles_for_hopper(monkeypatch: pytest.MonkeyPatch) -> N
     assert not re.findall(r"ld\.global[.\w]*\.b16\b", kernel.asm["ptx"])
 
 
+@pytest.mark.parametrize("m", [16, 64, 257])
+def test_b_stored_at_a_lower_rank_than_a(m: int, device: str) -> None:
+    """vLLM pads B to ``max_lora_rank``; a B kept at rank 16 beside an A padded to 64 gives the
+    padded B's result for adapters of rank <= 16, and the first 16 rank columns' for wider ones
+    (the columns it lacks count as zero), on the decode tiles and the prefill ones."""
+    ranks = [8, 16, 64, 16]
+    slots = _slots(m, "many", len(ranks), seed=m + 1)
+    p = make_problem(m, K, SHAPES["qkv"], ranks, slots, device=device, seed=m + 1)
+    b_narrow = [t[..., :16].contiguous() for t in p.lora_b]
+    b_zeroed = [t.clone() for t in p.lora_b]
+    for t in b_zeroed:
+        t[..., 16:] = 0
+    ref = lora_linear_reference(p.y, p.x, p.lora_a, b_zeroed, slots, 0.5)
+    launch_fused_lora(p.y, p.x, p.lora_a, b_narrow, p.work.tiles, p.work.counters, 0.5)
+    assert _err(p, ref) <= tolerance(torch.float16, ref)
+    assert int(p.work.counters.abs().sum()) == 0
+
+
+def test_rejects_b_stored_above_a_rank_or_unevenly(device: str) -> None:
+    slots = _slots(4, "one", 2, seed=1)
+    p = make_problem(4, K, [16, 16], [8, 16], slots, device=device)
+    wider = [torch.zeros(*t.shape[:-1], 32, dtype=t.dtype, device=device) for t in p.lora_b]
+    with pytest.raises(FusedLoRAShapeError, match="stored rank at most"):
+        launch_fused_lora(p.y, p.x, p.lora_a, wider, p.work.tiles, p.work.counters, 1.0)
+    uneven = [p.lora_b[0], p.lora_b[1][..., :8].contiguous()]
+    with pytest.raises(FusedLoRAShapeError, match="rank 8 in one slice and 16"):
+        launch_fused_lora(p.y, p.x, p.lora_a, uneven, p.work.tiles, p.work.counters, 1.0)
+
+
 def test_rejects_mismatched_layout(device: str) -> None:
     slots = _slots(4, "one", 2, seed=1)
     p = make_problem(4, K, [16], [8, 8], slots, device=device)
