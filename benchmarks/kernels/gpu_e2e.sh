@@ -214,7 +214,11 @@ for C in $CONCS; do
     case $K in base*) MODS_ARG="";; one) MODS_ARG="--lora-modules a0";; many) MODS_ARG="--lora-modules $ALL";;
       *) MODS_ARG="--lora-modules $(first ${K#many})";; esac
     for L in $LABELS; do
-      late "$(tag $L)-c$C-$K" || bench $L $C $NP "$(tag $L)-c$C-$K.json" $MODS_ARG
+      late "$(tag $L)-c$C-$K" && continue
+      URL=http://localhost:${SERVER_PORT[$L]}; PHASES=/tmp/hml-phases-$L.json
+      python3 benchmarks/kernels/run_phases.py snapshot $URL $PHASES
+      bench $L $C $NP "$(tag $L)-c$C-$K.json" $MODS_ARG
+      python3 benchmarks/kernels/run_phases.py diff $PHASES $URL --into "$OUT/$(tag $L)-c$C-$K.json" > /dev/null
     done
   done
 done
@@ -242,6 +246,9 @@ for c in concs:
               f"({ratio})  TPOT p50 {d['median_tpot_ms']:.2f} ms"
               f"  TTFT p50/p99 {d['median_ttft_ms']:.0f}/{d.get('p99_ttft_ms', 0):.0f} ms"
               f"  prompts {d['completed']}")
+        if phases := d.get("server_phases_ms"):  # vLLM's own per-request means (run_phases.py)
+            print(f"{'':>{len(tag) + 14}}server side: queue {phases['queue']} ms, prefill "
+                  f"{phases['prefill']} ms, TTFT {phases['ttft']} ms, decode {phases['decode']} ms")
 PY
   # DoRA: how long each activation's scales took, and a quantized base's one-off row norms
   python3 - "$OUT/$TAG-serve.log" <<'PY'
