@@ -190,13 +190,15 @@ def _direct(stack: EmbeddedStack, model: str) -> str:
     return text
 
 
-def _foreign(stack: EmbeddedStack, served_name: str) -> dict[str, Any] | None:
-    for upstream in health(stack)["upstreams"]:
-        for found in upstream["foreign_bindings"]:
-            if found["served_name"] == served_name:
-                result: dict[str, Any] = found
-                return result
-    return None
+def _unloaded(stack: EmbeddedStack) -> float:
+    """Foreign bindings the control plane has unloaded so far (its counter).
+
+    The live tests wait on this, not on the health picture: the picture shows a removed
+    binding only until the next round (about one interval later) finds the name unbound or
+    bound to the registry's weights again, and a poll on a busy 2-core host once missed that
+    window. The picture's record is checked against the scripted vLLM above."""
+    text = metrics_text(stack)
+    return value(text, "hi_moe_lora_foreign_bindings_total", outcome="unloaded")
 
 
 @pytest.mark.vllm
@@ -216,20 +218,12 @@ def test_a_name_rebound_on_vllms_port_is_unloaded_in_a_round_and_the_registry_we
     assert _load(ops_stack, "Intruder/Math", foreign_weights).status_code == 200
     assert _direct(ops_stack, "Intruder/Math") != expected
 
+    before = _unloaded(ops_stack)
     rebound = _load(ops_stack, served, foreign_weights, load_inplace=True)
     assert rebound.status_code == 200, rebound.text
     rebound_at = time.monotonic()
-    found = eventually(
-        lambda: _foreign(ops_stack, served), lambda f: f is not None and f["removed"], 30
-    )
-    assert found is not None
-    assert found["removed"], found
+    assert eventually(lambda: _unloaded(ops_stack), lambda n: n > before, 30) == before + 1
     assert time.monotonic() - rebound_at < 3 * HEALTH_INTERVAL_S + 15  # one round, plus probes
-    assert "did not issue" in found["reason"]
-    assert (
-        value(metrics_text(ops_stack), "hi_moe_lora_foreign_bindings_total", outcome="unloaded")
-        >= 1
-    )
     # the front door serves the registry's weights again (vLLM asks the resolver afresh)
     again = _complete(url, served)
     assert again.status_code == 200, again.text
@@ -276,13 +270,10 @@ def test_vllm_refuses_every_call_without_its_key_and_the_control_plane_sends_it(
     assert httpx.get(f"{url}/readyz", timeout=30).status_code == 200
     assert _complete(url, "keyed@1.0.0").status_code == 200
     # a holder of the key loading through SageMaker's route is caught like any other
+    before = _unloaded(ops_stack)
     sneaked = httpx.post(
         f"{vllm}/adapters", json=sagemaker_load, headers=ops_stack.vllm_headers, timeout=60
     )
     assert sneaked.status_code == 200, sneaked.text
-    found = eventually(
-        lambda: _foreign(ops_stack, "sneaked@1.0.0"), lambda f: f is not None and f["removed"], 30
-    )
-    assert found is not None
-    assert found["removed"], found
+    assert eventually(lambda: _unloaded(ops_stack), lambda n: n > before, 30) == before + 1
     assert "sneaked@1.0.0" not in vllm_models(ops_stack)
