@@ -62,30 +62,22 @@ def parse_case(text: str) -> tuple[str, int, int, int, int]:
     """``shape:M:rank[/max_rank]:adapters`` -> (shape, M, rank, max rank, adapters).
 
     ``ab_kernels.py`` also takes ``rank/max_rank b<r>`` (``16/64b16``): B stored at rank ``r``
-    beside A padded to the max rank (:func:`stored_b_rank`); vLLM's kernels cannot take that
-    layout, so this benchmark refuses it."""
-    if stored_b_rank(text) is not None:
+    beside A padded to the max rank (:func:`parse_case_with_stored_b`); vLLM's kernels cannot
+    take that layout, so this benchmark refuses it."""
+    case, b_rank = parse_case_with_stored_b(text)
+    if b_rank is not None:
         raise ValueError(f"{text}: a B stored at its own rank is for ab_kernels.py only")
-    return _parse(text)
-
-
-def _parse(text: str) -> tuple[str, int, int, int, int]:
-    shape, m, ranks, adapters = text.split(":")
-    rank, _, max_rank = ranks.partition("/")
-    max_rank = max_rank.partition("b")[0]
-    return shape, int(m), int(rank), int(max_rank or rank), int(adapters)
+    return case
 
 
 def parse_case_with_stored_b(text: str) -> tuple[tuple[str, int, int, int, int], int | None]:
-    """A case as :func:`parse_case` gives it, and the rank B is stored at (None: the max rank)."""
-    return _parse(text), stored_b_rank(text)
-
-
-def stored_b_rank(text: str) -> int | None:
-    """``r`` of a ``.../<max_rank>b<r>...`` case: B stored at rank ``r`` (None when not given)."""
-    ranks = text.split(":")[2]
-    stored = ranks.partition("/")[2].partition("b")[2]
-    return int(stored) if stored else None
+    """A case as :func:`parse_case` gives it, and the rank B is stored at (``.../<max>b<r>``;
+    None: the max rank)."""
+    shape, m, ranks, adapters = text.split(":")
+    rank, _, padded = ranks.partition("/")
+    max_rank, _, stored = padded.partition("b")
+    case = (shape, int(m), int(rank), int(max_rank or rank), int(adapters))
+    return case, int(stored) if stored else None
 
 
 def _slots_for(m: int, adapters: int) -> torch.Tensor:
