@@ -57,8 +57,7 @@ from typing import Any
 
 import bench_resident
 import greedy_probe
-import httpx
-from prometheus_client.parser import text_string_to_metric_families
+from run_phases import metric_sums
 
 from hi_moe_lora.app.embedded import EmbeddedStack
 from hi_moe_lora.control_api import ControlPlaneClient
@@ -110,16 +109,6 @@ def bench(url: str, model: str, names: list[str], result: Path) -> dict[str, Any
         raise RuntimeError(f"vllm bench serve failed: {log}")
     data: dict[str, Any] = json.loads(result.read_text())
     return data
-
-
-def metric_sums(url: str) -> dict[str, float]:
-    """vLLM's ``/metrics``, parsed: each sample name's values summed over their labels."""
-    text = httpx.get(f"{url}/metrics", timeout=30).text
-    sums: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            sums[sample.name] = sums.get(sample.name, 0.0) + sample.value
-    return sums
 
 
 def load_times(url: str) -> dict[str, float]:

@@ -10,8 +10,9 @@ of 2026-11-27 left open (adapter runs paid 50-130 ms of TTFT over the base model
     python3 run_phases.py diff BEFORE.json URL [--into RESULT.json]
 
 ``diff`` prints the means in ms and, with ``--into``, adds them to the run's result file as
-``server_phases_ms`` (``gpu_e2e.sh`` does both around every measured run). Standard library only,
-so it starts in well under a second beside vLLM.
+``server_phases_ms`` (``gpu_e2e.sh`` does both around every measured run). It imports only the
+standard library and ``prometheus_client`` (not vLLM), so it starts in well under a second.
+:func:`metric_sums` also serves ``gpu_churn.py``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import sys
 import urllib.request
 from pathlib import Path
 
+from prometheus_client.parser import text_string_to_metric_families
+
 #: vLLM's per-request histograms (vLLM 0.26 and 0.32), by the name the means take
 PHASES = {
     "queue": "vllm:request_queue_time_seconds",
@@ -31,23 +34,26 @@ PHASES = {
 }
 
 
-def parse_sums(text: str) -> dict[str, float]:
-    """``<histogram>_sum`` and ``<histogram>_count`` of :data:`PHASES`, summed over label sets
+def metric_sums(url: str) -> dict[str, float]:
+    """vLLM's ``/metrics``, parsed: each sample name's values summed over their label sets
     (vLLM labels them by model and engine)."""
-    wanted = {f"{name}_{part}" for name in PHASES.values() for part in ("sum", "count")}
-    sums = dict.fromkeys(sorted(wanted), 0.0)
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        name = line.split("{", 1)[0].split(" ", 1)[0]
-        if name in wanted:
-            sums[name] += float(line.rsplit(" ", 1)[1])
+    with urllib.request.urlopen(f"{url.rstrip('/')}/metrics", timeout=30) as response:
+        text = response.read().decode()
+    sums: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            sums[sample.name] = sums.get(sample.name, 0.0) + sample.value
     return sums
 
 
 def snapshot(url: str) -> dict[str, float]:
-    with urllib.request.urlopen(f"{url.rstrip('/')}/metrics", timeout=30) as response:
-        return parse_sums(response.read().decode())
+    """``<histogram>_sum`` and ``<histogram>_count`` of :data:`PHASES` now (0 before any)."""
+    sums = metric_sums(url)
+    return {
+        f"{name}_{part}": sums.get(f"{name}_{part}", 0.0)
+        for name in PHASES.values()
+        for part in ("sum", "count")
+    }
 
 
 def phase_means(before: dict[str, float], after: dict[str, float]) -> dict[str, float | int | None]:
