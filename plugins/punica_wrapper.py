@@ -16,7 +16,8 @@ Kept from vLLM on purpose:
 - ``add_lora_embedding``: an expand-only gather, no shrink to fuse.
 
 Per step (``update_metadata``, eager, before the forward) the wrapper rebuilds the work list in
-its persistent buffers and refreshes the real ranks of the slots whose adapter changed.
+its persistent buffers and refreshes the real ranks of the slots whose adapter changed, and
+their narrow copies of B (:mod:`hi_moe_lora.kernels.narrow_b`; ``HI_MOE_LORA_NARROW_B``).
 
 DoRA (:mod:`plugins.dora`): a layer that may serve DoRA adapters passes its scale table and
 per-slot flags as ``dora_scales`` / ``dora_live``; the kernel applies ``g * (y + delta)`` to DoRA
@@ -42,8 +43,18 @@ from hi_moe_lora.kernels.config import BLOCK_M_LARGE, BLOCK_M_SMALL
 from hi_moe_lora.kernels.prompt_logits import LogitsLoRA
 from hi_moe_lora.kernels.ranks import SlotRanks
 from hi_moe_lora.kernels.worklist import MAX_SLICES, WorkListBuffers, token_slots_from_mapping
+from plugins.settings import PluginSettings, PluginSettingsError
 
 logger = logging.getLogger(__name__)
+
+
+def _narrow_b_setting() -> bool:
+    """``HI_MOE_LORA_NARROW_B`` (on unless the plugin's settings say off or cannot be read:
+    the plugin's registration has already warned about a malformed value)."""
+    try:
+        return PluginSettings.from_env().narrow_b
+    except PluginSettingsError:
+        return True
 
 
 class HiMoePunicaWrapperGPU(PunicaWrapperGPU):  # type: ignore[misc]
@@ -63,12 +74,16 @@ class HiMoePunicaWrapperGPU(PunicaWrapperGPU):  # type: ignore[misc]
         lora_config = kwargs["lora_config"]
         num_slots = int(lora_config.max_loras)
         self._hm_work = WorkListBuffers(max_num_batched_tokens, num_slots, device)
-        self._hm_ranks = SlotRanks(num_slots, int(lora_config.max_lora_rank), device)
+        narrow_b = _narrow_b_setting()
+        self._hm_ranks = SlotRanks(
+            num_slots, int(lora_config.max_lora_rank), device, narrow_b=narrow_b
+        )
         self._hm_logits = LogitsLoRA()
         logger.info(
-            "hi-moe-lora fused LoRA kernels active (%d slots, max rank %d)",
+            "hi-moe-lora fused LoRA kernels active (%d slots, max rank %d, narrow B copies %s)",
             num_slots,
             int(lora_config.max_lora_rank),
+            "on" if narrow_b else "off",
         )
 
     def update_metadata(

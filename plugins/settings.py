@@ -17,6 +17,9 @@ Variables (all optional):
   probes only): which Punica kernels serve LoRA.
 - ``HI_MOE_LORA_DORA``: ``on`` (default) or ``off``: serve DoRA adapters (:mod:`plugins.dora`).
   Off, vLLM refuses them and LoRA layers carry no DoRA scale table.
+- ``HI_MOE_LORA_NARROW_B``: ``on`` (default) or ``off``: under ``--max-lora-rank`` above 16, keep
+  a copy of every slot's first 16 rank columns of B (a quarter of B's memory again under max rank
+  64) so adapters of rank 16 or less read B in whole rows (:mod:`hi_moe_lora.kernels.narrow_b`).
 - ``HI_MOE_LORA_ARTIFACT_CACHE_DIR``: an absolute directory where the resolver keeps adapter
   versions it downloads from the control plane (``/admin/v1/artifacts/...``) when the
   registry's path does not exist on this host. Unset: shared file system only (the path must
@@ -37,6 +40,7 @@ ENV_REGISTRY_URL = "HI_MOE_LORA_REGISTRY_URL"
 ENV_RESOLVER_TIMEOUT_S = "HI_MOE_LORA_RESOLVER_TIMEOUT_S"
 ENV_KERNELS = "HI_MOE_LORA_KERNELS"
 ENV_DORA = "HI_MOE_LORA_DORA"
+ENV_NARROW_B = "HI_MOE_LORA_NARROW_B"
 ENV_RESOLVER_TOKEN = "HI_MOE_LORA_RESOLVER_TOKEN"
 ENV_ARTIFACT_CACHE_DIR = "HI_MOE_LORA_ARTIFACT_CACHE_DIR"
 ENV_ARTIFACT_CACHE_BYTES = "HI_MOE_LORA_ARTIFACT_CACHE_BYTES"
@@ -65,6 +69,7 @@ class PluginSettings:
     resolver_timeout_s: float = DEFAULT_RESOLVER_TIMEOUT_S
     kernels: KernelsChoice = "ours"
     dora: bool = True
+    narrow_b: bool = True
     #: Never in ``repr`` (the settings may be logged).
     resolver_token: str | None = field(default=None, repr=False)
     #: Where fetched adapter versions are kept; ``None``: shared file system only.
@@ -87,6 +92,7 @@ class PluginSettings:
             resolver_timeout_s=_timeout(env.get(ENV_RESOLVER_TIMEOUT_S, "")),
             kernels=_kernels(env.get(ENV_KERNELS, "")),
             dora=_on_off(ENV_DORA, env.get(ENV_DORA, "")),
+            narrow_b=_on_off(ENV_NARROW_B, env.get(ENV_NARROW_B, "")),
             resolver_token=env.get(ENV_RESOLVER_TOKEN, "").strip() or None,
             artifact_cache_dir=_cache_dir(env.get(ENV_ARTIFACT_CACHE_DIR, "")),
             artifact_cache_bytes=parse_bytes(env.get(ENV_ARTIFACT_CACHE_BYTES, "")),
@@ -98,6 +104,7 @@ class PluginSettings:
             ENV_RESOLVER_TIMEOUT_S: repr(self.resolver_timeout_s),
             ENV_KERNELS: self.kernels,
             ENV_DORA: "on" if self.dora else "off",
+            ENV_NARROW_B: "on" if self.narrow_b else "off",
         }
         if self.registry_url is not None:
             env[ENV_REGISTRY_URL] = self.registry_url

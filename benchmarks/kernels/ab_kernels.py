@@ -61,8 +61,9 @@ def _worker(tree: Path, cases: list[str], replays: int, time_them: bool) -> None
 
         def call(c: Any, work: Any = work) -> Any:
             x, y, a, b = c
+            kw = bench_lora.narrow_kwargs(kernel_module.launch_fused_lora, b)
             return lambda: kernel_module.launch_fused_lora(
-                y, x, a, b, work.tiles, work.counters, 1.0, 0, True
+                y, x, a, b, work.tiles, work.counters, 1.0, 0, True, **kw
             )
 
         x, y, a, b = copies[0]

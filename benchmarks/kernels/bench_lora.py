@@ -15,6 +15,7 @@ Usage: python benchmarks/kernels/bench_lora.py --out DIR [--quick]
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import statistics
 import sys
@@ -133,6 +134,15 @@ def _copy_pool(
     return [one] + [_make_copy(k, widths, rank, max_rank, m, gen, b_rank) for _ in range(pool - 1)]
 
 
+def narrow_kwargs(launch: Any, b: list[torch.Tensor]) -> dict[str, Any]:
+    """What serving passes ``launch`` beside B stored wider than 16: its narrow copies (each
+    slot's first 16 rank columns in whole rows, as ``hi_moe_lora.kernels.narrow_b`` keeps
+    them); nothing for a launcher from before them (``ab_kernels.py`` times older trees)."""
+    if "narrow_b" not in inspect.signature(launch).parameters or b[0].shape[-1] <= 16:
+        return {}
+    return {"narrow_b": [t[..., :16].contiguous() for t in b]}
+
+
 def _graph_time(fn_list: list[Any], replays: int) -> float:
     """Median µs per call of the captured sequence."""
     stream = torch.cuda.Stream()  # type: ignore[no-untyped-call]
@@ -193,7 +203,8 @@ def run_case(
 
     def ours(c: Any) -> Any:
         x, y, a, b = c
-        return lambda: launch_fused_lora(y, x, a, b, work.tiles, work.counters, 1.0, 0, True)
+        kw = narrow_kwargs(launch_fused_lora, b)
+        return lambda: launch_fused_lora(y, x, a, b, work.tiles, work.counters, 1.0, 0, True, **kw)
 
     def vllm(c: Any, buf: torch.Tensor) -> Any:
         x, y, a, b = c

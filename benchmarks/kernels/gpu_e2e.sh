@@ -8,7 +8,8 @@
 #                       or float64 LoRA (=reference); a "-dual" suffix (ours-dual, native-dual)
 #                       adds vLLM's dual-stream LoRA (VLLM_LORA_ENABLE_DUAL_STREAM=1: the LoRA of
 #                       each linear layer on a second stream beside the base GEMM)
-#   R=16|64             --max-lora-rank (the adapters stay rank 16)
+#   R=16|64             --max-lora-rank (the adapters stay rank 16); a label ending in -r<N>
+#                       (LABELS="ours ours-r16" with R=64) serves at max rank N instead
 #   N=16                adapters served (--max-loras N); make_lora_adapters.py writes the missing
 #                       ones when the adapter directory holds fewer. The first 16 are
 #                       --lora-modules (vLLM loads those at start, one by one: 1.5-2 s each,
@@ -94,7 +95,10 @@ declare -A SERVER_PORT SERVER_PID
 QUEUE=/tmp/hml-bench-queue; rm -rf $QUEUE  # the resident bench imports vLLM while servers start
 python3 benchmarks/kernels/bench_resident.py --queue $QUEUE > "$OUT/bench-resident.log" 2>&1 &
 RESIDENT_PID=$!
-tag() { echo "$1-r$R$SUFFIX"; }
+# A label may carry its own --max-lora-rank ("ours-r16" beside R=64: max ranks side by side).
+rank_of() { case "$1" in *-r[0-9]*) echo "${1##*-r}" ;; *) echo "$R" ;; esac; }
+kind_of() { case "$1" in *-r[0-9]*) echo "${1%-r*}" ;; *) echo "$1" ;; esac; }
+tag() { echo "$(kind_of "$1")-r$(rank_of "$1")$SUFFIX"; }
 began=$(date +%s); index=0
 late() {  # late NAME: true (and says so) when NAME would begin past DEADLINE_S - RESERVE_S
   local gone=$(( $(date +%s) - script_began ))
@@ -103,7 +107,7 @@ late() {  # late NAME: true (and says so) when NAME would begin past DEADLINE_S 
   return 1
 }
 for L in $LABELS; do
-  KIND=${L%-dual}; DUAL=0; [ "$KIND" != "$L" ] && DUAL=1
+  LK=$(kind_of "$L"); KIND=${LK%-dual}; DUAL=0; [ "$KIND" != "$LK" ] && DUAL=1
   KERNELS=ours; [ "$KIND" = native ] && KERNELS=vllm; [ "$KIND" = reference ] && KERNELS=reference
   P=$((PORT + index)); index=$((index + 1)); SERVER_PORT[$L]=$P; PROFILER_ARGS=()
   CAPTURE_ARGS=(); [ -n "${CAPTURE_SIZES:-}" ] && CAPTURE_ARGS=(--cudagraph-capture-sizes $CAPTURE_SIZES)
@@ -114,7 +118,7 @@ for L in $LABELS; do
     VLLM_LORA_ENABLE_DUAL_STREAM=$DUAL VLLM_CACHE_ROOT=/tmp/vllm-cache-$L \
     VLLM_PORT=$((20000 + 1000 * index)) python3 -m vllm.entrypoints.cli.main \
     serve $MODEL --served-model-name base --enable-lora --max-loras $N --max-cpu-loras $((2*N)) \
-    --max-lora-rank $R --lora-modules $MODS --port $P --max-model-len 2048 \
+    --max-lora-rank $(rank_of "$L") --lora-modules $MODS --port $P --max-model-len 2048 \
     --no-enable-prefix-caching --gpu-memory-utilization $UTIL "${KV_ARGS[@]}" "${PROFILER_ARGS[@]}" "${CAPTURE_ARGS[@]}" \
     ${EXTRA_ARGS:-} > "$OUT/$(tag $L)-serve.log" 2>&1 &
   SERVER_PID[$L]=$!
@@ -127,6 +131,7 @@ for L in $LABELS; do
   done
   echo "$(tag $L): server up after $(( $(date +%s) - began )) s"
   grep -m3 -i "hi-moe-lora\|Using .*Punica" "$OUT/$(tag $L)-serve.log"
+  grep -m1 "narrow B copies for" "$OUT/$(tag $L)-serve.log"
   grep -m2 -i "KV cache memory\|Available KV cache\|GPU KV cache size" "$OUT/$(tag $L)-serve.log"
   # where the start went: weights, torch.compile, CUDA graph capture, the engine's whole start
   grep -i "Model loading took\|torch.compile takes\|Graph capturing finished\|init engine" \

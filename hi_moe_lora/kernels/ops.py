@@ -1,7 +1,8 @@
 """The ``hi_moe_lora::lora_linear`` torch custom op (own namespace, mutates ``y``, fake impl).
 
 Registered at import. ``slot_rank`` identifies the wrapper's rank tracker, which learns the
-stacked weights here, outside any traced graph. ``counters`` is the work list's zeroed
+stacked weights here, outside any traced graph, and holds B's narrow copies (:mod:`.narrow_b`)
+that the kernel's narrow tiles read. ``counters`` is the work list's zeroed
 synchronisation buffer: the kernel uses it and leaves it zeroed (declared mutated all the same).
 ``no_lora`` is a CPU flag read when the op runs (eagerly, or at graph capture).
 ``dora_scales`` and ``dora_live`` (both or neither): the layer's DoRA scales and per-slot flags
@@ -52,13 +53,17 @@ def lora_linear(
     token has an adapter and nothing is launched, so a CUDA graph captured for LoRA-free batches
     holds no LoRA kernel at all (vLLM captures those separately).
     """
+    tracker = tracker_for(slot_rank)
+    if tracker is not None:
+        # Before the no-LoRA return: vLLM's memory profile run then sees the narrow copies.
+        tracker.observe(lora_a, lora_b)
     if bool(no_lora.item()):
         return
-    tracker = tracker_for(slot_rank)
     min_rank = 0
+    narrow_b = None
     if tracker is not None:
-        tracker.observe(lora_a)
         min_rank = tracker.max_rank if tracker.stale else 0
+        narrow_b = tracker.narrow_b.copies_of(lora_b)
     if (dora_scales is None) != (dora_live is None):
         raise ValueError("DoRA needs both its scales and its per-slot flags")
     if dora_scales is not None and (not add_inputs or offset_start != 0):
@@ -81,6 +86,7 @@ def lora_linear(
             add_inputs,
             min_rank=min_rank,
             dora=dora,
+            narrow_b=narrow_b,
         )
         return
     block_m = block_m_for(x.shape[0])

@@ -12,6 +12,9 @@ them in its tile records. The stacked ``A`` tensors are learnt from the custom o
 (``observe``; the op body is opaque to torch.compile, so this bookkeeping never enters a traced
 graph). While weights have been seen that the ranks do not yet account for, the tracker is
 ``stale`` and the op runs every adapter at the full rank.
+
+The tracker also keeps the narrow copies of the stacked B tensors (:mod:`.narrow_b`), rewritten
+for exactly the slots whose ranks it recomputes, so they hold the adapters the ranks describe.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from collections.abc import Sequence
 
 import torch
 
+from .config import RANK_CHUNK
+from .narrow_b import NarrowB
 from .reference_loops import stacked_view
 
 logger = logging.getLogger(__name__)
@@ -41,8 +46,15 @@ def detect_rank(a_stack: torch.Tensor, slot: int) -> torch.Tensor:
 class SlotRanks:
     """The ranks of one Punica wrapper's slots and the stacked weights they come from."""
 
-    def __init__(self, num_slots: int, max_rank: int, device: torch.device | str) -> None:
+    def __init__(
+        self,
+        num_slots: int,
+        max_rank: int,
+        device: torch.device | str,
+        narrow_b: bool = True,
+    ) -> None:
         self.max_rank = max_rank
+        self.narrow_b = NarrowB(enabled=narrow_b)
         self.ranks = torch.full((num_slots,), max_rank, dtype=torch.int32, device=device)
         self.host: list[int] = [max_rank] * num_slots
         self.stale = False
@@ -51,12 +63,15 @@ class SlotRanks:
         with _LOCK:
             _TRACKERS[self.ranks.data_ptr()] = self
 
-    def observe(self, lora_a: Sequence[torch.Tensor]) -> None:
-        """Remember stacked ``A`` tensors; a new one makes the ranks stale until ``refresh``."""
+    def observe(self, lora_a: Sequence[torch.Tensor], lora_b: Sequence[torch.Tensor] = ()) -> None:
+        """Remember stacked ``A`` tensors and copy ``B`` ones narrow; a new one of either makes
+        the ranks stale until ``refresh``."""
         for t in lora_a:
             if t.data_ptr() not in self._seen:
                 self._seen[t.data_ptr()] = t
                 self.stale = True
+        if self.narrow_b.observe(lora_b):
+            self.stale = True
 
     def refresh(self, lora_index_to_id: Sequence[int | None]) -> list[int]:
         """Recompute the ranks of the slots whose adapter changed (all when stale); host list."""
@@ -74,11 +89,18 @@ class SlotRanks:
                 if stacked_view(a_stack).shape[0] > slot:
                     best = torch.maximum(best, detect_rank(a_stack, slot))
             self.ranks[slot : slot + 1].copy_(best.view(1))
+        was_stale = self.stale
+        self.narrow_b.refresh(s for s in changed if ids[s] is not None)
         self._slot_ids = ids
         self.stale = False
         if changed:
             self.host = [int(r) for r in self.ranks.tolist()]
             logger.debug("LoRA ranks of slots %s refreshed: %s", changed, self.host)
+        if was_stale and self.narrow_b.nbytes:
+            logger.info(
+                "narrow B copies for rank <= %d adapters: %.1f MiB", RANK_CHUNK,
+                self.narrow_b.nbytes / 2**20,
+            )  # fmt: skip
         return self.host
 
 

@@ -16,6 +16,7 @@ import torch
 
 from .config import (
     PREFILL_BUCKETS,
+    RANK_CHUNK,
     WIDE_SPLIT_WAVES,
     KernelConfigError,
     TileConfig,
@@ -104,6 +105,21 @@ def _check_layout(
         raise FusedLoRAShapeError(f"A takes {first.shape[2]} inputs, x has {x.shape[1]}")
 
 
+def _check_narrow_b(b: list[torch.Tensor], narrow_b: list[torch.Tensor]) -> None:
+    """Narrow copies: one per slice, B's slots and rows, ``RANK_CHUNK`` rank columns."""
+    if len(narrow_b) != len(b):
+        raise FusedLoRAShapeError(f"{len(narrow_b)} narrow B copies for {len(b)} slices")
+    for b_s, nb_s in zip(b, narrow_b, strict=True):
+        want = (b_s.shape[0], b_s.shape[1], RANK_CHUNK)
+        if tuple(nb_s.shape) != want or nb_s.dtype != b_s.dtype or not nb_s.is_contiguous():
+            raise FusedLoRAShapeError(
+                f"narrow B copy {tuple(nb_s.shape)} {nb_s.dtype} is not a contiguous {want} "
+                f"{b_s.dtype} (B {tuple(b_s.shape)})"
+            )
+        if nb_s.device != b_s.device:
+            raise FusedLoRAShapeError("narrow B copies must be on B's device")
+
+
 def launch_fused_lora(
     y: torch.Tensor,
     x: torch.Tensor,
@@ -121,6 +137,7 @@ def launch_fused_lora(
     wide_reduce_in_expand: bool | None = None,
     wide_split_jobs: int | None = None,
     dora: DoraEpilogue | None = None,
+    narrow_b: Sequence[torch.Tensor] | None = None,
 ) -> TileConfig:
     """Launch the kernel once for all slices; returns the tile configuration it used.
 
@@ -137,19 +154,28 @@ def launch_fused_lora(
     ``r_b <= r_a``, the same in every slice): the rank columns it lacks count as zero. vLLM's
     buffers store both at ``max_lora_rank``; a B kept at the adapters' real rank is read in whole
     rows (``benchmarks/kernels/ab_kernels.py``'s ``/64b16`` cases time that layout).
+    ``narrow_b``: B's narrow copies (:mod:`.narrow_b`: each slot's first ``RANK_CHUNK`` rank
+    columns, ``(slots, out, RANK_CHUNK)`` per slice), read by the tiles of adapters of rank at
+    most ``RANK_CHUNK`` instead of B; they must hold B's values there. None: B itself.
     """
     a = [stacked_view(t) for t in lora_a]
     b = [stacked_view(t) for t in lora_b]
     _check_layout(x, y, a, b)
+    nb = b
+    if narrow_b is not None:
+        nb = [stacked_view(t) for t in narrow_b]
+        _check_narrow_b(b, nb)
     widths = [t.shape[1] for t in b]
     if offset_start + sum(widths) > y.shape[1]:
         raise FusedLoRAShapeError(f"slices end at {offset_start + sum(widths)} > {y.shape[1]}")
     if dora is not None:
         dora.check(y, a[0].shape[0], offset_start, add_inputs)
     if x.is_cuda and config is None:
-        precompile_prefill_variants(y, x, a, b, tiles_by_block_m, counters, add_inputs, dora)
+        precompile_prefill_variants(
+            y, x, a, b, tiles_by_block_m, counters, add_inputs, dora, narrow_b=nb
+        )
     return _launch(
-        y, x, a, b, tiles_by_block_m, counters, scale, offset_start, add_inputs, config,
+        y, x, a, (b, nb), tiles_by_block_m, counters, scale, offset_start, add_inputs, config,
         max_programs, min_rank, (reduce_in_expand, wide_reduce_in_expand), wide_split_jobs,
         x.shape[0], compile_only=False, dora=dora,
     )  # fmt: skip
@@ -168,6 +194,7 @@ def precompile_prefill_variants(
     counters: torch.Tensor,
     add_inputs: bool,
     dora: DoraEpilogue | None = None,
+    narrow_b: list[torch.Tensor] | None = None,
 ) -> int:
     """Compile, without running, the kernel for every prefill token bucket of this layer.
 
@@ -188,7 +215,8 @@ def precompile_prefill_variants(
     began = time.perf_counter()
     for bucket in PREFILL_BUCKETS:
         _launch(
-            y, x, a, b, tiles_by_block_m, counters, 1.0, 0, add_inputs, None, None, 0,
+            y, x, a, (b, narrow_b or b), tiles_by_block_m, counters, 1.0, 0, add_inputs, None,
+            None, 0,
             (None, None), None, bucket, compile_only=True, dora=dora,
         )  # fmt: skip
     compiled = len(variants) - before if variants is not None else len(PREFILL_BUCKETS)
@@ -237,7 +265,7 @@ def _launch(
     y: torch.Tensor,
     x: torch.Tensor,
     a: list[torch.Tensor],
-    b: list[torch.Tensor],
+    b_and_narrow: tuple[list[torch.Tensor], list[torch.Tensor]],
     tiles_by_block_m: dict[int, torch.Tensor],
     counters: torch.Tensor,
     scale: float,
@@ -256,7 +284,9 @@ def _launch(
     """Launch (or, with ``compile_only``, only compile) the kernel configured for ``m`` rows.
 
     ``reductions``: whether narrow and wide tiles reduce in the expand jobs; ``split_jobs``:
-    the most jobs for which wide tiles are split (None: the defaults)."""
+    the most jobs for which wide tiles are split (None: the defaults); ``b_and_narrow``: B and
+    what the narrow tiles read (B again, or its narrow copies)."""
+    b, nb = b_and_narrow
     widths = [t.shape[1] for t in b]
     on_gpu = x.is_cuda
     num_sms = _num_sms(x.device.index or 0) if on_gpu else 4
@@ -300,6 +330,7 @@ def _launch(
     # tensors would be typed i32 or i64 by their value, and so multiply compiled variants.
     a_slices = [*a, a[0], a[0]][:MAX_SLICES]
     b_slices = [*b, b[0], b[0]][:MAX_SLICES]
+    nb_slices = [*nb, nb[0], nb[0]][:MAX_SLICES]
     ns = [*widths, 0, 0]
     # Without DoRA the epilogue is compiled out; its pointers are placeholders of the same types.
     dora_args = (
@@ -314,6 +345,7 @@ def _launch(
         y,
         *a_slices,
         *b_slices,
+        *nb_slices,
         tiles,
         part,
         inter,
@@ -330,6 +362,7 @@ def _launch(
         a[0].stride(0),
         a[0].stride(1),
         b[0].stride(1),
+        nb[0].stride(1),
         offset_start,
         pair_cap,
         int(min_rank),

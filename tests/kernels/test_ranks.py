@@ -45,3 +45,24 @@ def test_tracker_lookup_is_by_identity() -> None:
     tracker = SlotRanks(2, 16, "cpu")
     assert tracker_for(tracker.ranks) is tracker
     assert tracker_for(torch.full((2,), 16, dtype=torch.int32)) is None
+
+
+def test_new_b_makes_the_ranks_stale_and_refresh_fills_its_narrow_copy() -> None:
+    tracker = SlotRanks(2, 64, "cpu")
+    a = _stack([8, 40], pad=64)
+    b = torch.randn(2, 1, 6, 64)
+    tracker.observe([a], [b])
+    assert tracker.stale
+    (copy,) = tracker.narrow_b.copies_of([b]) or []
+    assert tracker.refresh([1, 2]) == [8, 40]
+    assert torch.equal(copy, b[:, 0, :, :16])
+    b[1, 0] += 1.0  # a new adapter in slot 1 only
+    tracker.refresh([1, 3])
+    assert torch.equal(copy, b[:, 0, :, :16])
+
+
+def test_narrow_copies_can_be_turned_off() -> None:
+    tracker = SlotRanks(2, 64, "cpu", narrow_b=False)
+    b = torch.randn(2, 1, 6, 64)
+    tracker.observe([_stack([8, 40], pad=64)], [b])
+    assert tracker.narrow_b.copies_of([b]) is None

@@ -323,6 +323,52 @@ def test_b_stored_at_a_lower_rank_than_a(m: int, device: str) -> None:
     assert int(p.work.counters.abs().sum()) == 0
 
 
+@pytest.mark.parametrize("m", [3, 64, 300])
+def test_narrow_tiles_read_the_narrow_copies_and_wide_tiles_read_b(m: int, device: str) -> None:
+    """With B's narrow copies (first 16 rank columns, whole rows) the result is the padded B's;
+    with copies of zeros, the tokens of adapters of rank <= 16 get nothing added and those of
+    the rank-64 adapter get all of it: narrow tiles read the copies, wide ones B, on the decode
+    tiles and the prefill ones."""
+    ranks = [8, 16, 64, 16]
+    slots = _slots(m, "many", len(ranks), seed=m + 2)
+    p = make_problem(m, K, SHAPES["qkv"], ranks, slots, device=device, seed=m + 2)
+    y0 = p.y.clone()
+    copies = [t[..., :16].contiguous() for t in p.lora_b]
+    ref = lora_linear_reference(p.y, p.x, p.lora_a, p.lora_b, slots, 0.5)
+    _run(p, 0.5, narrow_b=copies)
+    assert _err(p, ref) <= tolerance(torch.float16, ref)
+
+    p.y.copy_(y0)
+    wide_only = [t.clone() for t in p.lora_b]
+    for t in wide_only:
+        t[[0, 1, 3]] = 0
+    ref_wide = lora_linear_reference(p.y, p.x, p.lora_a, wide_only, slots, 0.5)
+    _run(p, 0.5, narrow_b=[torch.zeros_like(t) for t in copies])
+    assert _err(p, ref_wide) <= tolerance(torch.float16, ref_wide)
+    narrow_rows = (slots >= 0) & (slots != 2)
+    assert torch.equal(p.y.cpu()[narrow_rows], y0.cpu()[narrow_rows])
+
+
+def test_rejects_narrow_copies_of_another_layout(device: str) -> None:
+    slots = _slots(4, "one", 2, seed=1)
+    p = make_problem(4, K, [16, 8], [8, 32], slots, device=device)
+    good = [t[..., :16].contiguous() for t in p.lora_b]
+    with pytest.raises(FusedLoRAShapeError, match="2 narrow B copies for 1 slices"):
+        launch_fused_lora(
+            p.y[:, :16], p.x, p.lora_a[:1], p.lora_b[:1], p.work.tiles, p.work.counters, 1.0,
+            narrow_b=good,
+        )  # fmt: skip
+    for bad in (
+        [good[0], t8 := good[1][..., :8].contiguous()],
+        [good[0], good[1].to(torch.float32)],
+        [good[0], torch.zeros(2, 16, 8, dtype=t8.dtype, device=device).transpose(1, 2)],
+    ):
+        with pytest.raises(FusedLoRAShapeError, match="is not a contiguous"):
+            launch_fused_lora(
+                p.y, p.x, p.lora_a, p.lora_b, p.work.tiles, p.work.counters, 1.0, narrow_b=bad
+            )
+
+
 def test_rejects_b_stored_above_a_rank_or_unevenly(device: str) -> None:
     slots = _slots(4, "one", 2, seed=1)
     p = make_problem(4, K, [16, 16], [8, 16], slots, device=device)

@@ -148,6 +148,61 @@ def test_a_slot_reassignment_under_an_unchanged_mapping_keeps_each_token_on_its_
         assert (after.double().cpu() - want).abs().max().item() <= tol
 
 
+@pytest.mark.parametrize("narrow", ["on", "off"])
+def test_narrow_b_copies_under_max_rank_32_follow_a_new_adapter(
+    narrow: str, device: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under ``--max-lora-rank 32`` the wrapper keeps narrow copies of B (unless
+    ``HI_MOE_LORA_NARROW_B=off``) that the narrow tiles read; when vLLM writes a new adapter into
+    a slot, the next step's copies hold it, so the result follows the new weights."""
+    from plugins.punica_wrapper import HiMoePunicaWrapperGPU
+
+    monkeypatch.setenv("HI_MOE_LORA_NARROW_B", narrow)
+    cfg = LoRAConfig(max_loras=4, max_lora_rank=32)
+    wrapper = HiMoePunicaWrapperGPU(64, 8, device, lora_config=cfg)
+    gen = torch.Generator().manual_seed(50)
+
+    def adapter(t: torch.Tensor, slot: int, rank: int, rows: bool) -> None:
+        t[slot].zero_()
+        shape = (rank, t.shape[-1]) if rows else (t.shape[-2], rank)
+        values = (torch.randn(shape, generator=gen) / max(shape) ** 0.5).to(t.dtype)
+        if rows:
+            t[slot, 0, :rank] = values.to(t.device)
+        else:
+            t[slot, 0, :, :rank] = values.to(t.device)
+
+    a = tuple(torch.zeros(4, 1, 32, K, dtype=torch.float16, device=device) for _ in WIDTHS)
+    b = tuple(torch.zeros(4, 1, n, 32, dtype=torch.float16, device=device) for n in WIDTHS)
+    for slot, rank in {0: 8, 1: 16, 2: 24}.items():
+        for a_s, b_s in zip(a, b, strict=True):
+            adapter(a_s, slot, rank, rows=True)
+            adapter(b_s, slot, rank, rows=False)
+    _, slots = _mapping(37, seed=51)
+    x = torch.randn(37, K, generator=gen).to(torch.float16).to(device)
+    y = torch.randn(37, sum(WIDTHS), generator=gen).to(torch.float16).to(device)
+
+    def check(ids: list[int | None]) -> None:
+        ref = lora_linear_reference(y, x, a, b, slots, 1.0)
+        tol = 6e-3 * max(1.0, ref.abs().max().item())
+        per_token = tuple(ids[s] or 0 if s >= 0 else 0 for s in slots.tolist())
+        mapping = LoRAMapping(per_token, per_token, is_prefill=True)
+        for out in _two_steps(wrapper, mapping, ids, y, x, a, b):
+            assert (out.double().cpu() - ref).abs().max().item() <= tol
+        copies = wrapper._hm_ranks.narrow_b.copies_of(b)
+        if narrow == "off":
+            assert copies is None
+        else:
+            assert copies is not None
+            for copy, b_s in zip(copies, b, strict=True):
+                assert torch.equal(copy, b_s[:, 0, :, :16])
+
+    check(IDS)
+    for a_s, b_s in zip(a, b, strict=True):  # vLLM's set_lora of adapter 24 into slot 1
+        adapter(a_s, 1, 12, rows=True)
+        adapter(b_s, 1, 12, rows=False)
+    check([21, 24, 23, None])
+
+
 @pytest.mark.parametrize("m", [5, 37])
 def test_row_parallel_shards_sum_to_the_unsharded_delta(m: int, device: str) -> None:
     """Tensor parallel, a row-parallel layer (o, down) at TP = 2: each GPU's wrapper runs on its

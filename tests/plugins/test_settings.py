@@ -7,6 +7,7 @@ import pytest
 from plugins.settings import (
     DEFAULT_RESOLVER_TIMEOUT_S,
     ENV_DORA,
+    ENV_NARROW_B,
     ENV_KERNELS,
     ENV_REGISTRY_URL,
     ENV_RESOLVER_TIMEOUT_S,
@@ -22,6 +23,7 @@ def test_defaults_when_nothing_is_set() -> None:
     assert settings.resolver_timeout_s == DEFAULT_RESOLVER_TIMEOUT_S == 10.0
     assert settings.kernels == "ours"
     assert settings.dora
+    assert settings.narrow_b
 
 
 def test_reads_every_variable() -> None:
@@ -31,6 +33,7 @@ def test_reads_every_variable() -> None:
             ENV_RESOLVER_TIMEOUT_S: "2.5",
             ENV_KERNELS: "VLLM",
             ENV_DORA: " OFF ",
+            ENV_NARROW_B: "off",
         }
     )
     assert settings.registry_url == "http://registry:8080"
@@ -38,6 +41,7 @@ def test_reads_every_variable() -> None:
     assert settings.resolver_timeout_s == 2.5
     assert settings.kernels == "vllm"
     assert not settings.dora
+    assert not settings.narrow_b
 
 
 @pytest.mark.parametrize("choice", ["ours", "vllm", "reference"])
@@ -72,6 +76,7 @@ def test_reads_os_environ_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
         (ENV_RESOLVER_TIMEOUT_S, "inf"),
         (ENV_KERNELS, "triton"),
         (ENV_DORA, "yes"),
+        (ENV_NARROW_B, "1"),
     ],
 )
 def test_rejects_malformed_values(variable: str, value: str) -> None:
@@ -93,11 +98,18 @@ def test_is_frozen() -> None:
         PluginSettings(),
         PluginSettings(registry_url="https://registry:8443", resolver_timeout_s=0.25),
         PluginSettings(registry_url="http://r", kernels="reference", dora=False),
+        PluginSettings(narrow_b=False),
     ],
 )
 def test_to_env_renders_what_from_env_reads(settings: PluginSettings) -> None:
     env = settings.to_env()
-    assert set(env) <= {ENV_REGISTRY_URL, ENV_RESOLVER_TIMEOUT_S, ENV_KERNELS, ENV_DORA}
+    assert set(env) <= {
+        ENV_REGISTRY_URL,
+        ENV_RESOLVER_TIMEOUT_S,
+        ENV_KERNELS,
+        ENV_DORA,
+        ENV_NARROW_B,
+    }
     assert PluginSettings.from_env(env) == settings
 
 

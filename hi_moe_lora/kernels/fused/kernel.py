@@ -114,6 +114,9 @@ def fused_lora_kernel(  # type: ignore[no-untyped-def]
     b0_ptr,
     b1_ptr,
     b2_ptr,
+    nb0_ptr,
+    nb1_ptr,
+    nb2_ptr,
     tiles_ptr,
     part_ptr,
     inter_ptr,
@@ -130,6 +133,7 @@ def fused_lora_kernel(  # type: ignore[no-untyped-def]
     a_slot_stride,
     a_row_stride,
     b_row_stride,
+    nb_row_stride,
     y_col_offset,
     pair_cap,
     min_rank,
@@ -248,13 +252,16 @@ def fused_lora_kernel(  # type: ignore[no-untyped-def]
                     ADD_INPUTS, DORA, UPCAST_DOT,
                 )  # fmt: skip
         else:
+            # Narrow tiles read B from the narrow copies (nb*: B's first BLOCK_R rank columns in
+            # whole rows when the launcher has them, else B itself).
             run_job(
                 is_shrink, within, mt, n0, n1, n2, slot, tok64, m_mask, rank, x_ptr, y_ptr, a0_ptr,
-                a1_ptr, a2_ptr, b0_ptr, b1_ptr, b2_ptr, part_ptr, inter_ptr, arrive_ptr, ready_ptr,
-                k_dim, stride_xm, stride_xk, stride_ym, stride_yn, a_slot_stride, a_row_stride,
-                b_row_stride, y_col_offset, scale, dora_ptr, dora_on_ptr, dora_stride, NUM_SLICES,
-                K_SPLIT, K_ITERS, BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_R, False, 1, 1, WIDE_SPLIT,
-                RANK_PAD, N_GROUP, REDUCE_IN_EXPAND, ADD_INPUTS, DORA, UPCAST_DOT,
+                a1_ptr, a2_ptr, nb0_ptr, nb1_ptr, nb2_ptr, part_ptr, inter_ptr, arrive_ptr,
+                ready_ptr, k_dim, stride_xm, stride_xk, stride_ym, stride_yn, a_slot_stride,
+                a_row_stride, nb_row_stride, y_col_offset, scale, dora_ptr, dora_on_ptr,
+                dora_stride, NUM_SLICES, K_SPLIT, K_ITERS, BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_R,
+                False, 1, 1, WIDE_SPLIT, RANK_PAD, N_GROUP, REDUCE_IN_EXPAND, ADD_INPUTS, DORA,
+                UPCAST_DOT,
             )  # fmt: skip
         job = tl.atomic_add(ctr_ptr, 1, sem="relaxed")
     # Every taker takes exactly one ticket past the last job, after all of its own jobs, so the
