@@ -7,8 +7,8 @@ import pytest
 from plugins.settings import (
     DEFAULT_RESOLVER_TIMEOUT_S,
     ENV_DORA,
-    ENV_NARROW_B,
     ENV_KERNELS,
+    ENV_NARROW_B,
     ENV_REGISTRY_URL,
     ENV_RESOLVER_TIMEOUT_S,
     PluginSettings,
