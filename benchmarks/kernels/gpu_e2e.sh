@@ -31,7 +31,9 @@
 #                       many: N adapters) and summarize the steps (step_profile.py); a name ending
 #                       in "-prefill" (one-prefill, ...) sends 1,024-token prompts for 4 tokens
 #                       each instead, so most steps are prefill steps; CONCS="" then skips the
-#                       throughput runs
+#                       throughput runs. PROFILE_CONC=64: the load's concurrency (8: the
+#                       8-concurrent pattern, one prefill step per wave); PROFILE_S=1.5: seconds
+#                       profiled
 # One server start per call; a warm-up run first keeps kernel compilation out of the figures.
 # The prefix cache is off: the random model's 1,000-token vocabulary makes about a third of the
 # random prompts collide, and the cache would reuse them per adapter, favouring base and
@@ -194,13 +196,14 @@ for L in $LABELS; do
   TAG=$(tag $L); PROF=/tmp/hml-prof-$L
   for LOAD_NAME in $PROFILE; do
     case $LOAD_NAME in one*) MODS_ARG="--lora-modules a0";; many*) MODS_ARG="--lora-modules $ALL";; *) MODS_ARG="";; esac
-    LENGTHS=(256 128); PROMPTS=1024; RUNNING=60  # decode-heavy: 64 requests running
-    [ "${LOAD_NAME%-prefill}" != "$LOAD_NAME" ] && { LENGTHS=(1024 4); PROMPTS=4096; RUNNING=8; }
+    PCONC=${PROFILE_CONC:-64}  # decode-heavy: 60 of 64 requests running before the profile
+    LENGTHS=(256 128); PROMPTS=$((16 * PCONC)); RUNNING=$((PCONC * 15 / 16))
+    [ "${LOAD_NAME%-prefill}" != "$LOAD_NAME" ] && { LENGTHS=(1024 4); PROMPTS=$((64 * PCONC)); RUNNING=$((PCONC / 8)); }
     rm -rf $PROF
     IN_LEN=${LENGTHS[0]} OUT_LEN=${LENGTHS[1]} RESULTS=/tmp RESIDENT=0 \
-      bench $L 64 $PROMPTS "$TAG-prof-$LOAD_NAME-load.json" $MODS_ARG & LOAD=$!
+      bench $L $PCONC $PROMPTS "$TAG-prof-$LOAD_NAME-load.json" $MODS_ARG & LOAD=$!
     wait_running $L $RUNNING
-    curl -s -X POST localhost:${SERVER_PORT[$L]}/start_profile; sleep 1.5
+    curl -s -X POST localhost:${SERVER_PORT[$L]}/start_profile; sleep ${PROFILE_S:-1.5}
     curl -s -X POST localhost:${SERVER_PORT[$L]}/stop_profile; stop_load
     TRACE=$(ls -S $PROF/*.pt.trace.json* 2>/dev/null | head -1)
     if [ -z "$TRACE" ]; then echo "$TAG $LOAD_NAME: no trace in $PROF"; ls -la $PROF; continue; fi

@@ -36,7 +36,7 @@ GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 
 #: (category, substrings of the kernel name), first match wins; copies go by trace category.
 KERNEL_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("lora_ours", ("_fused_lora_kernel",)),
+    ("lora_ours", ("fused_lora_kernel",)),  # (vLLM's MoE one is fused_moe_lora_kernel)
     ("lora_vllm", ("_lora_shrink", "_lora_expand", "sgmv", "bgmv", "lora")),
     ("attention", ("flash", "fmha", "attn", "attention")),
     ("gemm", ("gemm", "nvjet", "cutlass", "xmma", "sm90_", "cublas", "matmul")),
