@@ -135,12 +135,18 @@ def _copy_pool(
 
 
 def narrow_kwargs(launch: Any, b: list[torch.Tensor]) -> dict[str, Any]:
-    """What serving passes ``launch`` beside B stored wider than 16: its narrow copies (each
-    slot's first 16 rank columns in whole rows, as ``hi_moe_lora.kernels.narrow_b`` keeps
-    them); nothing for a launcher from before them (``ab_kernels.py`` times older trees)."""
-    if "narrow_b" not in inspect.signature(launch).parameters or b[0].shape[-1] <= 16:
+    """What serving passes ``launch`` beside B: the narrow copies the plugin keeps of it
+    (:class:`hi_moe_lora.kernels.narrow_b.NarrowB`, every slot filled; none for B stored at
+    16 or less); nothing for a launcher from before them (``ab_kernels.py`` times older trees)."""
+    if "narrow_b" not in inspect.signature(launch).parameters:
         return {}
-    return {"narrow_b": [t[..., :16].contiguous() for t in b]}
+    from hi_moe_lora.kernels.narrow_b import NarrowB  # the timed tree's own (ab_kernels.py)
+
+    narrow = NarrowB()
+    narrow.observe(b)
+    narrow.refresh(range(b[0].shape[0]))
+    copies = narrow.copies_of(b)
+    return {} if copies is None else {"narrow_b": copies}
 
 
 def _graph_time(fn_list: list[Any], replays: int) -> float:
