@@ -23,6 +23,10 @@
 #   MODEL=DIR           serve another base (default /tmp/m8b; e.g. its AWQ copy from
 #                       `python3 -m hi_moe_lora.tiny_awq /tmp/m8b /tmp/m8b-q`, /tmp/m8b-q/awq);
 #                       results then carry "-$MODEL_TAG" (default: the directory's name)
+#   TP=1                --tensor-parallel-size of every server (results then carry "-tp$TP");
+#                       the reference label serves the probes only (no throughput runs: float64)
+#   INSTANCE=0          a second copy of this script beside the first (INSTANCE=1, another
+#                       CUDA_VISIBLE_DEVICES): its own ports, queue, caches and work folders
 #   EXTRA_ARGS="..."    more `vllm serve` arguments (e.g. --quantization fp8; tag with MODEL_TAG)
 #   CONCS="64 8"        `vllm bench serve` concurrencies, each: base / one adapter / many adapters
 #   PROBE=1             greedy + teacher-forced probe first: twice alone, once beside a 16-adapter
@@ -55,7 +59,9 @@
 # Results: $OUT/<label>-r<R>[-n<N>]-c<C>-{base,one,many...}.json and a summary on stdout.
 set -u
 script_began=$(date +%s)
-LABELS=${LABELS:-${LABEL:-ours}}; OUT=${OUT:-/tmp/hml-out}; PORT=${PORT:-8000}; N=${N:-16}
+INSTANCE=${INSTANCE:-0}; I=""; [ "$INSTANCE" != 0 ] && I="-i$INSTANCE"  # I: suffix of /tmp paths
+LABELS=${LABELS:-${LABEL:-ours}}; OUT=${OUT:-/tmp/hml-out}; PORT=${PORT:-$((8000 + 100 * INSTANCE))}
+N=${N:-16}; TP=${TP:-1}
 MANY=${MANY:-$N}; RANDOM_MODEL=/tmp/m8b; MODEL=${MODEL:-$RANDOM_MODEL}
 R=${R:-16}; CONCS=${CONCS-64 8}; PROBE=${PROBE:-0}; PROFILE=${PROFILE:-}
 SERVERS=$(echo $LABELS | wc -w)
@@ -68,7 +74,7 @@ if [ "$SERVERS" -gt 1 ]; then
 fi
 DEADLINE_S=${DEADLINE_S:-560}; RESERVE_S=${RESERVE_S:-60}  # RESERVE_S: room left for one run
 if [ -n "${PACK:-}" ]; then  # results into a work folder, packed into $OUT on any exit
-  DEST=$OUT; OUT=/tmp/hml-e2e-pack; rm -rf "$OUT"; mkdir -p "$DEST"
+  DEST=$OUT; OUT=/tmp/hml-e2e-pack$I; rm -rf "$OUT"; mkdir -p "$DEST"
   trap 'tar czf "$DEST/$PACK" -C "$OUT" . && echo "results packed into $DEST/$PACK"' EXIT
   trap 'exit 143' TERM INT
 fi
@@ -80,7 +86,7 @@ export PYTHONPATH=/tmp/site VLLM_USE_FLASHINFER_SAMPLER=0 HF_HUB_OFFLINE=1 PYTHO
 ADAPTERS=${ADAPTERS:-$RANDOM_MODEL-adapters}
 [ -f "$ADAPTERS/a$((N-1))/adapter_config.json" ] || python3 benchmarks/kernels/make_lora_adapters.py \
   $RANDOM_MODEL "$ADAPTERS" $N | tail -1
-SUFFIX=""; [ "$N" != 16 ] && SUFFIX="-n$N"
+SUFFIX=""; [ "$N" != 16 ] && SUFFIX="-n$N"; [ "$TP" != 1 ] && SUFFIX="$SUFFIX-tp$TP"
 [ "$ADAPTERS" != "$RANDOM_MODEL-adapters" ] && SUFFIX="$SUFFIX-${ADAPTER_TAG:-dora}"
 [ "$MODEL" != "$RANDOM_MODEL" ] || [ -n "${MODEL_TAG:-}" ] && SUFFIX="$SUFFIX-${MODEL_TAG:-$(basename "$MODEL")}"
 STATIC=$((N < 16 ? N : 16))
@@ -94,7 +100,7 @@ first() { for i in $(seq 0 $(($1-1))); do echo -n "a$i "; done; }  # names of th
 ALL=$(first $N)
 
 declare -A SERVER_PORT SERVER_PID
-QUEUE=/tmp/hml-bench-queue; rm -rf $QUEUE  # the resident bench imports vLLM while servers start
+QUEUE=/tmp/hml-bench-queue$I; rm -rf $QUEUE  # the resident bench imports vLLM while servers start
 python3 benchmarks/kernels/bench_resident.py --queue $QUEUE > "$OUT/bench-resident.log" 2>&1 &
 RESIDENT_PID=$!
 # A label may carry its own --max-lora-rank ("ours-r16" beside R=64: max ranks side by side).
@@ -113,14 +119,15 @@ for L in $LABELS; do
   KERNELS=ours; [ "$KIND" = native ] && KERNELS=vllm; [ "$KIND" = reference ] && KERNELS=reference
   P=$((PORT + index)); index=$((index + 1)); SERVER_PORT[$L]=$P; PROFILER_ARGS=()
   CAPTURE_ARGS=(); [ -n "${CAPTURE_SIZES:-}" ] && CAPTURE_ARGS=(--cudagraph-capture-sizes $CAPTURE_SIZES)
-  [ -n "$PROFILE" ] && PROFILER_ARGS=(--profiler-config "{\"profiler\": \"torch\", \"torch_profiler_dir\": \"/tmp/hml-prof-$L\", \"torch_profiler_with_stack\": false, \"torch_profiler_dump_cuda_time_total\": false, \"ignore_frontend\": true}")
+  [ -n "$PROFILE" ] && PROFILER_ARGS=(--profiler-config "{\"profiler\": \"torch\", \"torch_profiler_dir\": \"/tmp/hml-prof-$L$I\", \"torch_profiler_with_stack\": false, \"torch_profiler_dump_cuda_time_total\": false, \"ignore_frontend\": true}")
   # its own compile cache (servers starting together must not write one cache at once) and its
   # own range of internal ports (two servers once drew the same torch.distributed port)
   env VLLM_PLUGINS=$PLUGINS "${RESOLVER_ENV[@]}" HI_MOE_LORA_KERNELS=$KERNELS \
-    VLLM_LORA_ENABLE_DUAL_STREAM=$DUAL VLLM_CACHE_ROOT=/tmp/vllm-cache-$L \
-    VLLM_PORT=$((20000 + 1000 * index)) python3 -m vllm.entrypoints.cli.main \
+    VLLM_LORA_ENABLE_DUAL_STREAM=$DUAL VLLM_CACHE_ROOT=/tmp/vllm-cache-$L$I \
+    VLLM_PORT=$((20000 + 10000 * INSTANCE + 1000 * index)) python3 -m vllm.entrypoints.cli.main \
     serve $MODEL --served-model-name base --enable-lora --max-loras $N --max-cpu-loras $((2*N)) \
     --max-lora-rank $(rank_of "$L") --lora-modules $MODS --port $P --max-model-len 2048 \
+    --tensor-parallel-size $TP \
     --no-enable-prefix-caching --gpu-memory-utilization $UTIL "${KV_ARGS[@]}" "${PROFILER_ARGS[@]}" "${CAPTURE_ARGS[@]}" \
     ${EXTRA_ARGS:-} > "$OUT/$(tag $L)-serve.log" 2>&1 &
   SERVER_PID[$L]=$!
@@ -170,8 +177,12 @@ wait_running() {  # wait_running LABEL COUNT: until the background bench keeps C
     [ "${n:-0}" -ge "$2" ] && { sleep 3; return; }; sleep 0.5
   done; echo "load never reached $2 running requests"
 }
-stop_load() { pkill -f "cli.main bench serve"; wait $LOAD 2>/dev/null; }  # the background bench
+stop_load() {  # stop_load LABEL: the background bench against LABEL's server (no other copy's)
+  pkill -f "bench serve.*--base-url http://localhost:${SERVER_PORT[$1]} "; wait $LOAD 2>/dev/null
+}
+throughput() { [ "$(kind_of "$1")" != reference ]; }  # the float64 reference serves probes only
 for L in $LABELS; do  # every adapter loaded once, then warm-up runs
+  throughput $L || continue
   CURLS=()
   for a in $ALL; do
     curl -s -o /dev/null localhost:${SERVER_PORT[$L]}/v1/completions -H 'Content-Type: application/json' \
@@ -186,14 +197,14 @@ for L in $LABELS; do
   probe() { python3 benchmarks/kernels/greedy_probe.py --port ${SERVER_PORT[$L]} --out "$OUT/$TAG-$1.json" > /dev/null; }
   probe probe1; probe probe2
   RESULTS=/tmp RESIDENT=0 bench $L 64 512 "$TAG-probe-load.json" --lora-modules $(first 16) & LOAD=$!
-  wait_running $L 48; probe probe-load; stop_load
+  wait_running $L 48; probe probe-load; stop_load $L
   for other in probe2 probe-load; do
     echo "$TAG probe1 vs $other:"
     python3 benchmarks/kernels/greedy_probe.py --compare "$OUT/$TAG-probe1.json" "$OUT/$TAG-$other.json"
   done
 done
 for L in $LABELS; do
-  TAG=$(tag $L); PROF=/tmp/hml-prof-$L
+  TAG=$(tag $L); PROF=/tmp/hml-prof-$L$I
   for LOAD_NAME in $PROFILE; do
     case $LOAD_NAME in one*) MODS_ARG="--lora-modules a0";; many*) MODS_ARG="--lora-modules $ALL";; *) MODS_ARG="";; esac
     PCONC=${PROFILE_CONC:-64}  # decode-heavy: 60 of 64 requests running before the profile
@@ -204,11 +215,13 @@ for L in $LABELS; do
       bench $L $PCONC $PROMPTS "$TAG-prof-$LOAD_NAME-load.json" $MODS_ARG & LOAD=$!
     wait_running $L $RUNNING
     curl -s -X POST localhost:${SERVER_PORT[$L]}/start_profile; sleep ${PROFILE_S:-1.5}
-    curl -s -X POST localhost:${SERVER_PORT[$L]}/stop_profile; stop_load
+    curl -s -X POST localhost:${SERVER_PORT[$L]}/stop_profile; stop_load $L
     TRACE=$(ls -S $PROF/*.pt.trace.json* 2>/dev/null | head -1)
     if [ -z "$TRACE" ]; then echo "$TAG $LOAD_NAME: no trace in $PROF"; ls -la $PROF; continue; fi
     echo "$TAG $LOAD_NAME: trace $(du -h "$TRACE" | cut -f1)"
-    python3 benchmarks/kernels/step_profile.py "$TRACE" --label "$TAG-$LOAD_NAME" --json "$OUT/$TAG-steps.json"
+    GRAPH_MAX=$(echo ${CAPTURE_SIZES:-512} | tr ' ' '\n' | sort -n | tail -1)  # larger steps: no graph
+    python3 benchmarks/kernels/step_profile.py "$TRACE" --label "$TAG-$LOAD_NAME" \
+      --json "$OUT/$TAG-steps.json" --graph-max-tokens "$GRAPH_MAX"
     [ "$LOAD_NAME" = one ] && [ $(stat -c %s "$TRACE") -lt 15000000 ] && cp "$TRACE" "$OUT/$TAG-one.trace.json.gz"
     sleep 3
   done
@@ -222,8 +235,9 @@ for C in $CONCS; do
     case $K in base*) MODS_ARG="";; one) MODS_ARG="--lora-modules a0";; many) MODS_ARG="--lora-modules $ALL";;
       *) MODS_ARG="--lora-modules $(first ${K#many})";; esac
     for L in $LABELS; do
+      throughput $L || continue
       late "$(tag $L)-c$C-$K" && continue
-      URL=http://localhost:${SERVER_PORT[$L]}; PHASES=/tmp/hml-phases-$L.json
+      URL=http://localhost:${SERVER_PORT[$L]}; PHASES=/tmp/hml-phases-$L$I.json
       python3 benchmarks/kernels/run_phases.py snapshot $URL $PHASES
       bench $L $C $NP "$(tag $L)-c$C-$K.json" $MODS_ARG
       python3 benchmarks/kernels/run_phases.py diff $PHASES $URL --into "$OUT/$(tag $L)-c$C-$K.json" > /dev/null
@@ -233,7 +247,7 @@ done
 for L in $LABELS; do kill ${SERVER_PID[$L]}; done; touch $QUEUE/stop; wait 2>/dev/null
 for L in $LABELS; do
   TAG=$(tag $L)
-  [ -n "$CONCS" ] && python3 - "$OUT" "$TAG" "$KINDS" $CONCS <<'PY'
+  [ -n "$CONCS" ] && throughput $L && python3 - "$OUT" "$TAG" "$KINDS" $CONCS <<'PY'
 import json, os, sys
 res, tag, kinds, concs = sys.argv[1], sys.argv[2], sys.argv[3].split(), sys.argv[4:]
 for c in concs:

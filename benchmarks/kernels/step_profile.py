@@ -10,11 +10,21 @@ forward, outside the annotation) included.
 
 Per step: GPU busy time by category (our fused LoRA kernel, vLLM's LoRA kernels, GEMMs,
 attention, copies, the rest), the span from its first kernel's start to its last one's end, and
-the period to the next step's first kernel (the served step time, TPOT's unit). Steps are
-grouped as decode-only (no context tokens) and mixed (a prefill chunk inside); the table gives
-medians per group; ``--json`` adds them, with the heaviest "other" kernels, to a file keyed by
-label (several traces, one file).
+the period to the next step's first kernel (the served step time, TPOT's unit). On the host
+side: how long the step's annotation lasted on the CPU, and how much of it the LoRA ops took
+(our ``hi_moe_lora::lora_linear``, vLLM's ``lora_shrink``/``lora_expand``), with their calls. A
+step that vLLM runs without a CUDA graph (more tokens than its largest capture size) launches
+every op from Python, and a host time above the GPU span marks a step the CPU holds up. vLLM
+also copies each step annotation onto the GPU timeline (``gpu_user_annotation``); only the CPU
+one marks a step (the copy once split every step in two, with the later kernels charged to it).
+
+Steps are grouped as decode-only (no context tokens), mixed (a prefill chunk inside) and
+mixed-large (mixed, with more tokens than ``--graph-max-tokens``, vLLM's largest CUDA graph: 512
+unless ``--cudagraph-capture-sizes`` says otherwise); the table gives medians per group;
+``--json`` adds them, with the heaviest "other" kernels, to a file keyed by label (several
+traces, one file).
 Usage: python step_profile.py TRACE.pt.trace.json.gz [--label L] [--json SUMMARY.json]
+       [--graph-max-tokens 512]
 """
 
 from __future__ import annotations
@@ -42,6 +52,12 @@ KERNEL_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("gemm", ("gemm", "nvjet", "cutlass", "xmma", "sm90_", "cublas", "matmul")),
 )
 CATEGORIES = ("lora_ours", "lora_vllm", "gemm", "attention", "copy", "other")
+#: Host-side LoRA ops (torch custom ops, recorded as ``cpu_op``), by category.
+HOST_LORA_OPS = {
+    "hi_moe_lora::lora_linear": "lora_ours",
+    "vllm::lora_shrink": "lora_vllm",
+    "vllm::lora_expand": "lora_vllm",
+}
 
 
 def kernel_category(name: str, trace_category: str) -> str:
@@ -59,6 +75,10 @@ class Step:
     context_tokens: int
     generation_tokens: int
     cpu_start: float
+    host: float = 0.0
+    thread: tuple[object, object] = (None, None)
+    lora_host: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    lora_calls: int = 0
     busy: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     kernels: int = 0
     gpu_start: float = float("inf")
@@ -74,10 +94,19 @@ def load_steps(trace_path: Path) -> list[Step]:
     steps: list[Step] = []
     for ev in events:
         match = STEP_PATTERN.match(str(ev.get("name", "")))
-        if match and ev.get("ph") == "X":
-            steps.append(Step(int(match.group(2)), int(match.group(4)), cpu_start=float(ev["ts"])))
+        if match and ev.get("ph") == "X" and ev.get("cat") != "gpu_user_annotation":
+            steps.append(
+                Step(
+                    int(match.group(2)),
+                    int(match.group(4)),
+                    cpu_start=float(ev["ts"]),
+                    host=float(ev.get("dur", 0.0)),
+                    thread=(ev.get("pid"), ev.get("tid")),
+                )
+            )
     steps.sort(key=lambda s: s.cpu_start)
     starts = [s.cpu_start for s in steps]
+    _charge_host_lora_ops(events, steps, starts)
     launch_ts = {
         ev["args"]["correlation"]: float(ev["ts"])
         for ev in events
@@ -102,18 +131,45 @@ def load_steps(trace_path: Path) -> list[Step]:
     return [s for s in steps if s.kernels]
 
 
+def _charge_host_lora_ops(
+    events: list[dict[str, Any]], steps: list[Step], starts: list[float]
+) -> None:
+    """Add each LoRA op's host time to the step whose annotation holds it (same thread)."""
+    for ev in events:
+        category = HOST_LORA_OPS.get(str(ev.get("name", "")))
+        if category is None or ev.get("ph") != "X":
+            continue
+        ts = float(ev["ts"])
+        index = bisect.bisect_right(starts, ts) - 1
+        if index < 0:
+            continue
+        step = steps[index]
+        if (ev.get("pid"), ev.get("tid")) != step.thread or ts > step.cpu_start + step.host:
+            continue
+        step.lora_host[category] += float(ev.get("dur", 0.0))
+        step.lora_calls += 1
+
+
 def _median(values: list[float]) -> float:
     return statistics.median(values) if values else 0.0
 
 
-def summarize(steps: list[Step]) -> dict[str, Any]:
+#: vLLM's largest CUDA graph by default (tokens): larger steps run without one.
+GRAPH_MAX_TOKENS = 512
+
+
+def summarize(steps: list[Step], graph_max_tokens: int = GRAPH_MAX_TOKENS) -> dict[str, Any]:
     """Medians (µs) per group of steps; the first and last steps are dropped (cut by the
     profiler's start and stop)."""
     periods = {id(a): b.gpu_start - a.gpu_start for a, b in itertools.pairwise(steps)}
     inner = steps[1:-1]
+    mixed = [s for s in inner if s.context_tokens > 0]
     groups = {
         "decode": [s for s in inner if s.context_tokens == 0],
-        "mixed": [s for s in inner if s.context_tokens > 0],
+        "mixed": [s for s in mixed if s.context_tokens + s.generation_tokens <= graph_max_tokens],
+        "mixed-large": [
+            s for s in mixed if s.context_tokens + s.generation_tokens > graph_max_tokens
+        ],
     }
     summary: dict[str, Any] = {}
     for name, group in groups.items():
@@ -129,6 +185,9 @@ def summarize(steps: list[Step]) -> dict[str, Any]:
             "span": _median([s.gpu_end - s.gpu_start for s in group]),
             "busy": _median([sum(s.busy.values()) for s in group]),
             "kernels": _median([float(s.kernels) for s in group]),
+            "host": _median([s.host for s in group]),
+            "lora_host": _median([sum(s.lora_host.values()) for s in group]),
+            "lora_calls": _median([float(s.lora_calls) for s in group]),
             **{c: _median([s.busy.get(c, 0.0) for s in group]) for c in CATEGORIES},
             "top_other": [(n, round(t / len(group), 1)) for n, t in others.most_common(8)],
         }
@@ -136,11 +195,12 @@ def summarize(steps: list[Step]) -> dict[str, Any]:
 
 
 def table(label: str, summary: dict[str, Any]) -> list[str]:
-    head = ["label", "group", "steps", "tokens", "period", "span", "busy", *CATEGORIES]
+    timed = ("period", "span", "busy", *CATEGORIES, "host", "lora_host")
+    head = ["label", "group", "steps", "tokens", *timed, "lora_calls"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for group, row in summary.items():
         cells = [label, group, str(row["steps"]), f"{row['tokens']:.0f}"]
-        cells += [f"{row[k]:.0f}" for k in ("period", "span", "busy", *CATEGORIES)]
+        cells += [f"{row.get(k, 0.0):.0f}" for k in (*timed, "lora_calls")]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -150,8 +210,12 @@ def main() -> int:
     parser.add_argument("trace", type=Path)
     parser.add_argument("--label", default="")
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--graph-max-tokens", type=int, default=GRAPH_MAX_TOKENS,
+        help="the server's largest CUDA graph size: larger mixed steps are 'mixed-large'",
+    )  # fmt: skip
     args = parser.parse_args()
-    summary = summarize(load_steps(args.trace))
+    summary = summarize(load_steps(args.trace), args.graph_max_tokens)
     print("\n".join(table(args.label or args.trace.name, summary)))
     for group, row in summary.items():
         print(f"{group}: heaviest other kernels (µs per step):")

@@ -1,5 +1,7 @@
 """``benchmarks/kernels/step_profile.py``: kernels charged to the step that launched them, by
-category, our kernel under its real name (a rename once filed it under vLLM's LoRA)."""
+category, our kernel under its real name (a rename once filed it under vLLM's LoRA); the GPU
+copies of step annotations are not steps; host time of the LoRA ops per step; large mixed steps
+(no CUDA graph) grouped apart."""
 
 from __future__ import annotations
 
@@ -38,14 +40,29 @@ def test_our_kernel_is_filed_under_its_own_name(step_profile: ModuleType) -> Non
     assert category("Memcpy HtoD (Pinned -> Device)", "gpu_memcpy") == "copy"
 
 
-def _trace(path: Path) -> None:
-    """Three steps: decode, mixed, decode; a graph replay's kernels share their launch's id."""
+def _trace(path: Path, steps: tuple[tuple[int, int], ...] = ((0, 64), (256, 63), (0, 64))) -> None:
+    """Steps (context, generation tokens; default decode, mixed, decode), each with a copy of
+    its annotation on the GPU timeline that starts inside the next step's host time, and two
+    of our op's host calls in every mixed step; a graph replay's kernels share their launch's
+    id."""
     events: list[dict[str, object]] = []
     kernels = [("nvjet_gemm", 60.0), ("fused_lora_kernel", 10.0), ("_lora_shrink_kernel", 3.0)]
-    for i, (ctx, gen) in enumerate([(0, 64), (256, 63), (0, 64)]):
+    for i, (ctx, gen) in enumerate(steps):
         t0 = 1000.0 * i
         name = f"execute_context_{1 if ctx else 0}({ctx})_generation_{gen}({gen})"
-        events.append({"name": name, "ph": "X", "ts": t0, "dur": 50.0, "cat": "user_annotation"})
+        events.append(
+            {"name": name, "ph": "X", "ts": t0, "dur": 50.0, "cat": "user_annotation",
+             "pid": 1, "tid": 1}
+        )  # fmt: skip
+        events.append(
+            {"name": name, "ph": "X", "ts": t0 + 1005, "dur": 200.0,
+             "cat": "gpu_user_annotation", "pid": 0, "tid": 7}
+        )  # fmt: skip
+        for call in range(2 if ctx else 0):
+            events.append(
+                {"name": "hi_moe_lora::lora_linear", "ph": "X", "ts": t0 + 5 + 20 * call,
+                 "dur": 15.0, "cat": "cpu_op", "pid": 1, "tid": 1}
+            )  # fmt: skip
         events.append(
             {"name": "cudaGraphLaunch", "ph": "X", "ts": t0 + 10, "cat": "cuda_runtime",
              "args": {"correlation": i}}
@@ -78,3 +95,32 @@ def test_kernels_are_charged_to_their_step_by_category(
     assert list(summary) == ["mixed"]
     assert summary["mixed"]["period"] == 1000.0
     assert summary["mixed"]["lora_ours"] == 40.0
+
+
+def test_gpu_copies_of_annotations_are_not_steps(step_profile: ModuleType, tmp_path: Path) -> None:
+    """The GPU copy of step i starts after step i + 1's host annotation; were it a step, it
+    would take the kernels step i + 1 launches after that point (a bug of 2026-11-27)."""
+    trace = tmp_path / "t.pt.trace.json.gz"
+    _trace(trace, ((0, 64), (0, 64), (0, 64)))
+    steps = step_profile.load_steps(trace)
+    assert [s.cpu_start for s in steps] == [0.0, 1000.0, 2000.0]
+    assert all(s.kernels == 3 for s in steps)
+
+
+def test_host_time_of_lora_ops_and_large_mixed_steps(
+    step_profile: ModuleType, tmp_path: Path
+) -> None:
+    trace = tmp_path / "t.pt.trace.json.gz"
+    _trace(trace, ((0, 64), (256, 63), (960, 64), (0, 64)))
+    steps = step_profile.load_steps(trace)
+    assert [s.host for s in steps] == [50.0] * 4
+    assert [s.lora_calls for s in steps] == [0, 2, 2, 0]
+    assert steps[1].lora_host["lora_ours"] == 30.0
+    summary = step_profile.summarize(steps, graph_max_tokens=512)
+    assert list(summary) == ["mixed", "mixed-large"]
+    assert summary["mixed"]["tokens"] == 319.0
+    assert summary["mixed-large"]["tokens"] == 1024.0
+    assert summary["mixed-large"]["lora_host"] == 30.0
+    assert summary["mixed-large"]["lora_calls"] == 2.0
+    assert summary["mixed-large"]["host"] == 50.0
+    assert step_profile.summarize(steps, graph_max_tokens=2048).keys() == {"mixed"}
