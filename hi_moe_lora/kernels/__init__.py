@@ -14,5 +14,6 @@ Modules (each with one job; none imports torch or triton at package import):
 - :mod:`.logits_gate`  skips vLLM's logits LoRA while no loaded adapter has LM-head weights;
 - :mod:`.prompt_logits` the logits LoRA over one request's prompt rows (prompt log-probabilities);
 - :mod:`.ranks`        real per-slot adapter ranks, detected from the stacked weights;
-- :mod:`.ops`          the ``hi_moe_lora::lora_linear`` torch custom op.
+- :mod:`.ops`          the ``hi_moe_lora::lora_linear`` torch op;
+- :mod:`.op_registry`  registers the package's torch ops (without ``custom_op``'s call cost).
 """

@@ -1,9 +1,11 @@
-"""The ``hi_moe_lora::lora_linear`` torch custom op (own namespace, mutates ``y``, fake impl).
+"""The ``hi_moe_lora::lora_linear`` torch op (own namespace, mutates ``y``, fake impl).
 
-Registered at import. ``slot_rank`` identifies the wrapper's rank tracker, which learns the
-stacked weights here, outside any traced graph, and holds B's narrow copies (:mod:`.narrow_b`)
-that the kernel's narrow tiles read. ``counters`` is the work list's zeroed
-synchronisation buffer: the kernel uses it and leaves it zeroed (declared mutated all the same).
+Registered at import, directly in the namespace's library (:mod:`.op_registry`: a few µs a
+call where ``torch.library.custom_op`` costs tens). ``slot_rank`` identifies the wrapper's rank
+tracker, which learns the stacked weights here, outside any traced graph, and holds B's narrow
+copies (:mod:`.narrow_b`) that the kernel's narrow tiles read. ``counters`` is the work list's
+zeroed synchronisation buffer: the kernel uses it and leaves it zeroed (declared mutated all the
+same).
 ``no_lora`` is a CPU flag read when the op runs (eagerly, or at graph capture).
 ``dora_scales`` and ``dora_live`` (both or neither): the layer's DoRA scales and per-slot flags
 (:class:`.triton_kernel.DoraEpilogue`), applied as ``y = g * (y + delta)`` to DoRA slots' tokens.
@@ -21,6 +23,7 @@ import torch
 
 from .config import BLOCK_M_LARGE, BLOCK_M_SMALL, block_m_for
 from .fallback import lora_linear_torch
+from .op_registry import register_op
 from .ranks import tracker_for
 
 OP_NAME = "hi_moe_lora::lora_linear"
@@ -30,8 +33,7 @@ def _use_triton(x: torch.Tensor) -> bool:
     return x.is_cuda or os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
-@torch.library.custom_op(OP_NAME, mutates_args=("y", "counters"))
-def lora_linear(
+def _lora_linear(
     y: torch.Tensor,
     x: torch.Tensor,
     lora_a: list[torch.Tensor],
@@ -97,7 +99,6 @@ def lora_linear(
     )  # fmt: skip
 
 
-@lora_linear.register_fake
 def _lora_linear_fake(
     y: torch.Tensor,
     x: torch.Tensor,
@@ -115,3 +116,6 @@ def _lora_linear_fake(
     dora_live: torch.Tensor | None = None,
 ) -> None:
     return None
+
+
+lora_linear = register_op(OP_NAME, _lora_linear, ("y", "counters"), _lora_linear_fake)

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import torch
 
+from .op_registry import register_op
 from .reference_loops import stacked_view
 
 OP_NAME = "hi_moe_lora::lora_linear_float64"
 
 
-@torch.library.custom_op(OP_NAME, mutates_args=("y",))
-def lora_linear_float64(
+def _lora_linear_float64(
     y: torch.Tensor,
     x: torch.Tensor,
     lora_a: list[torch.Tensor],
@@ -82,7 +82,6 @@ def lora_linear_float64(
         col += n
 
 
-@lora_linear_float64.register_fake
 def _lora_linear_float64_fake(
     y: torch.Tensor,
     x: torch.Tensor,
@@ -97,3 +96,6 @@ def _lora_linear_float64_fake(
     dora_live: torch.Tensor | None = None,
 ) -> None:
     return None
+
+
+lora_linear_float64 = register_op(OP_NAME, _lora_linear_float64, ("y",), _lora_linear_float64_fake)
