@@ -3,27 +3,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 import torch
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "kernels" / "bench_op_host.py"
+from tests.support.scripts import load_script
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_op_host", SCRIPT)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_op_host"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/kernels/bench_op_host.py")
 
 
 def test_twin_is_the_package_function_registered_the_old_way(bench: ModuleType) -> None:

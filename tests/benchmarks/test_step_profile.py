@@ -6,26 +6,18 @@ copies of step annotations are not steps; host time of the LoRA ops per step; la
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "kernels" / "step_profile.py"
+from tests.support.scripts import load_script
 
 
 @pytest.fixture(scope="module")
 def step_profile() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("step_profile", SCRIPT)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["step_profile"] = module  # dataclasses resolve their module by name
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/kernels/step_profile.py")
 
 
 def test_our_kernel_is_filed_under_its_own_name(step_profile: ModuleType) -> None:
