@@ -50,9 +50,10 @@ class NarrowB:
         if not self.enabled:
             return made
         for b in lora_b:
-            view = stacked_view(b)
-            if view.shape[2] <= RANK_CHUNK or b.data_ptr() in self._copies:
+            # Called on every op call: the checks need no view (B's last dimension is its rank).
+            if b.shape[-1] <= RANK_CHUNK or b.data_ptr() in self._copies:
                 continue
+            view = stacked_view(b)
             copy = torch.zeros(
                 (view.shape[0], view.shape[1], RANK_CHUNK), dtype=b.dtype, device=b.device
             )

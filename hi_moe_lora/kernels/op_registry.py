@@ -2,9 +2,9 @@
 ``torch.library.custom_op``'s per-call cost.
 
 ``torch.library.custom_op`` wraps the function in Python layers (an autograd wrapper and the
-op's own dispatch) that run on every call: the LoRA op took 70 µs a call on a development CPU,
-against 8 µs defined in a :class:`torch.library.Library` with its function registered as the
-CPU and CUDA kernels, 4 µs of which are the function's own (``benchmarks/kernels/
+op's own dispatch) that run on every call: the LoRA op took 68 µs a call on a development CPU,
+against 6 µs defined in a :class:`torch.library.Library` with its function registered as the
+CPU and CUDA kernels, 1 µs of which is the function's own (``benchmarks/kernels/
 bench_op_host.py``, with vLLM's no-LoRA flag set, so no kernel work). CUDA graphs hide that
 cost in decode steps, but vLLM runs steps larger than its largest graph (512 tokens by default)
 op by op, and there a layer's LoRA op is called 128 times a step (Llama-3-8B shape).
