@@ -26,6 +26,7 @@ an H100, gate_up at rank 64 with four tiles: 57 Âµs split four ways against 32 Â
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -52,6 +53,12 @@ WIDE_RANK_PAD = 64
 #: Narrow rank width (decode and prefill): adapters up to this rank are taken at it whatever
 #: ``max_lora_rank``; wider ones at the whole padded rank.
 RANK_CHUNK = 16
+#: K block of prefill-sized calls' narrow tiles (and of every tile under a padded rank below
+#: :data:`WIDE_RANK_PAD`).
+PREFILL_BLOCK_K = 128
+#: K step of the wide path's prefill shrink from a padded rank of :data:`WIDE_RANK_PAD` on: its
+#: A tile is ``rank_pad`` rows deep, so it takes the K block in steps of this many columns.
+PREFILL_WIDE_STEP_K = 64
 #: Per token tile, the most partial-sum bytes expand jobs may re-read instead of a reduction step.
 REDUCE_IN_EXPAND_BYTES = 2**20
 #: Most parts a wide tile's jobs are split into (sizes the arrival counters, see ``.worklist``).
@@ -83,6 +90,9 @@ class TileConfig:
     rank_pad: int
     #: Parts a wide tile's shrink (rank rows) and expand (output columns) jobs are split into.
     wide_split: int = 1
+    #: Prefill sizes: the wide path's K step when it is narrower than ``block_k`` (0: the
+    #: rule of :attr:`wide_k_steps`).
+    wide_step_k: int = 0
 
     @property
     def wide_rows(self) -> int:
@@ -119,13 +129,16 @@ class TileConfig:
 
     @property
     def wide_k_steps(self) -> int:
-        """K steps of a whole wide-rank shrink job: at one K iteration (decode sizes) the chunk
-        is taken in ``rank_pad / block_r`` unrolled steps, so that a step holds no more of A
-        than a narrow one; prefill sizes keep their pipelined K loop (one step per iteration).
-        A job of a split wide tile takes ``wide_k_steps / wide_split`` of them.
+        """K steps per K block of a whole wide-rank shrink job: at one K iteration (decode
+        sizes) the chunk is taken in ``rank_pad / block_r`` unrolled steps, so that a step holds
+        no more of A than a narrow one; prefill sizes keep their pipelined K loop, in steps of
+        ``wide_step_k`` where it is set (the narrow tiles keep the whole ``block_k``), else one
+        per iteration. A job of a split wide tile takes ``wide_k_steps / wide_split`` of them.
         (Narrower steps spill less but measured no faster on an H100: ``benchmarks/README.md``.)
         """
-        return self.rank_pad // self.block_r if self.k_iters == 1 else 1
+        if self.k_iters == 1:
+            return self.rank_pad // self.block_r
+        return self.block_k // self.wide_step_k if self.wide_step_k else 1
 
     def check(self) -> None:
         """Raise :class:`KernelConfigError` for parameters the kernel cannot run with."""
@@ -141,6 +154,10 @@ class TileConfig:
             )
         if split > 1 and self.k_iters != 1:
             raise KernelConfigError("wide_split > 1 needs one K iteration (decode sizes)")
+        if self.wide_step_k and (self.wide_step_k < 16 or self.block_k % self.wide_step_k):
+            raise KernelConfigError(
+                f"wide_step_k {self.wide_step_k} must divide block_k {self.block_k} (at least 16)"
+            )
         steps = self.wide_k_steps
         if self.block_k % steps or self.block_k // steps < 16:
             raise KernelConfigError(
@@ -193,9 +210,21 @@ def _decode_block_n(m: int, n_total: int) -> int:
 def choose_config(
     m: int, k: int, n_total: int, max_rank: int, num_sms: int, num_slots: int = 1
 ) -> TileConfig:
-    """Pick the tile configuration for one call (see the module docstring)."""
+    """Pick the tile configuration for one call (see the module docstring). A prefill-sized
+    call's configuration depends on its token bucket only, so configurations are memoised per
+    bucket (a decode-sized one per token count): every op call asks."""
     if m < 1 or k < 1 or n_total < 1:
         raise KernelConfigError(f"empty problem: m={m} k={k} n={n_total}")
+    if m > SMALL_M_LIMIT:
+        m = next((b for b in PREFILL_BUCKETS if m <= b), PREFILL_BUCKETS[-1])
+        num_slots = 1
+    return _choose_config(m, k, n_total, max_rank, num_sms, num_slots)
+
+
+@functools.lru_cache(maxsize=4096)
+def _choose_config(
+    m: int, k: int, n_total: int, max_rank: int, num_sms: int, num_slots: int
+) -> TileConfig:
     rank_pad = padded_rank(max_rank)
     block_m = block_m_for(m)
     if block_m == BLOCK_M_SMALL:
@@ -218,9 +247,12 @@ def choose_config(
         # Wide tiles in jobs of a narrow one's size (see the module docstring).
         wide_split = min(MAX_WIDE_SPLIT, rank_pad // RANK_CHUNK)
         return TileConfig(block_m, block_n, block_k, RANK_CHUNK, 1, 1, 4, 1, rank_pad, wide_split)
-    # Prefill: the expand tiles' groups share the tile's intermediate; the K block is sized
-    # for the wide path's A tiles.
-    block_k = 64 if rank_pad >= 64 else 128
+    # Prefill: the expand tiles' groups share the tile's intermediate. Narrow tiles take K
+    # blocks of 128 whatever the max rank; from a padded rank of 64 the wide path's A tiles
+    # take them in steps of 64 (one K block for both measured 9-15 % slower narrow tiles under
+    # max rank 64 than under 16 on an H200, benchmarks/README.md, fifth window).
+    block_k = PREFILL_BLOCK_K
+    wide_step_k = PREFILL_WIDE_STEP_K if rank_pad >= WIDE_RANK_PAD else 0
     # Bucket the token count so that a server meets few compiled variants (each new one is a
     # JIT compile during serving).
     bucket = next((b for b in PREFILL_BUCKETS if m <= b), PREFILL_BUCKETS[-1])
@@ -233,4 +265,7 @@ def choose_config(
     n_group = 1
     while n_group < 4 and m_tiles * (-(-n_tiles // (n_group * 2))) >= 2 * max(num_sms, 1):
         n_group *= 2
-    return TileConfig(block_m, block_n, block_k, RANK_CHUNK, k_iters, n_group, 4, 3, rank_pad)
+    return TileConfig(
+        block_m, block_n, block_k, RANK_CHUNK, k_iters, n_group, 4, 3, rank_pad,
+        wide_step_k=wide_step_k,
+    )  # fmt: skip

@@ -12,7 +12,9 @@ from hi_moe_lora.kernels.config import (
     BLOCK_M_SMALL,
     DECODE_EXPAND_JOBS,
     MAX_WIDE_SPLIT,
+    PREFILL_BLOCK_K,
     PREFILL_BUCKETS,
+    PREFILL_WIDE_STEP_K,
     RANK_CHUNK,
     SMALL_M_LIMIT,
     KernelConfigError,
@@ -79,7 +81,8 @@ def test_prefill_has_the_narrow_rank_width_under_a_wide_max_rank() -> None:
 def test_wide_split_and_shrink_steps() -> None:
     """At decode sizes wide tiles' jobs may be split into parts of the narrow rank width (at
     most MAX_WIDE_SPLIT); a whole wide shrink job takes its K chunk in one step per narrow width
-    of the padded rank; prefill keeps one part and one step per K iteration."""
+    of the padded rank; prefill keeps one part, and from a padded rank of 64 takes each K block
+    in steps of PREFILL_WIDE_STEP_K (the narrow tiles the whole block)."""
     split = {r: choose_config(16, 4096, 6144, r, 132) for r in (16, 32, 64, 128)}
     assert [(c.wide_split, c.wide_rows, c.wide_k_steps) for c in split.values()] == [
         (1, 16, 1),
@@ -88,8 +91,23 @@ def test_wide_split_and_shrink_steps() -> None:
         (MAX_WIDE_SPLIT, 128 // MAX_WIDE_SPLIT, 128 // RANK_CHUNK),
     ]
     assert split[64].wide_block_n == split[64].block_n // 4
-    prefill = choose_config(1024, 4096, 6144, 64, 132)
-    assert (prefill.wide_split, prefill.wide_k_steps) == (1, 1)
+    prefill = {r: choose_config(1024, 4096, 6144, r, 132) for r in (16, 32, 64, 128)}
+    assert [(c.block_k, c.wide_split, c.wide_k_steps) for c in prefill.values()] == [
+        (PREFILL_BLOCK_K, 1, 1),
+        (PREFILL_BLOCK_K, 1, 1),
+        (PREFILL_BLOCK_K, 1, PREFILL_BLOCK_K // PREFILL_WIDE_STEP_K),
+        (PREFILL_BLOCK_K, 1, PREFILL_BLOCK_K // PREFILL_WIDE_STEP_K),
+    ]
+
+
+def test_prefill_narrow_tiles_keep_their_k_block_under_a_wide_max_rank() -> None:
+    """A prefill call under max rank 64 has max rank 16's K block and K chunks: only the wide
+    path's steps differ."""
+    for m in (512, 2048, 8192):
+        for k, n_total in ((4096, 6144), (4096, 28672), (14336, 4096)):
+            low = choose_config(m, k, n_total, 16, 132, 16)
+            high = choose_config(m, k, n_total, 64, 132, 16)
+            assert high == dataclasses.replace(low, rank_pad=64, wide_step_k=PREFILL_WIDE_STEP_K)
 
 
 @pytest.mark.parametrize(
@@ -102,6 +120,8 @@ def test_wide_split_and_shrink_steps() -> None:
         ({"wide_split": 2, "k_iters": 2}, "one K iteration"),
         ({"wide_split": 1, "block_k": 32}, "K steps"),
         ({"rank_pad": 40}, "multiple"),
+        ({"wide_step_k": 48}, "wide_step_k"),
+        ({"wide_step_k": 8}, "wide_step_k"),
     ],
 )
 def test_check_rejects_configs_the_kernel_cannot_run(changes: dict[str, int], problem: str) -> None:

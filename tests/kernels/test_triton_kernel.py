@@ -181,15 +181,23 @@ def test_bfloat16_prefill_config_with_k_iters_and_groups(
     assert _err(p, ref) <= tolerance(torch.bfloat16, ref)
 
 
+@pytest.mark.parametrize(
+    ("block_k", "wide_step_k"), [(16, 0), (32, 16)], ids=["one-k-block", "wide-k-steps"]
+)
 @pytest.mark.parametrize("reduce_in_expand", [True, False])
-def test_prefill_tiles_with_narrow_and_wide_adapters(reduce_in_expand: bool, device: str) -> None:
+def test_prefill_tiles_with_narrow_and_wide_adapters(
+    reduce_in_expand: bool, block_k: int, wide_step_k: int, device: str
+) -> None:
     """Prefill-sized tiles (K loop, output groups) under max rank 64: rank 16 narrow, ranks 24
-    and 64 wide (the shrink at full width in its K loop, the expand in rank chunks)."""
+    and 64 wide (the shrink at full width in its K loop, the expand in rank chunks). With
+    ``wide_step_k`` the wide shrink takes each K block in steps of its own (two K chunks of
+    two blocks: four steps a chunk), the narrow one whole."""
     m = 140
     slots = _slots(m, "many", 3, seed=21)
     p = make_problem(m, 100, [70, 30], [16, 24, 64], slots, max_rank=64, device=device, seed=21)
     ref = lora_linear_reference(p.y, p.x, p.lora_a, p.lora_b, slots, 0.75)
-    cfg = TileConfig(64, 32, 16, 16, 2, 2, 4, 2, 64)
+    cfg = TileConfig(64, 32, block_k, 16, 2, 2, 4, 2, 64, wide_step_k=wide_step_k)
+    assert cfg.wide_k_steps == (block_k // wide_step_k if wide_step_k else 1)
     _run(p, 0.75, config=cfg, reduce_in_expand=reduce_in_expand)
     assert _err(p, ref) <= tolerance(torch.float16, ref)
 

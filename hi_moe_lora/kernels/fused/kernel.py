@@ -72,7 +72,7 @@ def run_job(  # type: ignore[no-untyped-def]
     Narrow (``WIDE`` off): ``BLOCK_R`` rank rows, ``BLOCK_N``-column expand tiles. Wide: all
     ``RANK_PAD`` rows, split ``PARTS`` ways (1 or ``WIDE_SPLIT``): a shrink job takes
     ``RANK_PAD / PARTS`` of them over ``STEPS`` steps per K iteration (see
-    ``TileConfig.wide_k_steps``: unrolled at decode sizes, one at prefill sizes), an expand job
+    ``TileConfig.wide_k_steps``: unrolled at one K iteration, else looped), an expand job
     ``BLOCK_N / PARTS`` columns in ``RANK_PAD / BLOCK_R`` rank chunks: steps no larger than the
     narrow ones (same registers). Arrivals are counted ``WIDE_SPLIT`` counters to a pair.
     """
@@ -82,7 +82,7 @@ def run_job(  # type: ignore[no-untyped-def]
             inter_ptr, arrive_ptr, ready_ptr, k_dim, stride_xm, stride_xk, a_slot_stride,
             a_row_stride, scale, NUM_SLICES, K_SPLIT, K_ITERS * STEPS, BLOCK_M, BLOCK_K // STEPS,
             RANK_PAD // PARTS if WIDE else BLOCK_R, PARTS, WIDE_SPLIT, RANK_PAD,
-            REDUCE_IN_EXPAND, STEPS > 1, UPCAST_DOT,
+            REDUCE_IN_EXPAND, STEPS > 1 if K_ITERS == 1 else False, UPCAST_DOT,
         )  # fmt: skip
     else:
         block_n: tl.constexpr = BLOCK_N // PARTS

@@ -1,0 +1,227 @@
+"""Host time of one LoRA-active call of our op on a GPU, stage by stage (GPU only).
+
+A step larger than vLLM's largest CUDA graph runs op by op, so our op's host time is paid 128
+times a step on the Llama-3-8B shape (benchmarks/README.md, fifth window: 226 µs a call in the
+8-concurrent profile). This splits one gate_up call (16 slots, rank 16, two slices of 14,336
+outputs, every token on an adapter) into what each layer of the call adds, from the outside in:
+
+- ``op``: ``torch.ops.hi_moe_lora.lora_linear`` as vLLM calls it (dispatch, rank tracker);
+- ``launch_fused_lora``: the launcher's entry point (the layer's plan looked up);
+- ``plan_launch``: the layer's plan launching (config, grid, scratch buffers, Triton);
+- ``triton_jit``: Triton's JIT dispatch with the same arguments (binding, specialisation key,
+  cache lookup, launch);
+- ``triton_launcher``: the compiled kernel's launcher called directly (the floor of a Triton
+  launch from Python);
+- ``scratch``: the two scratch allocations of a call alone.
+
+Host time only: each round issues ``--calls`` calls without waiting for the GPU (fewer than
+the launch queue holds), then synchronises outside the timing. Rounds interleave the stages.
+
+    python benchmarks/kernels/bench_launch_host.py [--tokens 16 1024] [--calls 100]
+        [--rounds 30] [--tree PATH] [--out host.json]
+
+``--tree`` imports ``hi_moe_lora`` from another checkout (A/B of the outer stages; stages the
+tree lacks are left out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+SLOTS, RANK, HIDDEN, SLICE_OUT = 16, 16, 4096, 14336
+
+
+def _arguments(tokens: int) -> dict[str, Any]:
+    import torch
+
+    from hi_moe_lora.kernels.ranks import SlotRanks
+    from hi_moe_lora.kernels.worklist import WorkListBuffers
+
+    gen = torch.Generator(device="cuda").manual_seed(tokens)
+    dtype = torch.bfloat16
+
+    def rand(*shape: int) -> torch.Tensor:
+        return (torch.randn(*shape, generator=gen, device="cuda") * 0.05).to(dtype)
+
+    lora_a = [rand(SLOTS, 1, RANK, HIDDEN) for _ in range(2)]
+    lora_b = [rand(SLOTS, 1, SLICE_OUT, RANK) for _ in range(2)]
+    tracker = SlotRanks(SLOTS, RANK, "cuda")
+    tracker.observe(lora_a, lora_b)
+    tracker.refresh(list(range(1, SLOTS + 1)))
+    work = WorkListBuffers(max(tokens, 16), SLOTS, "cuda")
+    slots = torch.randint(0, SLOTS, (tokens,), generator=torch.Generator().manual_seed(1))
+    work.update(slots.numpy(), tracker.host)
+    return {
+        "y": rand(tokens, 2 * SLICE_OUT),
+        "x": rand(tokens, HIDDEN),
+        "lora_a": lora_a,
+        "lora_b": lora_b,
+        "work": work,
+        "tracker": tracker,
+    }
+
+
+def stages(tokens: int) -> dict[str, Callable[[], Any]]:
+    """The calls to time, outermost first (each a closure over one call's arguments)."""
+    import torch
+
+    from hi_moe_lora.kernels import ops, triton_kernel
+    from hi_moe_lora.kernels.config import BLOCK_M_LARGE, BLOCK_M_SMALL
+
+    arg = _arguments(tokens)
+    y, x, work = arg["y"], arg["x"], arg["work"]
+    op_args = (
+        y, x, arg["lora_a"], arg["lora_b"], work.tiles[BLOCK_M_SMALL], work.tiles[BLOCK_M_LARGE],
+        arg["tracker"].ranks, work.counters, torch.tensor([False]), 1.0, 0, True,
+    )  # fmt: skip
+    out: dict[str, Callable[[], Any]] = {"op": lambda: ops.lora_linear(*op_args)}
+    launch_args = (y, x, arg["lora_a"], arg["lora_b"], work.tiles, work.counters, 1.0, 0, True)
+    narrow = arg["tracker"].narrow_b.copies_of(arg["lora_b"])
+    out["launch_fused_lora"] = lambda: triton_kernel.launch_fused_lora(
+        *launch_args, narrow_b=narrow
+    )
+    try:
+        from hi_moe_lora.kernels import launch_plan
+    except ImportError:  # a tree from before the launch plans
+        return out
+    layer = launch_plan.layer_launch(
+        y, x, arg["lora_a"], arg["lora_b"], work.counters, 0, True, None, narrow
+    )
+    out["plan_launch"] = lambda: layer.launch(y, x, work.tiles, 1.0, 0, tokens)
+    grid, args, kwargs, kernel = _record_triton_call(
+        launch_plan, lambda: layer.launch(y, x, work.tiles, 1.0, 0, tokens)
+    )
+    out["triton_jit"] = lambda: kernel[grid](*args, **kwargs)
+    try:  # Triton's internal launcher API (3.x): the stage is left out where it differs
+        compiled = kernel[grid](*args, **kwargs)
+        bound = _bound_arguments(kernel, args, kwargs)
+        stream = torch.cuda.current_stream().cuda_stream
+
+        def launcher() -> None:
+            compiled.run(
+                grid[0], 1, 1, stream, compiled.function, compiled.packed_metadata, None, None,
+                None, *bound,
+            )  # fmt: skip
+
+        launcher()
+        out["triton_launcher"] = launcher
+    except Exception as exc:  # reported; the other stages still run
+        print(f"triton_launcher left out: {exc!r}", file=sys.stderr)
+    part_numel, inter_numel = args[12].numel(), args[13].numel()
+    out["scratch"] = lambda: (
+        torch.empty(part_numel, dtype=torch.float32, device="cuda"),
+        torch.empty(inter_numel, dtype=x.dtype, device="cuda"),
+    )
+    return out
+
+
+def _record_triton_call(
+    launch_plan: Any, call: Callable[[], Any]
+) -> tuple[tuple[int, ...], tuple[Any, ...], dict[str, Any], Any]:
+    """Run ``call`` once with the kernel's launch recorded: its grid, arguments and kernel."""
+    real = launch_plan.compiled_kernel()
+    seen: list[tuple[tuple[int, ...], tuple[Any, ...], dict[str, Any]]] = []
+
+    class Recorder:
+        def __getitem__(self, grid: tuple[int, ...]) -> Callable[..., Any]:
+            def run(*args: Any, **kwargs: Any) -> Any:
+                seen.append((grid, args, kwargs))
+                return real[grid](*args, **kwargs)
+
+            return run
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(real, name)
+
+    original = launch_plan.compiled_kernel
+    launch_plan.compiled_kernel = Recorder
+    try:
+        call()
+    finally:
+        launch_plan.compiled_kernel = original
+    grid, args, kwargs = seen[-1]
+    return grid, args, kwargs, real
+
+
+def _bound_arguments(kernel: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+    """Every parameter's value in the kernel's order (constexprs included), as Triton's JIT
+    hands them to the launcher."""
+    names = list(inspect.signature(kernel.fn).parameters)
+    values = dict(zip(names, args, strict=False))
+    values.update({k: v for k, v in kwargs.items() if k in names})
+    return [values[name] for name in names]
+
+
+def _host_us(call: Callable[[], Any], calls: int) -> float:
+    import torch
+
+    torch.cuda.synchronize()
+    began = time.perf_counter()
+    for _ in range(calls):
+        call()
+    spent = time.perf_counter() - began
+    torch.cuda.synchronize()
+    return 1e6 * spent / calls
+
+
+def measure(tokens: int, calls: int, rounds: int) -> dict[str, Any]:
+    import torch
+    import triton
+
+    calls_by_stage = stages(tokens)
+    for call in calls_by_stage.values():  # compile and warm every path once
+        call()
+    samples: dict[str, list[float]] = {name: [] for name in calls_by_stage}
+    for round_index in range(rounds):
+        names = list(calls_by_stage)
+        for name in names if round_index % 2 == 0 else reversed(names):
+            samples[name].append(_host_us(calls_by_stage[name], calls))
+    return {
+        "tokens": tokens,
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "calls": calls,
+        "rounds": rounds,
+        "us_per_call": {name: statistics.median(s) for name, s in samples.items()},
+    }
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    names = list(results[0]["us_per_call"])
+    lines = ["| stage | " + " | ".join(f"M = {r['tokens']}" for r in results) + " |"]
+    lines.append("|---" * (len(results) + 1) + "|")
+    for name in names:
+        cells = [f"{r['us_per_call'].get(name, float('nan')):.1f}" for r in results]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tokens", type=int, nargs="+", default=[16, 1024])
+    parser.add_argument("--calls", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--tree", type=Path, default=Path(__file__).resolve().parents[2])
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    sys.path.insert(0, str(args.tree.resolve()))
+    results = [measure(t, args.calls, args.rounds) for t in args.tokens]
+    print(f"{results[0]['gpu']}, torch {results[0]['torch']}, triton {results[0]['triton']}")
+    print(f"tree {args.tree}; µs of host time per call, median of {args.rounds} rounds")
+    print(table(results))
+    if args.out:
+        args.out.write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

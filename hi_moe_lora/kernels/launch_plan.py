@@ -1,0 +1,302 @@
+"""A layer's launches of the fused kernel, worked out once and reused on every call.
+
+vLLM runs a step larger than its largest CUDA graph op by op, so the LoRA op's host time is paid
+on every such step, once per LoRA layer (128 times on the Llama-3-8B shape). What does not
+change between a layer's calls is done on its first one: the checks of the stacked weights, the
+3-D views and pointer arguments of A, B and B's narrow copies, and, per tile configuration, the
+job counts, the reductions and the compile-time arguments. A call then checks its activations,
+sizes the grid and the scratch buffers for its token count, and launches.
+
+A layer is known by the Python objects of its weights (vLLM's stacked buffers, which it keeps
+for the life of the server) with its output layout; the plan holds references to them, so no
+other tensor can take their identity while the plan exists. Plans are kept for at most
+:data:`MAX_LAYERS` layers (the oldest go first).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from .config import WIDE_SPLIT_WAVES, KernelConfigError, TileConfig, choose_config
+from .fused.flavours import compiled_kernel, interpreted_kernel
+from .layout import (
+    DoraEpilogue,
+    FusedLoRAShapeError,
+    check_activations,
+    check_narrow_b,
+    check_weights,
+)
+from .reference_loops import stacked_view
+from .worklist import HEADER_SIZE, MAX_SLICES, pairs_in_counters, record_size, upper_bound_tiles
+
+logger = logging.getLogger(__name__)
+
+#: Programs per SM: enough to hide latency, few enough that idle programs cost one wave.
+PROGRAMS_PER_SM = 2
+#: Most layers whose plans are kept (a Llama-3-8B server has 128 LoRA layers).
+MAX_LAYERS = 1024
+
+
+@functools.cache
+def num_sms(device_index: int) -> int:
+    return int(torch.cuda.get_device_properties(device_index).multi_processor_count)
+
+
+def variant_cache(kernel: Any) -> dict[str, Any] | None:
+    """Triton's compiled variants of ``kernel`` for the current device, by key (None if the
+    Triton version keeps them elsewhere)."""
+    caches = getattr(kernel, "device_caches", None)
+    if caches is None:
+        return None
+    cache: dict[str, Any] = caches[torch.cuda.current_device()][0]
+    return cache
+
+
+@dataclass(frozen=True)
+class ConfigLaunch:
+    """What every launch of one layer with one tile configuration shares."""
+
+    cfg: TileConfig
+    k_split: int
+    #: Most jobs of one token tile (every tile wide when the configuration has a wide path).
+    jobs_per_tile: int
+    #: Whether narrow and wide tiles reduce their partials in the expand jobs, by default.
+    reduce_narrow: bool
+    reduce_wide: bool
+
+
+@dataclass
+class LayerLaunch:
+    """One layer's launches: its checked weights and the arguments they give the kernel."""
+
+    a: list[torch.Tensor]
+    b: list[torch.Tensor]
+    narrow_b: list[torch.Tensor]
+    counters: torch.Tensor
+    offset_start: int
+    add_inputs: bool
+    dora: DoraEpilogue | None
+    #: The objects the layer is known by (kept alive with the plan, see the module docstring).
+    identity: tuple[object, ...]
+    #: Whether its prefill-sized variants have been compiled (see
+    #: :func:`.triton_kernel.precompile_prefill_variants`).
+    precompiled: bool = False
+    widths: tuple[int, ...] = field(init=False)
+    pointer_args: tuple[torch.Tensor, ...] = field(init=False)
+    _by_config: dict[TileConfig, ConfigLaunch] = field(init=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        a, b, nb = self.a, self.b, self.narrow_b
+        self.widths = tuple(t.shape[1] for t in b)
+        # One pointer per slice (absent slices repeat the first): offsets between the slices'
+        # tensors would be typed i32 or i64 by their value, and so multiply compiled variants.
+        self.pointer_args = (
+            *[*a, a[0], a[0]][:MAX_SLICES],
+            *[*b, b[0], b[0]][:MAX_SLICES],
+            *[*nb, nb[0], nb[0]][:MAX_SLICES],
+        )
+
+    @property
+    def k(self) -> int:
+        return int(self.a[0].shape[2])
+
+    @property
+    def y_end(self) -> int:
+        return self.offset_start + sum(self.widths)
+
+    def for_config(self, cfg: TileConfig) -> ConfigLaunch:
+        """The launch parameters shared by every call with ``cfg`` (checked on first use)."""
+        known = self._by_config.get(cfg)
+        if known is not None:
+            return known
+        if cfg.rank_pad < self.a[0].shape[1]:
+            raise FusedLoRAShapeError(
+                f"padded rank {cfg.rank_pad} < stacked rank {self.a[0].shape[1]}"
+            )
+        try:
+            cfg.check()
+        except KernelConfigError as exc:
+            raise FusedLoRAShapeError(str(exc)) from exc
+        k_split = cfg.k_split(self.k)
+        wide = cfg.rank_pad > cfg.block_r
+        per_tile = len(self.a) * k_split * (cfg.wide_split if wide else 1)
+        made = ConfigLaunch(
+            cfg,
+            k_split,
+            per_tile + cfg.expand_jobs(self.widths, wide=wide),
+            cfg.reduces_in_expand(self.k, self.widths),
+            cfg.reduces_in_expand(self.k, self.widths, wide=True),
+        )
+        self._by_config[cfg] = made
+        return made
+
+    def launch(
+        self,
+        y: torch.Tensor,
+        x: torch.Tensor,
+        tiles_by_block_m: dict[int, torch.Tensor],
+        scale: float,
+        min_rank: int,
+        m: int,
+        *,
+        config: TileConfig | None = None,
+        max_programs: int | None = None,
+        reductions: tuple[bool | None, bool | None] = (None, None),
+        split_jobs: int | None = None,
+        compile_only: bool = False,
+    ) -> TileConfig:
+        """Launch (or, with ``compile_only``, only compile) the kernel configured for ``m`` rows.
+
+        ``reductions``: whether narrow and wide tiles reduce in the expand jobs; ``split_jobs``:
+        the most jobs for which wide tiles are split (None: the defaults)."""
+        on_gpu = x.is_cuda
+        sms = num_sms(x.device.index or 0) if on_gpu else 4
+        n_slots = self.a[0].shape[0]
+        rank = self.a[0].shape[1]
+        cfg = config or choose_config(m, self.k, sum(self.widths), rank, sms, n_slots)
+        plan = self.for_config(cfg)
+        tiles = tiles_by_block_m[cfg.block_m]
+        tiles_ub = min(
+            upper_bound_tiles(x.shape[0], n_slots, cfg.block_m),
+            (tiles.numel() - HEADER_SIZE) // record_size(cfg.block_m),
+        )
+        counters = self.counters
+        pair_cap = pairs_in_counters(counters.numel())
+        if tiles_ub * len(self.a) > pair_cap:
+            raise FusedLoRAShapeError(
+                f"{tiles_ub * len(self.a)} tile pairs > counter capacity {pair_cap}"
+            )
+        cap = max_programs if max_programs is not None else (sms * PROGRAMS_PER_SM)
+        grid = (max(1, min(tiles_ub * plan.jobs_per_tile, cap)),)
+        if split_jobs is None:
+            split_jobs = WIDE_SPLIT_WAVES * grid[0]
+        reduce_narrow = plan.reduce_narrow if reductions[0] is None else reductions[0]
+        reduce_wide = plan.reduce_wide if reductions[1] is None else reductions[1]
+        tile_elems = cfg.block_m * cfg.rank_pad
+        pairs = tiles_ub * len(self.a)
+        part = torch.empty(pairs * plan.k_split * tile_elems, dtype=torch.float32, device=x.device)
+        inter = torch.empty(pairs * tile_elems, dtype=self.a[0].dtype, device=x.device)
+        dora = self.dora
+        # Without DoRA the epilogue is compiled out; its pointers are placeholders of the same
+        # types.
+        dora_args = (
+            (part, counters, 0) if dora is None else (dora.scales, dora.live, dora.scales.stride(0))
+        )
+        kernel = compiled_kernel() if on_gpu else interpreted_kernel()
+        variants = variant_cache(kernel) if on_gpu and not compile_only else None
+        known = len(variants) if variants is not None else None
+        run: Callable[..., Any] = (
+            functools.partial(kernel.warmup, grid=grid) if compile_only else kernel[grid]
+        )
+        a0, b0, nb0 = self.a[0], self.b[0], self.narrow_b[0]
+        widths = (*self.widths, 0, 0)
+        run(
+            x, y, *self.pointer_args, tiles, part, inter, counters,
+            widths[0], widths[1], widths[2], x.shape[0], x.shape[1],
+            x.stride(0), x.stride(1), y.stride(0), y.stride(1),
+            a0.stride(0), a0.stride(1), b0.stride(1), nb0.stride(1),
+            self.offset_start, pair_cap, int(min_rank), int(split_jobs), float(scale), *dora_args,
+            NUM_SLICES=len(self.a),
+            K_SPLIT=plan.k_split,
+            K_ITERS=cfg.k_iters,
+            BLOCK_M=cfg.block_m,
+            BLOCK_N=cfg.block_n,
+            BLOCK_K=cfg.block_k,
+            BLOCK_R=cfg.block_r,
+            RANK_PAD=cfg.rank_pad,
+            WIDE_SPLIT=cfg.wide_split,
+            N_GROUP=cfg.n_group,
+            WIDE_K_STEPS=cfg.wide_k_steps,
+            REDUCE_IN_EXPAND=bool(reduce_narrow),
+            WIDE_REDUCE_IN_EXPAND=bool(reduce_wide),
+            ADD_INPUTS=self.add_inputs,
+            DORA=dora is not None,
+            UPCAST_DOT=not on_gpu and a0.dtype == torch.bfloat16,
+            num_warps=cfg.num_warps,
+            num_stages=cfg.num_stages,
+        )  # fmt: skip
+        if known is not None and variants is not None and len(variants) > known:
+            # Expected while vLLM captures its CUDA graphs; during serving it names the variant
+            # behind a JIT stall (vLLM's own monitor names only the kernel).
+            logger.info(
+                "fused LoRA kernel compiled for M=%d K=%d N=%s with %s: %s",
+                x.shape[0],
+                x.shape[1],
+                list(self.widths),
+                cfg,
+                list(variants)[known:],  # (a dict keeps its insertion order)
+            )
+        return cfg
+
+
+_LAYERS: dict[tuple[object, ...], LayerLaunch] = {}
+
+
+def layer_launch(
+    y: torch.Tensor,
+    x: torch.Tensor,
+    lora_a: Sequence[torch.Tensor],
+    lora_b: Sequence[torch.Tensor],
+    counters: torch.Tensor,
+    offset_start: int,
+    add_inputs: bool,
+    dora: DoraEpilogue | None,
+    narrow_b: Sequence[torch.Tensor] | None,
+) -> LayerLaunch:
+    """The plan of the layer these weights belong to, made on its first call (checks ``x``
+    and ``y`` against it; raises :class:`.layout.FusedLoRAShapeError`)."""
+    identity: tuple[object, ...] = (
+        *lora_a,
+        None,
+        *lora_b,
+        None,
+        *(narrow_b or ()),
+        counters,
+        dora.scales if dora is not None else None,
+        dora.live if dora is not None else None,
+    )
+    key = (*map(id, identity), offset_start, add_inputs, y.shape[-1])
+    layer = _LAYERS.get(key)
+    if layer is None:
+        layer = _new_layer(
+            y, lora_a, lora_b, counters, offset_start, add_inputs, dora, narrow_b, identity
+        )
+        if len(_LAYERS) >= MAX_LAYERS:
+            del _LAYERS[next(iter(_LAYERS))]
+        _LAYERS[key] = layer
+    check_activations(x, y, layer.k, layer.y_end)
+    return layer
+
+
+def _new_layer(
+    y: torch.Tensor,
+    lora_a: Sequence[torch.Tensor],
+    lora_b: Sequence[torch.Tensor],
+    counters: torch.Tensor,
+    offset_start: int,
+    add_inputs: bool,
+    dora: DoraEpilogue | None,
+    narrow_b: Sequence[torch.Tensor] | None,
+    identity: tuple[object, ...],
+) -> LayerLaunch:
+    a = [stacked_view(t) for t in lora_a]
+    b = [stacked_view(t) for t in lora_b]
+    check_weights(a, b)
+    nb = b
+    if narrow_b is not None:
+        nb = [stacked_view(t) for t in narrow_b]
+        check_narrow_b(b, nb)
+    if dora is not None:
+        dora.check(y, a[0].shape[0], offset_start, add_inputs)
+    return LayerLaunch(a, b, nb, counters, offset_start, add_inputs, dora, identity)
+
+
+def forget_layers() -> None:
+    """Drop every layer's plan (tests; a server keeps its layers for its life)."""
+    _LAYERS.clear()

@@ -1,0 +1,32 @@
+"""bench_launch_host.py's GPU-free parts: the launcher's argument order and the table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.support.scripts import load_script
+
+bench = load_script("benchmarks/kernels/bench_launch_host.py")
+
+
+def test_bound_arguments_follow_the_kernel_signature() -> None:
+    class Kernel:
+        @staticmethod
+        def fn(x: Any, y: Any, n: Any, BLOCK: Any, FLAG: Any) -> None:
+            return None
+
+    bound = bench._bound_arguments(
+        Kernel(), ("x", "y", 3), {"FLAG": True, "BLOCK": 64, "num_warps": 4}
+    )
+    assert bound == ["x", "y", 3, 64, True]
+
+
+def test_table_has_a_column_per_token_count() -> None:
+    results = [
+        {"tokens": 16, "us_per_call": {"op": 50.0, "scratch": 4.0}},
+        {"tokens": 1024, "us_per_call": {"op": 60.0}},
+    ]
+    lines = bench.table(results).splitlines()
+    assert lines[0] == "| stage | M = 16 | M = 1024 |"
+    assert lines[2] == "| op | 50.0 | 60.0 |"
+    assert lines[3] == "| scratch | 4.0 | nan |"
