@@ -59,6 +59,12 @@ PREFILL_BLOCK_K = 128
 #: K step of the wide path's prefill shrink from a padded rank of :data:`WIDE_RANK_PAD` on: its
 #: A tile is ``rank_pad`` rows deep, so it takes the K block in steps of this many columns.
 PREFILL_WIDE_STEP_K = 64
+#: Smallest prefill bucket whose narrow tiles keep :data:`PREFILL_BLOCK_K` under a padded rank of
+#: :data:`WIDE_RANK_PAD` or more; smaller buckets take K blocks of :data:`PREFILL_WIDE_STEP_K`
+#: for every tile. On an H200 (benchmarks/README.md, sixth window) the narrow K block was 6 and
+#: 15 % faster for gate_up and down at M = 2048, and at M = 512 no faster for them and 3-13 %
+#: slower for qkv, o and rank-64 adapters.
+NARROW_K_BLOCK_FROM_BUCKET = 4096
 #: Per token tile, the most partial-sum bytes expand jobs may re-read instead of a reduction step.
 REDUCE_IN_EXPAND_BYTES = 2**20
 #: Most parts a wide tile's jobs are split into (sizes the arrival counters, see ``.worklist``).
@@ -247,15 +253,20 @@ def _choose_config(
         # Wide tiles in jobs of a narrow one's size (see the module docstring).
         wide_split = min(MAX_WIDE_SPLIT, rank_pad // RANK_CHUNK)
         return TileConfig(block_m, block_n, block_k, RANK_CHUNK, 1, 1, 4, 1, rank_pad, wide_split)
-    # Prefill: the expand tiles' groups share the tile's intermediate. Narrow tiles take K
-    # blocks of 128 whatever the max rank; from a padded rank of 64 the wide path's A tiles
-    # take them in steps of 64 (one K block for both measured 9-15 % slower narrow tiles under
-    # max rank 64 than under 16 on an H200, benchmarks/README.md, fifth window).
-    block_k = PREFILL_BLOCK_K
-    wide_step_k = PREFILL_WIDE_STEP_K if rank_pad >= WIDE_RANK_PAD else 0
-    # Bucket the token count so that a server meets few compiled variants (each new one is a
-    # JIT compile during serving).
+    # Prefill: the expand tiles' groups share the tile's intermediate. Bucket the token count
+    # so that a server meets few compiled variants (each new one is a JIT compile during
+    # serving).
     bucket = next((b for b in PREFILL_BUCKETS if m <= b), PREFILL_BUCKETS[-1])
+    # Under a padded rank of 64 or more the wide path's A tiles are rank_pad rows deep and take
+    # K steps of 64; in large buckets the narrow tiles keep K blocks of 128 (the wide path then
+    # takes each in two steps), in small ones every tile takes 64.
+    block_k = PREFILL_BLOCK_K
+    wide_step_k = 0
+    if rank_pad >= WIDE_RANK_PAD:
+        if bucket >= NARROW_K_BLOCK_FROM_BUCKET:
+            wide_step_k = PREFILL_WIDE_STEP_K
+        else:
+            block_k = PREFILL_WIDE_STEP_K
     m_tiles = -(-bucket // block_m)
     # Enough shrink jobs for about two waves, no more (partials cost traffic).
     want_split = max(1, min(MAX_K_SPLIT, -(-2 * max(num_sms, 1) // max(m_tiles, 1))))

@@ -69,6 +69,19 @@ class ConfigLaunch:
     #: Whether narrow and wide tiles reduce their partials in the expand jobs, by default.
     reduce_narrow: bool
     reduce_wide: bool
+    #: The kernel's compile-time arguments with the default reductions (num_warps and
+    #: num_stages included).
+    constexprs: dict[str, Any]
+
+    def with_reductions(self, narrow: bool | None, wide: bool | None) -> dict[str, Any]:
+        """The compile-time arguments with the reductions overridden (None: the default)."""
+        if narrow is None and wide is None:
+            return self.constexprs
+        return {
+            **self.constexprs,
+            "REDUCE_IN_EXPAND": self.reduce_narrow if narrow is None else narrow,
+            "WIDE_REDUCE_IN_EXPAND": self.reduce_wide if wide is None else wide,
+        }
 
 
 @dataclass
@@ -88,7 +101,13 @@ class LayerLaunch:
     #: :func:`.triton_kernel.precompile_prefill_variants`).
     precompiled: bool = False
     widths: tuple[int, ...] = field(init=False)
+    #: The kernel's arguments from A's pointers to B's narrow copies' (in the kernel's order).
     pointer_args: tuple[torch.Tensor, ...] = field(init=False)
+    #: The slices' output widths as the kernel takes them (absent slices 0).
+    _width_args: tuple[int, ...] = field(init=False)
+    #: The kernel's arguments from A's slot stride to ``pair_cap``.
+    _stride_args: tuple[int, ...] = field(init=False)
+    pair_cap: int = field(init=False)
     _by_config: dict[TileConfig, ConfigLaunch] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -101,10 +120,20 @@ class LayerLaunch:
             *[*b, b[0], b[0]][:MAX_SLICES],
             *[*nb, nb[0], nb[0]][:MAX_SLICES],
         )
+        self._width_args = (*self.widths, 0, 0)[:MAX_SLICES]
+        self.pair_cap = pairs_in_counters(self.counters.numel())
+        self._stride_args = (
+            a[0].stride(0), a[0].stride(1), b[0].stride(1), nb[0].stride(1), self.offset_start,
+            self.pair_cap,
+        )  # fmt: skip
 
     @property
     def k(self) -> int:
         return int(self.a[0].shape[2])
+
+    @property
+    def n_total(self) -> int:
+        return sum(self.widths)
 
     @property
     def y_end(self) -> int:
@@ -126,12 +155,36 @@ class LayerLaunch:
         k_split = cfg.k_split(self.k)
         wide = cfg.rank_pad > cfg.block_r
         per_tile = len(self.a) * k_split * (cfg.wide_split if wide else 1)
+        reduce_narrow = cfg.reduces_in_expand(self.k, self.widths)
+        reduce_wide = cfg.reduces_in_expand(self.k, self.widths, wide=True)
+        on_cpu = not self.a[0].is_cuda
+        constexprs = {
+            "NUM_SLICES": len(self.a),
+            "K_SPLIT": k_split,
+            "K_ITERS": cfg.k_iters,
+            "BLOCK_M": cfg.block_m,
+            "BLOCK_N": cfg.block_n,
+            "BLOCK_K": cfg.block_k,
+            "BLOCK_R": cfg.block_r,
+            "RANK_PAD": cfg.rank_pad,
+            "WIDE_SPLIT": cfg.wide_split,
+            "N_GROUP": cfg.n_group,
+            "WIDE_K_STEPS": cfg.wide_k_steps,
+            "REDUCE_IN_EXPAND": reduce_narrow,
+            "WIDE_REDUCE_IN_EXPAND": reduce_wide,
+            "ADD_INPUTS": self.add_inputs,
+            "DORA": self.dora is not None,
+            "UPCAST_DOT": on_cpu and self.a[0].dtype == torch.bfloat16,
+            "num_warps": cfg.num_warps,
+            "num_stages": cfg.num_stages,
+        }
         made = ConfigLaunch(
             cfg,
             k_split,
             per_tile + cfg.expand_jobs(self.widths, wide=wide),
-            cfg.reduces_in_expand(self.k, self.widths),
-            cfg.reduces_in_expand(self.k, self.widths, wide=True),
+            reduce_narrow,
+            reduce_wide,
+            constexprs,
         )
         self._by_config[cfg] = made
         return made
@@ -156,37 +209,33 @@ class LayerLaunch:
         ``reductions``: whether narrow and wide tiles reduce in the expand jobs; ``split_jobs``:
         the most jobs for which wide tiles are split (None: the defaults)."""
         on_gpu = x.is_cuda
-        sms = num_sms(x.device.index or 0) if on_gpu else 4
-        n_slots = self.a[0].shape[0]
-        rank = self.a[0].shape[1]
-        cfg = config or choose_config(m, self.k, sum(self.widths), rank, sms, n_slots)
+        sms = num_sms(x.get_device()) if on_gpu else 4
+        a0 = self.a[0]
+        n_slots = a0.shape[0]
+        cfg = config or choose_config(m, self.k, self.n_total, a0.shape[1], sms, n_slots)
         plan = self.for_config(cfg)
         tiles = tiles_by_block_m[cfg.block_m]
         tiles_ub = min(
             upper_bound_tiles(x.shape[0], n_slots, cfg.block_m),
             (tiles.numel() - HEADER_SIZE) // record_size(cfg.block_m),
         )
-        counters = self.counters
-        pair_cap = pairs_in_counters(counters.numel())
-        if tiles_ub * len(self.a) > pair_cap:
-            raise FusedLoRAShapeError(
-                f"{tiles_ub * len(self.a)} tile pairs > counter capacity {pair_cap}"
-            )
+        pairs = tiles_ub * len(self.a)
+        if pairs > self.pair_cap:
+            raise FusedLoRAShapeError(f"{pairs} tile pairs > counter capacity {self.pair_cap}")
         cap = max_programs if max_programs is not None else (sms * PROGRAMS_PER_SM)
         grid = (max(1, min(tiles_ub * plan.jobs_per_tile, cap)),)
         if split_jobs is None:
             split_jobs = WIDE_SPLIT_WAVES * grid[0]
-        reduce_narrow = plan.reduce_narrow if reductions[0] is None else reductions[0]
-        reduce_wide = plan.reduce_wide if reductions[1] is None else reductions[1]
         tile_elems = cfg.block_m * cfg.rank_pad
-        pairs = tiles_ub * len(self.a)
         part = torch.empty(pairs * plan.k_split * tile_elems, dtype=torch.float32, device=x.device)
-        inter = torch.empty(pairs * tile_elems, dtype=self.a[0].dtype, device=x.device)
+        inter = torch.empty(pairs * tile_elems, dtype=a0.dtype, device=x.device)
         dora = self.dora
         # Without DoRA the epilogue is compiled out; its pointers are placeholders of the same
         # types.
         dora_args = (
-            (part, counters, 0) if dora is None else (dora.scales, dora.live, dora.scales.stride(0))
+            (part, self.counters, 0)
+            if dora is None
+            else (dora.scales, dora.live, dora.scales.stride(0))
         )
         kernel = compiled_kernel() if on_gpu else interpreted_kernel()
         variants = variant_cache(kernel) if on_gpu and not compile_only else None
@@ -194,32 +243,10 @@ class LayerLaunch:
         run: Callable[..., Any] = (
             functools.partial(kernel.warmup, grid=grid) if compile_only else kernel[grid]
         )
-        a0, b0, nb0 = self.a[0], self.b[0], self.narrow_b[0]
-        widths = (*self.widths, 0, 0)
         run(
-            x, y, *self.pointer_args, tiles, part, inter, counters,
-            widths[0], widths[1], widths[2], x.shape[0], x.shape[1],
-            x.stride(0), x.stride(1), y.stride(0), y.stride(1),
-            a0.stride(0), a0.stride(1), b0.stride(1), nb0.stride(1),
-            self.offset_start, pair_cap, int(min_rank), int(split_jobs), float(scale), *dora_args,
-            NUM_SLICES=len(self.a),
-            K_SPLIT=plan.k_split,
-            K_ITERS=cfg.k_iters,
-            BLOCK_M=cfg.block_m,
-            BLOCK_N=cfg.block_n,
-            BLOCK_K=cfg.block_k,
-            BLOCK_R=cfg.block_r,
-            RANK_PAD=cfg.rank_pad,
-            WIDE_SPLIT=cfg.wide_split,
-            N_GROUP=cfg.n_group,
-            WIDE_K_STEPS=cfg.wide_k_steps,
-            REDUCE_IN_EXPAND=bool(reduce_narrow),
-            WIDE_REDUCE_IN_EXPAND=bool(reduce_wide),
-            ADD_INPUTS=self.add_inputs,
-            DORA=dora is not None,
-            UPCAST_DOT=not on_gpu and a0.dtype == torch.bfloat16,
-            num_warps=cfg.num_warps,
-            num_stages=cfg.num_stages,
+            x, y, *self.pointer_args, tiles, part, inter, self.counters, *self._width_args,
+            *x.shape, *x.stride(), *y.stride(), *self._stride_args, int(min_rank),
+            int(split_jobs), float(scale), *dora_args, **plan.with_reductions(*reductions),
         )  # fmt: skip
         if known is not None and variants is not None and len(variants) > known:
             # Expected while vLLM captures its CUDA graphs; during serving it names the variant

@@ -12,6 +12,7 @@ from hi_moe_lora.kernels.config import (
     BLOCK_M_SMALL,
     DECODE_EXPAND_JOBS,
     MAX_WIDE_SPLIT,
+    NARROW_K_BLOCK_FROM_BUCKET,
     PREFILL_BLOCK_K,
     PREFILL_BUCKETS,
     PREFILL_WIDE_STEP_K,
@@ -91,19 +92,22 @@ def test_wide_split_and_shrink_steps() -> None:
         (MAX_WIDE_SPLIT, 128 // MAX_WIDE_SPLIT, 128 // RANK_CHUNK),
     ]
     assert split[64].wide_block_n == split[64].block_n // 4
-    prefill = {r: choose_config(1024, 4096, 6144, r, 132) for r in (16, 32, 64, 128)}
+    prefill = {r: choose_config(2048, 4096, 6144, r, 132) for r in (16, 32, 64, 128)}
     assert [(c.block_k, c.wide_split, c.wide_k_steps) for c in prefill.values()] == [
         (PREFILL_BLOCK_K, 1, 1),
         (PREFILL_BLOCK_K, 1, 1),
         (PREFILL_BLOCK_K, 1, PREFILL_BLOCK_K // PREFILL_WIDE_STEP_K),
         (PREFILL_BLOCK_K, 1, PREFILL_BLOCK_K // PREFILL_WIDE_STEP_K),
     ]
+    small = choose_config(512, 4096, 6144, 64, 132)
+    assert (small.block_k, small.wide_step_k, small.wide_k_steps) == (PREFILL_WIDE_STEP_K, 0, 1)
 
 
 def test_prefill_narrow_tiles_keep_their_k_block_under_a_wide_max_rank() -> None:
-    """A prefill call under max rank 64 has max rank 16's K block and K chunks: only the wide
-    path's steps differ."""
-    for m in (512, 2048, 8192):
+    """A prefill call of a large bucket under max rank 64 has max rank 16's K block and K
+    chunks: only the wide path's steps differ. Smaller buckets take one K block of 64."""
+    assert NARROW_K_BLOCK_FROM_BUCKET in PREFILL_BUCKETS
+    for m in (NARROW_K_BLOCK_FROM_BUCKET // 2 + 1, 2048, 8192):
         for k, n_total in ((4096, 6144), (4096, 28672), (14336, 4096)):
             low = choose_config(m, k, n_total, 16, 132, 16)
             high = choose_config(m, k, n_total, 64, 132, 16)
