@@ -61,9 +61,10 @@ PREFILL_BLOCK_K = 128
 PREFILL_WIDE_STEP_K = 64
 #: Smallest prefill bucket whose narrow tiles keep :data:`PREFILL_BLOCK_K` under a padded rank of
 #: :data:`WIDE_RANK_PAD` or more; smaller buckets take K blocks of :data:`PREFILL_WIDE_STEP_K`
-#: for every tile. On an H200 (benchmarks/README.md, sixth window) the narrow K block was 6 and
-#: 15 % faster for gate_up and down at M = 2048, and at M = 512 no faster for them and 3-13 %
-#: slower for qkv, o and rank-64 adapters.
+#: for every tile. A trade measured on an H200 (benchmarks/README.md, sixth window): at M = 2048
+#: rank-16 adapters under max rank 64 were 5-12 % faster on all four projections and rank-64
+#: adapters 4-8 % slower (gate_up and down); at M = 512 rank-16 adapters gained nothing and qkv,
+#: o and rank-64 adapters lost 3-13 %.
 NARROW_K_BLOCK_FROM_BUCKET = 4096
 #: Per token tile, the most partial-sum bytes expand jobs may re-read instead of a reduction step.
 REDUCE_IN_EXPAND_BYTES = 2**20
