@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from .config import WIDE_SPLIT_WAVES, KernelConfigError, TileConfig, choose_config
-from .fused.flavours import compiled_kernel, interpreted_kernel
+from .fused.flavours import compiled_kernel, interpreted_kernel, kernel_constexprs
 from .layout import (
     DoraEpilogue,
     FusedLoRAShapeError,
@@ -157,27 +157,11 @@ class LayerLaunch:
         per_tile = len(self.a) * k_split * (cfg.wide_split if wide else 1)
         reduce_narrow = cfg.reduces_in_expand(self.k, self.widths)
         reduce_wide = cfg.reduces_in_expand(self.k, self.widths, wide=True)
-        on_cpu = not self.a[0].is_cuda
-        constexprs = {
-            "NUM_SLICES": len(self.a),
-            "K_SPLIT": k_split,
-            "K_ITERS": cfg.k_iters,
-            "BLOCK_M": cfg.block_m,
-            "BLOCK_N": cfg.block_n,
-            "BLOCK_K": cfg.block_k,
-            "BLOCK_R": cfg.block_r,
-            "RANK_PAD": cfg.rank_pad,
-            "WIDE_SPLIT": cfg.wide_split,
-            "N_GROUP": cfg.n_group,
-            "WIDE_K_STEPS": cfg.wide_k_steps,
-            "REDUCE_IN_EXPAND": reduce_narrow,
-            "WIDE_REDUCE_IN_EXPAND": reduce_wide,
-            "ADD_INPUTS": self.add_inputs,
-            "DORA": self.dora is not None,
-            "UPCAST_DOT": on_cpu and self.a[0].dtype == torch.bfloat16,
-            "num_warps": cfg.num_warps,
-            "num_stages": cfg.num_stages,
-        }
+        upcast_dot = not self.a[0].is_cuda and self.a[0].dtype == torch.bfloat16
+        constexprs = kernel_constexprs(
+            cfg, len(self.a), k_split, (reduce_narrow, reduce_wide), self.add_inputs,
+            self.dora is not None, upcast_dot,
+        ) | {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}  # fmt: skip
         made = ConfigLaunch(
             cfg,
             k_split,

@@ -89,6 +89,38 @@ def interpreted_kernel() -> Any:
     return InterpretedFunction(flavour(InterpretedFunction))
 
 
+def kernel_constexprs(
+    cfg: TileConfig,
+    num_slices: int,
+    k_split: int,
+    reductions: tuple[bool, bool],
+    add_inputs: bool,
+    dora: bool,
+    upcast_dot: bool,
+) -> dict[str, Any]:
+    """The kernel's compile-time arguments for one launch configuration, by parameter name
+    (the launcher's and the ahead-of-time compile's one list). ``reductions``: whether narrow
+    and wide tiles reduce their partials in the expand jobs."""
+    return {
+        "NUM_SLICES": num_slices,
+        "K_SPLIT": k_split,
+        "K_ITERS": cfg.k_iters,
+        "BLOCK_M": cfg.block_m,
+        "BLOCK_N": cfg.block_n,
+        "BLOCK_K": cfg.block_k,
+        "BLOCK_R": cfg.block_r,
+        "RANK_PAD": cfg.rank_pad,
+        "WIDE_SPLIT": cfg.wide_split,
+        "N_GROUP": cfg.n_group,
+        "WIDE_K_STEPS": cfg.wide_k_steps,
+        "REDUCE_IN_EXPAND": reductions[0],
+        "WIDE_REDUCE_IN_EXPAND": reductions[1],
+        "ADD_INPUTS": add_inputs,
+        "DORA": dora,
+        "UPCAST_DOT": upcast_dot,
+    }
+
+
 def compile_for_target(
     num_slices: int,
     cfg: TileConfig,
@@ -112,26 +144,10 @@ def compile_for_target(
     from triton.compiler import ASTSource
 
     kernel = compiled_kernel()
-    constexprs: dict[str, Any] = {
-        "NUM_SLICES": num_slices,
-        "K_SPLIT": k_split,
-        "K_ITERS": cfg.k_iters,
-        "BLOCK_M": cfg.block_m,
-        "BLOCK_N": cfg.block_n,
-        "BLOCK_K": cfg.block_k,
-        "BLOCK_R": cfg.block_r,
-        "RANK_PAD": cfg.rank_pad,
-        "WIDE_SPLIT": cfg.wide_split,
-        "N_GROUP": cfg.n_group,
-        "WIDE_K_STEPS": cfg.wide_k_steps,
-        "REDUCE_IN_EXPAND": reduce_in_expand,
-        "WIDE_REDUCE_IN_EXPAND": (
-            reduce_in_expand if wide_reduce_in_expand is None else wide_reduce_in_expand
-        ),
-        "ADD_INPUTS": add_inputs,
-        "DORA": dora,
-        "UPCAST_DOT": False,
-    }
+    wide_reduce = reduce_in_expand if wide_reduce_in_expand is None else wide_reduce_in_expand
+    constexprs = kernel_constexprs(
+        cfg, num_slices, k_split, (reduce_in_expand, wide_reduce), add_inputs, dora, False
+    )
     declared = {param.name for param in kernel.params if param.is_constexpr}
     if declared != set(constexprs):
         raise KernelCompileError(f"constexpr parameters {sorted(declared)} != {sorted(constexprs)}")
