@@ -7,7 +7,9 @@ outputs, every token on an adapter) into what each layer of the call adds, from 
 
 - ``op``: ``torch.ops.hi_moe_lora.lora_linear`` as vLLM calls it (dispatch, rank tracker);
 - ``launch_fused_lora``: the launcher's entry point (the layer's plan looked up);
-- ``plan_launch``: the layer's plan launching (config, grid, scratch buffers, Triton);
+- ``plan_launch``: the layer's plan launching (config, grid, scratch buffers, Triton), with
+  direct launches of the compiled variant where the tree has them (``direct_launch``);
+- ``plan_launch_jit``: the same through Triton's JIT dispatch (direct launches off);
 - ``triton_jit``: Triton's JIT dispatch with the same arguments (binding, specialisation key,
   cache lookup, launch);
 - ``triton_launcher``: the compiled kernel's launcher called directly (the floor of a Triton
@@ -96,9 +98,25 @@ def stages(tokens: int) -> dict[str, Callable[[], Any]]:
         y, x, arg["lora_a"], arg["lora_b"], work.counters, 0, True, None, narrow
     )
     out["plan_launch"] = lambda: layer.launch(y, x, work.tiles, 1.0, 0, tokens)
-    grid, args, kwargs, kernel = _record_triton_call(
-        launch_plan, lambda: layer.launch(y, x, work.tiles, 1.0, 0, tokens)
-    )
+    switch = _direct_launch_switch()
+    if switch is not None:
+
+        def plan_launch_jit() -> None:
+            switch.set(False)
+            try:
+                layer.launch(y, x, work.tiles, 1.0, 0, tokens)
+            finally:
+                switch.set(True)
+
+        out["plan_launch_jit"] = plan_launch_jit
+        switch.set(False)  # the recorded call goes through the JIT
+    try:
+        grid, args, kwargs, kernel = _record_triton_call(
+            launch_plan, lambda: layer.launch(y, x, work.tiles, 1.0, 0, tokens)
+        )
+    finally:
+        if switch is not None:
+            switch.set(True)
     out["triton_jit"] = lambda: kernel[grid](*args, **kwargs)
     try:  # Triton's internal launcher API (3.x): the stage is left out where it differs
         compiled = kernel[grid](*args, **kwargs)
@@ -121,6 +139,16 @@ def stages(tokens: int) -> dict[str, Callable[[], Any]]:
         torch.empty(inter_numel, dtype=x.dtype, device="cuda"),
     )
     return out
+
+
+def _direct_launch_switch() -> Any:
+    """The tree's switch of direct launches, turned on (None for a tree without them)."""
+    try:
+        from hi_moe_lora.kernels import direct_launch
+    except ImportError:
+        return None
+    direct_launch.SWITCH.set(True)
+    return direct_launch.SWITCH
 
 
 def _record_triton_call(

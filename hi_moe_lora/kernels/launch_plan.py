@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
+from . import direct_launch
 from .config import WIDE_SPLIT_WAVES, KernelConfigError, TileConfig, choose_config
 from .fused.flavours import compiled_kernel, interpreted_kernel, kernel_constexprs
 from .layout import (
@@ -41,6 +42,9 @@ logger = logging.getLogger(__name__)
 PROGRAMS_PER_SM = 2
 #: Most layers whose plans are kept (a Llama-3-8B server has 128 LoRA layers).
 MAX_LAYERS = 1024
+#: Most compiled variants one layer's configuration keeps for direct launches (a server meets
+#: a handful: aligned or not, one row or many).
+MAX_DIRECT_VARIANTS = 64
 
 
 @functools.cache
@@ -72,6 +76,11 @@ class ConfigLaunch:
     #: The kernel's compile-time arguments with the default reductions (num_warps and
     #: num_stages included).
     constexprs: dict[str, Any]
+    #: Compiled variants for direct launches (:mod:`.direct_launch`), by the reductions and the
+    #: call's specialisation, with the constexpr values they are launched with.
+    direct: dict[tuple[object, ...], tuple[Any, tuple[Any, ...]]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     def with_reductions(self, narrow: bool | None, wide: bool | None) -> dict[str, Any]:
         """The compile-time arguments with the reductions overridden (None: the default)."""
@@ -221,17 +230,35 @@ class LayerLaunch:
             if dora is None
             else (dora.scales, dora.live, dora.scales.stride(0))
         )
-        kernel = compiled_kernel() if on_gpu else interpreted_kernel()
-        variants = variant_cache(kernel) if on_gpu and not compile_only else None
-        known = len(variants) if variants is not None else None
-        run: Callable[..., Any] = (
-            functools.partial(kernel.warmup, grid=grid) if compile_only else kernel[grid]
-        )
-        run(
+        args = (
             x, y, *self.pointer_args, tiles, part, inter, self.counters, *self._width_args,
             *x.shape, *x.stride(), *y.stride(), *self._stride_args, int(min_rank),
-            int(split_jobs), float(scale), *dora_args, **plan.with_reductions(*reductions),
+            int(split_jobs), float(scale), *dora_args,
         )  # fmt: skip
+        constexprs = plan.with_reductions(*reductions)
+        kernel = compiled_kernel() if on_gpu else interpreted_kernel()
+        if compile_only:
+            kernel.warmup(*args, grid=grid, **constexprs)
+            return cfg
+        direct_key = None
+        if on_gpu and direct_launch.SWITCH.on:
+            direct_key = direct_launch.call_key(
+                (x, y, tiles, part, inter, dora_args[0], dora_args[1]),
+                (x.shape[1], *x.stride(), *y.stride(), dora_args[2]),
+                (x.shape[0], min_rank, split_jobs),
+            )
+        if direct_key is not None:
+            direct_key = (*reductions, *direct_key)
+            known_variant = plan.direct.get(direct_key)
+            if known_variant is not None:
+                compiled, values = known_variant
+                direct_launch.launch(compiled, grid[0], x.get_device(), args, values)
+                return cfg
+        variants = variant_cache(kernel) if on_gpu else None
+        known = len(variants) if variants is not None else None
+        compiled = kernel[grid](*args, **constexprs)
+        if direct_key is not None and compiled is not None:
+            keep_for_direct_launch(plan, direct_key, kernel, compiled, len(args), constexprs)
         if known is not None and variants is not None and len(variants) > known:
             # Expected while vLLM captures its CUDA graphs; during serving it names the variant
             # behind a JIT stall (vLLM's own monitor names only the kernel).
@@ -244,6 +271,25 @@ class LayerLaunch:
                 list(variants)[known:],  # (a dict keeps its insertion order)
             )
         return cfg
+
+
+def keep_for_direct_launch(
+    plan: ConfigLaunch,
+    key: tuple[object, ...],
+    kernel: Any,
+    compiled: Any,
+    runtime_args: int,
+    constexprs: dict[str, Any],
+) -> None:
+    """Keep a variant the JIT returned for the configuration's later calls with ``key``."""
+    if len(plan.direct) >= MAX_DIRECT_VARIANTS:
+        return
+    values = direct_launch.trailing_constexprs(kernel, runtime_args, constexprs)
+    if values is None:
+        logger.warning("fused LoRA kernel: parameters not as expected; no direct launches")
+        direct_launch.SWITCH.set(False)
+        return
+    plan.direct[key] = (compiled, values)
 
 
 _LAYERS: dict[tuple[object, ...], LayerLaunch] = {}

@@ -30,3 +30,15 @@ def test_table_has_a_column_per_token_count() -> None:
     assert lines[0] == "| stage | M = 16 | M = 1024 |"
     assert lines[2] == "| op | 50.0 | 60.0 |"
     assert lines[3] == "| scratch | 4.0 | nan |"
+
+
+def test_direct_launches_are_switched_on_for_the_plan_stage() -> None:
+    from hi_moe_lora.kernels import direct_launch
+
+    was = direct_launch.SWITCH.on
+    try:
+        direct_launch.SWITCH.set(False)
+        assert bench._direct_launch_switch() is direct_launch.SWITCH
+        assert direct_launch.SWITCH.on
+    finally:
+        direct_launch.SWITCH.set(was)
