@@ -6,6 +6,7 @@ times a step on the Llama-3-8B shape (benchmarks/README.md, fifth window: 226 µ
 outputs, every token on an adapter) into what each layer of the call adds, from the outside in:
 
 - ``op``: ``torch.ops.hi_moe_lora.lora_linear`` as vLLM calls it (dispatch, rank tracker);
+- ``op_jit``: the same with direct launches off (where the tree has them);
 - ``launch_fused_lora``: the launcher's entry point (the layer's plan looked up);
 - ``plan_launch``: the layer's plan launching (config, grid, scratch buffers, Triton), with
   direct launches of the compiled variant where the tree has them (``direct_launch``);
@@ -100,15 +101,10 @@ def stages(tokens: int) -> dict[str, Callable[[], Any]]:
     out["plan_launch"] = lambda: layer.launch(y, x, work.tiles, 1.0, 0, tokens)
     switch = _direct_launch_switch()
     if switch is not None:
-
-        def plan_launch_jit() -> None:
-            switch.set(False)
-            try:
-                layer.launch(y, x, work.tiles, 1.0, 0, tokens)
-            finally:
-                switch.set(True)
-
-        out["plan_launch_jit"] = plan_launch_jit
+        out["plan_launch_jit"] = _without_direct_launches(
+            switch, lambda: layer.launch(y, x, work.tiles, 1.0, 0, tokens)
+        )
+        out = {"op": out["op"], "op_jit": _without_direct_launches(switch, out["op"]), **out}
         switch.set(False)  # the recorded call goes through the JIT
     try:
         grid, args, kwargs, kernel = _record_triton_call(
@@ -149,6 +145,17 @@ def _direct_launch_switch() -> Any:
         return None
     direct_launch.SWITCH.set(True)
     return direct_launch.SWITCH
+
+
+def _without_direct_launches(switch: Any, call: Callable[[], Any]) -> Callable[[], None]:
+    def through_the_jit() -> None:
+        switch.set(False)
+        try:
+            call()
+        finally:
+            switch.set(True)
+
+    return through_the_jit
 
 
 def _record_triton_call(
