@@ -15,8 +15,9 @@ multiple of 16. :func:`call_key` records exactly those; a call with an integer o
 the JIT (``tests/kernels/test_direct_launch.py`` checks the key against Triton's own
 specialisation; the GPU test launches both ways with each argument varied).
 
-On by default for the Triton versions it has been run with on a GPU (:data:`GPU_TESTED`);
-``HI_MOE_LORA_DIRECT_LAUNCH=1`` forces it on for others, ``0`` turns it off. The compiled
+On by default (``auto``) for the Triton versions it has been run with on a GPU
+(:data:`GPU_TESTED`); ``HI_MOE_LORA_DIRECT_LAUNCH=1`` forces it on for others, ``0`` turns it
+off. The compiled
 kernel's launcher calls Triton's launch hooks (a profiler's) as the JIT does.
 """
 
@@ -66,13 +67,13 @@ def triton_version() -> tuple[int, int] | None:
 
 def default_on(env_value: str | None, version: tuple[int, int] | None) -> bool:
     """On for GPU-tested Triton versions, unless the environment says otherwise."""
-    if env_value is not None and env_value.strip() != "":
-        value = env_value.strip().lower()
+    value = (env_value or "").strip().lower()
+    if value not in ("", "auto"):
         if value in ("1", "true", "yes", "on"):
             return True
         if value in ("0", "false", "no", "off"):
             return False
-        raise ValueError(f"{ENV}={env_value!r}: expected 0 or 1")
+        raise ValueError(f"{ENV}={env_value!r}: expected auto, 0 or 1")
     return version in GPU_TESTED
 
 

@@ -46,6 +46,8 @@ def test_on_for_gpu_tested_triton_unless_the_environment_says_otherwise() -> Non
     assert default_on("1", (9, 99))
     assert not default_on(" off ", tested)
     assert default_on("", tested)
+    assert default_on("auto", tested)
+    assert not default_on("AUTO", (9, 99))
     with pytest.raises(ValueError, match="HI_MOE_LORA_DIRECT_LAUNCH='maybe'"):
         default_on("maybe", tested)
 
