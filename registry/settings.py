@@ -107,7 +107,7 @@ class ControlPlaneSettings(BaseSettings):
     health_probe_concurrency: int = Field(default=4, ge=1)
     health_probe_tokens: int = Field(default=8, ge=1, le=64)
     # An upstream not up yet is logged as starting until this long after its first check, then
-    # warned about once (vLLM starts after the control plane; large models load for minutes).
+    # warned about once (vLLM may come up after the control plane; large models load for minutes).
     health_start_grace_s: float = Field(default=600.0, ge=0)
     # Warm-up (registry/operations/warmup.py): vLLM's --max-loras is how many versions the
     # default plan loads; background runs when an upstream comes up and after fleet changes.

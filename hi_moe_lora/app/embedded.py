@@ -217,8 +217,8 @@ class EmbeddedStack(StartStop):
             env=self.control_plane_env(),
         ).start()
         self._processes.append(process)
-        # alive, not ready: readiness needs a healthy vLLM, which starts after it (its resolver
-        # plugin calls the control plane)
+        # alive, not ready: readiness needs a healthy vLLM (its resolver plugin calls the
+        # control plane)
         process.wait_http_ok(f"{self.control_plane_url}/healthz", CONTROL_PLANE_START_TIMEOUT_S)
         return process
 
@@ -234,7 +234,16 @@ class EmbeddedStack(StartStop):
     def start_vllm(self, replica: int | None = None) -> list[ManagedProcess]:
         """Start replica ``replica`` (``None``: every replica, side by side) and wait until
         each answers ``/health``."""
-        indices = range(self.vllm_replicas) if replica is None else [replica]
+        indices = self._replica_indices(replica)
+        started = self._launch_vllm(indices)
+        self._wait_vllm(indices, started)
+        return started
+
+    def _replica_indices(self, replica: int | None) -> list[int]:
+        return list(range(self.vllm_replicas)) if replica is None else [replica]
+
+    def _launch_vllm(self, indices: list[int]) -> list[ManagedProcess]:
+        """Start these replicas' processes without waiting for them."""
         started: list[ManagedProcess] = []
         for index in indices:
             launch = self.vllm_launch(index)
@@ -247,11 +256,13 @@ class EmbeddedStack(StartStop):
             ).start()
             self._processes.append(process)
             started.append(process)
+        return started
+
+    def _wait_vllm(self, indices: list[int], started: list[ManagedProcess]) -> None:
         for index, process in zip(indices, started, strict=True):
             process.wait_http_ok(
                 f"{self.vllm_urls[index]}/health", VLLM_START_TIMEOUT_S, interval_s=2.0
             )
-        return started
 
     def stop_vllm(self, replica: int | None = None) -> None:
         """Stop vLLM replica ``replica`` (``None``: all) only; the control plane keeps running
@@ -270,17 +281,23 @@ class EmbeddedStack(StartStop):
         process.wait_http_ok(f"{self.control_plane_url}/readyz", CONTROL_PLANE_START_TIMEOUT_S)
 
     def start(self) -> EmbeddedStack:
-        """Migrate, start the control plane, then vLLM; stop everything again on failure.
-        A model this host's vLLM cannot serve (:func:`unservable_reason`) fails before any of
-        it starts."""
+        """Start vLLM, and while it comes up (most of a start: three processes each importing
+        vLLM) migrate and start the control plane; wait for both, then for the control plane's
+        readiness. Stop everything again on failure. A model this host's vLLM cannot serve
+        (:func:`unservable_reason`) fails before any of it starts.
+
+        vLLM does not need the control plane to start: its resolver plugin calls the registry
+        only when a request names an adapter vLLM has not loaded."""
         reason = unservable_reason(self.model_dir)
         if reason is not None:
             raise ProcessStartError(reason)
         try:
+            indices = self._replica_indices(None)
+            vllm = self._launch_vllm(indices)
             self.migrate()
             self.start_control_plane()
             logger.info("control plane ready at %s", self.control_plane_url)
-            self.start_vllm()
+            self._wait_vllm(indices, vllm)
             logger.info("vLLM ready at %s", ", ".join(self.vllm_urls))
             self.wait_ready()
         except BaseException:
@@ -290,6 +307,8 @@ class EmbeddedStack(StartStop):
 
     def stop(self) -> None:
         """Stop vLLM first (it may call the registry while stopping), then the control plane."""
+        # vLLM starts before the control plane: stop in reverse order, the control plane last.
+        self._processes.sort(key=lambda process: process.name != "control plane")
         while self._processes:
             self._processes.pop().stop()
 

@@ -77,7 +77,7 @@ class HealthSettings:
     #: Bound on unloading a foreign binding on one replica.
     unload_timeout_s: float = UNLOAD_DEADLINE_S
     #: An upstream never seen up is logged as starting (info) until this long after its first
-    #: check, then warned about once: vLLM starts after the control plane (its resolver asks
+    #: check, then warned about once: vLLM may come up after the control plane (its resolver asks
     #: the registry) and loading a large base model takes minutes.
     start_grace_s: float = 600.0
 

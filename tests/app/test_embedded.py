@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -184,3 +185,24 @@ def test_a_model_the_host_cannot_serve_fails_before_anything_starts(
         stack.start()
     assert not (tmp_path / "stack").exists()
     assert stack._processes == []
+
+
+def test_vllm_stops_before_the_control_plane_although_it_starts_first(tmp_path: Path) -> None:
+    """``start`` launches vLLM before the control plane (vLLM's start overlaps the migration
+    and the control plane's); ``stop`` still stops every vLLM first."""
+    from hi_moe_lora.app.embedded import EmbeddedStack
+    from hi_moe_lora.app.processes import ManagedProcess
+
+    stopped: list[str] = []
+
+    class Recorded(ManagedProcess):
+        def stop(self, grace_s: float = 20.0) -> None:
+            stopped.append(self.name)
+            super().stop(grace_s)
+
+    stack = EmbeddedStack(workdir=tmp_path, model_dir=tmp_path / "model", vllm_replicas=2)
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+    for name in ("vLLM", "vLLM 1", "control plane"):  # the order start() launches them in
+        stack._processes.append(Recorded(name, sleeper, tmp_path / f"{name}.log").start())
+    stack.stop()
+    assert stopped == ["vLLM 1", "vLLM", "control plane"]

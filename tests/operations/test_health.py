@@ -215,7 +215,7 @@ def _messages(records: list[logging.LogRecord], level: int) -> list[str]:
 def test_an_upstream_not_up_yet_is_logged_as_starting_then_warned_about_once(
     tmp_path: Path,
 ) -> None:
-    """vLLM starts after the control plane: no warning at every start, one once it is late."""
+    """vLLM may come up after the control plane: no warning at every start, one once it is late."""
     closed = f"http://127.0.0.1:{free_port()}"
     settings = _monitoring(tmp_path, closed, health_start_grace_s=0.5)
     with records_of("registry.operations.health", logging.INFO) as records:
