@@ -166,6 +166,7 @@ def create_app(settings: ControlPlaneSettings | None = None) -> ControlPlaneApp:
         quarantine,
         WarmUpSettings(
             max_loras=settings.max_loras,
+            max_cpu_loras=settings.max_cpu_loras,
             concurrency=settings.warmup_concurrency,
             timeout_s=settings.warmup_timeout_s,
         ),

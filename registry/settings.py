@@ -109,9 +109,13 @@ class ControlPlaneSettings(BaseSettings):
     # An upstream not up yet is logged as starting until this long after its first check, then
     # warned about once (vLLM may come up after the control plane; large models load for minutes).
     health_start_grace_s: float = Field(default=600.0, ge=0)
-    # Warm-up (registry/operations/warmup.py): vLLM's --max-loras is how many versions the
-    # default plan loads; background runs when an upstream comes up and after fleet changes.
+    # Warm-up (registry/operations/warmup.py): vLLM's --max-loras (GPU slots) and
+    # --max-cpu-loras (adapters held in host memory; unset: vLLM's default, --max-loras). The
+    # default plan loads as many versions as vLLM holds in host memory, so a request for any of
+    # them copies it into a slot instead of reading it from disk; background runs when an
+    # upstream comes up and after fleet changes.
     max_loras: int = Field(default=4, ge=1)
+    max_cpu_loras: int | None = Field(default=None, ge=1)
     warmup: bool = True
     warmup_concurrency: int = Field(default=4, ge=1)
     warmup_timeout_s: float = Field(default=120.0, gt=0)
@@ -140,6 +144,15 @@ class ControlPlaneSettings(BaseSettings):
             self.model_fields_set
         ):
             self.upstream_read_timeout_s = self.request_timeout_s
+        return self
+
+    @model_validator(mode="after")
+    def _host_memory_holds_the_slots(self) -> ControlPlaneSettings:
+        if self.max_cpu_loras is not None and self.max_cpu_loras < self.max_loras:
+            raise ValueError(
+                f"max_cpu_loras ({self.max_cpu_loras}) must be at least max_loras "
+                f"({self.max_loras}), as vLLM requires"
+            )
         return self
 
     @model_validator(mode="after")

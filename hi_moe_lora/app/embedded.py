@@ -136,6 +136,7 @@ class EmbeddedStack(StartStop):
             host=self.host,
             port=self.control_plane_port,
             max_loras=self.max_loras,
+            max_cpu_loras=self.max_cpu_loras,
             health_interval_s=self.health_interval_s,
             health_checks=self.health_checks,
             warmup=self.warmup,

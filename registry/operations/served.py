@@ -1,7 +1,7 @@
 """The adapter versions the front door really serves: what warm-up loads and health probes.
 
 A version is served when it is its adapter's active version or an A/B candidate with a share of
-the traffic. :func:`by_recent_use` orders them the way warm-up picks the first ``max_loras``:
+the traffic. :func:`by_recent_use` orders them the way warm-up picks its plan:
 most recently used first, then most used, active versions before candidates.
 """
 

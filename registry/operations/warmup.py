@@ -1,12 +1,16 @@
 """Adapter warm-up: load the versions that will be served first before users ask for them.
 
-The plan (:meth:`WarmUp.plan`) is the ``max_loras`` served versions most recently used (vLLM's
-``--max-loras`` GPU slots: warming more would only evict the first ones again), or the adapters
-an operator names (``name`` = the versions it serves, ``name@version`` = that one). A run
-(:meth:`WarmUp.run`) sends one 1-token completion per version to every upstream, with bounded
-concurrency and its own timeout, straight to the upstream (never counted as user traffic). A
-version that vLLM had not loaded yet on that upstream gets a second request at once; cold minus
-warm is its load latency (``hi_moe_lora_adapter_load_seconds{source="warmup"}``).
+The plan (:meth:`WarmUp.plan`) is the served versions most recently used, as many as vLLM holds
+in host memory (``--max-cpu-loras``; vLLM's default, and ours, is ``--max-loras``, its GPU
+slots), or the adapters an operator names (``name`` = the versions it serves, ``name@version`` =
+that one). A version vLLM holds in host memory but not in a slot costs a request a copy into a
+slot; one it does not hold costs a read from disk through the resolver first (the cold-load
+tail, benchmarks/README.md). A run (:meth:`WarmUp.run`) sends one 1-token completion per version
+to every upstream, with bounded concurrency and its own timeout, straight to the upstream (never
+counted as user traffic), the last target first: vLLM keeps the most recently used versions in
+its slots, so those the plan puts first end there. A version that vLLM had not loaded yet on
+that upstream gets a second request at once; cold minus warm is its load latency
+(``hi_moe_lora_adapter_load_seconds{source="warmup"}``).
 
 Runs happen in the background: the plan when an upstream comes (back) up (the health monitor
 tells: a (re)started vLLM holds nothing), and after every change of what an adapter serves
@@ -44,8 +48,16 @@ WARMUP_PROMPT = "Hello"
 
 @dataclass(frozen=True)
 class WarmUpSettings:
-    #: vLLM's ``--max-loras``: how many versions the default plan warms.
+    #: vLLM's ``--max-loras`` (GPU slots).
     max_loras: int = 4
+    #: vLLM's ``--max-cpu-loras`` (versions held in host memory); None: ``max_loras``.
+    max_cpu_loras: int | None = None
+
+    @property
+    def plan_size(self) -> int:
+        """How many versions the default plan warms: as many as vLLM holds."""
+        return max(self.max_loras, self.max_cpu_loras or self.max_loras)
+
     concurrency: int = 4
     timeout_s: float = 120.0
 
@@ -124,13 +136,14 @@ class WarmUp:
     # ------------------------------------------------------------------ planning
 
     async def plan(self, names: Sequence[str] | None = None) -> list[WarmTarget]:
-        """The versions to warm: the ``max_loras`` most recently used served versions (not
-        quarantined ones), or the ones ``names`` designate. An unknown name raises
+        """The versions to warm: the most recently used served versions (not quarantined ones),
+        as many as vLLM holds (:attr:`WarmUpSettings.plan_size`), most recent first; or the
+        ones ``names`` designate. An unknown name raises
         :class:`registry.errors.NotFoundError` before anything is sent."""
         if names is None:
             served = served_versions(await self._adapters.list_adapters())
             servable = [v for v in served if self._quarantine.reason(v.served_name) is None]
-            chosen = by_recent_use(servable)[: self._settings.max_loras]
+            chosen = by_recent_use(servable)[: self._settings.plan_size]
             return [_target(v) for v in chosen]
         targets: list[WarmTarget] = []
         for name in dict.fromkeys(names):
@@ -153,7 +166,9 @@ class WarmUp:
         on_result: ResultListener | None = None,
         skip_loaded: bool = False,
     ) -> WarmUpReport:
-        """Warm ``targets`` on ``replicas`` (default: every upstream); never raises.
+        """Warm ``targets`` on ``replicas`` (default: every upstream); never raises. The
+        requests go out last target first, so the first targets are the last vLLM loads and
+        the ones its slots hold (results come in that order).
 
         ``skip_loaded``: leave out the pairs whose version the replica already has loaded (a
         background run must not make vLLM reload what it holds); on demand, every pair is sent.
@@ -178,7 +193,7 @@ class WarmUp:
 
         pairs = [
             (t, r)
-            for t in targets
+            for t in reversed(targets)
             for r in replicas
             if not (skip_loaded and self._loaded.knows(r.url, t.served_name))
         ]
@@ -259,10 +274,10 @@ class WarmUp:
         while self._changed:
             names, self._changed = sorted(self._changed), set()
             try:
-                # the changed adapters' served versions first, then the usual plan: the top
-                # max_loras versions vLLM should hold now (those it holds already are skipped)
+                # the changed adapters' served versions first, then the usual plan: the
+                # versions vLLM should hold now (those it holds already are skipped)
                 changed = await self.plan(names)
-                room = max(self._settings.max_loras, len(changed))
+                room = max(self._settings.plan_size, len(changed))
                 targets = list(dict.fromkeys([*changed, *await self.plan()]))[:room]
                 up = [r for r in self._upstreams.replicas if r.healthy is not False]
                 if targets and up:

@@ -17,6 +17,8 @@ from hi_moe_lora.app.embedded import EmbeddedStack
 from hi_moe_lora.tinymodel import TinyFleet
 
 HEALTH_INTERVAL_S = 1.0
+#: vLLM's --max-loras and --max-cpu-loras on the stack (warm-up's plan holds the second).
+MAX_LORAS, MAX_CPU_LORAS = 2, 3
 
 
 @pytest.fixture(scope="package")
@@ -26,7 +28,8 @@ def ops_stack(
     stack = EmbeddedStack(
         workdir=tmp_path_factory.mktemp("ops-stack"),
         model_dir=tiny_fleet.model_dir,
-        max_loras=2,
+        max_loras=MAX_LORAS,
+        max_cpu_loras=MAX_CPU_LORAS,
         health_interval_s=HEALTH_INTERVAL_S,
     )
     stack.start()

@@ -11,9 +11,10 @@ import pytest
 from hi_moe_lora.app.embedded import EmbeddedStack
 from hi_moe_lora.control_api import paths
 from hi_moe_lora.tinymodel import TinyFleet
+from registry.operations.warmup import WarmUpSettings
 from tests.metrics.scrape import value
 from tests.openai.live import register
-from tests.operations.conftest import demo_adapter
+from tests.operations.conftest import MAX_CPU_LORAS, demo_adapter
 from tests.operations.live import eventually, metrics_text, vllm_models
 
 pytestmark = pytest.mark.vllm
@@ -97,12 +98,24 @@ def test_bad_requests_are_refused_before_anything_is_sent(ops_stack: EmbeddedSta
     assert value(after, total) == value(before, total)
 
 
-def test_the_default_plan_is_the_most_recently_used_versions(ops_stack: EmbeddedStack) -> None:
+def test_the_plan_holds_what_vllm_holds_in_host_memory_not_only_its_slots() -> None:
+    assert WarmUpSettings(max_loras=16).plan_size == 16  # vLLM's default --max-cpu-loras
+    assert WarmUpSettings(max_loras=16, max_cpu_loras=64).plan_size == 64
+
+
+def test_the_default_plan_is_the_most_recently_used_versions(
+    ops_stack: EmbeddedStack, tiny_fleet: TinyFleet
+) -> None:
     url = ops_stack.control_plane_url
+    for name in ("warm-plan-a", "warm-plan-b"):  # more served versions than vLLM holds
+        register(url, name, "1.0.0", demo_adapter(tiny_fleet, "math"))
     body = {"model": "warm-od", "prompt": "hello", "max_tokens": 2}
     assert httpx.post(f"{url}/v1/completions", json=body, timeout=60).status_code == 200
     httpx.post(f"{url}/v1/feedback", json={"request_id": "flush", "success": True}, timeout=30)
-    report = _warmup(ops_stack).json()  # no body: the plan, max_loras (2) versions
+    report = _warmup(ops_stack).json()  # no body: the plan
     names = [t["served_name"] for t in report["targets"]]
-    assert len(names) == 2
+    assert len(names) == MAX_CPU_LORAS  # as many as vLLM holds in host memory, not MAX_LORAS
     assert names[0] == "warm-od@1.0.0"  # used last
+    # sent last target first: the most recently used are loaded last and hold vLLM's slots
+    assert [r["served_name"] for r in report["results"]] == names[::-1]
+    assert all(r["outcome"] == "loaded" for r in report["results"]), report["results"]

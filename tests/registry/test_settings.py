@@ -41,6 +41,17 @@ def test_rejects_nonsense(monkeypatch: pytest.MonkeyPatch) -> None:
         ControlPlaneSettings()
 
 
+def test_host_memory_must_hold_at_least_the_slots(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HI_MOE_LORA_MAX_LORAS", "8")
+    monkeypatch.setenv("HI_MOE_LORA_MAX_CPU_LORAS", "4")
+    with pytest.raises(ValueError, match=r"max_cpu_loras \(4\) must be at least max_loras \(8\)"):
+        ControlPlaneSettings()
+    monkeypatch.setenv("HI_MOE_LORA_MAX_CPU_LORAS", "8")
+    assert ControlPlaneSettings().max_cpu_loras == 8
+    monkeypatch.delenv("HI_MOE_LORA_MAX_CPU_LORAS")
+    assert ControlPlaneSettings().max_cpu_loras is None  # vLLM's default: max_loras
+
+
 def test_to_env_renders_what_the_settings_read(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -49,6 +60,7 @@ def test_to_env_renders_what_the_settings_read(
         artifact_dir=tmp_path / "artifacts",
         base_model="/models/tiny",
         max_lora_rank=16,
+        max_cpu_loras=32,
         vllm_urls=["http://a:8000", "http://b:8000"],
         port=9090,
         api_key="secret",  # type: ignore[arg-type]

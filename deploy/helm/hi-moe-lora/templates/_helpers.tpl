@@ -73,6 +73,8 @@ the Gateway in inference-pool mode (its endpoint picker chooses the replica).
   value: {{ .Values.controlPlane.maxLoraRank | quote }}
 - name: HI_MOE_LORA_MAX_LORAS
   value: {{ .Values.controlPlane.maxLoras | quote }}
+- name: HI_MOE_LORA_MAX_CPU_LORAS
+  value: {{ .Values.vllm.maxCpuLoras | quote }}
 - name: HI_MOE_LORA_VLLM_URLS
   value: {{ include "hml.vllmUrls" . | quote }}
 - name: HI_MOE_LORA_ROUTING_POLICY
