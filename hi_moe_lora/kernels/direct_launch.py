@@ -17,8 +17,7 @@ specialisation; the GPU test launches both ways with each argument varied).
 
 On by default (``auto``) for the Triton versions it has been run with on a GPU
 (:data:`GPU_TESTED`); ``HI_MOE_LORA_DIRECT_LAUNCH=1`` forces it on for others, ``0`` turns it
-off. The compiled
-kernel's launcher calls Triton's launch hooks (a profiler's) as the JIT does.
+off. The compiled kernel's launcher calls Triton's launch hooks (a profiler's) as the JIT does.
 """
 
 from __future__ import annotations

@@ -5,7 +5,9 @@ on every such step, once per LoRA layer (128 times on the Llama-3-8B shape). Wha
 change between a layer's calls is done on its first one: the checks of the stacked weights, the
 3-D views and pointer arguments of A, B and B's narrow copies, and, per tile configuration, the
 job counts, the reductions and the compile-time arguments. A call then checks its activations,
-sizes the grid and the scratch buffers for its token count, and launches.
+sizes the grid and the scratch buffers for its token count, and launches: through Triton's JIT
+the first time a configuration meets a specialisation, and from then on through the compiled
+variant's launcher (:mod:`.direct_launch`).
 
 A layer is known by the Python objects of its weights (vLLM's stacked buffers, which it keeps
 for the life of the server) with its output layout; the plan holds references to them, so no
