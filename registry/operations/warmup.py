@@ -52,14 +52,13 @@ class WarmUpSettings:
     max_loras: int = 4
     #: vLLM's ``--max-cpu-loras`` (versions held in host memory); None: ``max_loras``.
     max_cpu_loras: int | None = None
+    concurrency: int = 4
+    timeout_s: float = 120.0
 
     @property
     def plan_size(self) -> int:
         """How many versions the default plan warms: as many as vLLM holds."""
         return max(self.max_loras, self.max_cpu_loras or self.max_loras)
-
-    concurrency: int = 4
-    timeout_s: float = 120.0
 
 
 @dataclass(frozen=True)
