@@ -60,8 +60,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     quiet_libraries(logging.getLevelNamesMapping().get(level, logging.INFO))
     handler = args.handler
-    result: int = handler(args)
+    try:
+        result: int = handler(args)
+    except Exception as exc:
+        message = settings_error(exc)
+        if message is None:
+            raise
+        print(message, file=sys.stderr)
+        return 2
     return result
+
+
+def settings_error(exc: Exception) -> str | None:
+    """A one-screen answer for invalid control-plane settings (``HI_MOE_LORA_*`` variables or
+    the flags that override them), instead of pydantic's traceback; None for other errors."""
+    from pydantic import ValidationError
+
+    if not isinstance(exc, ValidationError) or exc.title != "ControlPlaneSettings":
+        return None
+    lines = ["error: invalid control-plane settings:"]
+    for error in exc.errors():
+        message = str(error["msg"]).removeprefix("Value error, ")
+        field = "".join(str(part) for part in error["loc"][:1])
+        if field:
+            # (the value is not echoed: it may be a secret)
+            lines.append(f"  HI_MOE_LORA_{field.upper()}: {message}")
+        else:
+            lines.append(f"  {message}")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from hi_moe_lora.app.processes import ManagedProcess, free_port
@@ -135,3 +136,26 @@ def test_two_workers_serve_one_registry_and_one_metrics(tmp_path: Path, postgres
         for _ in range(40):
             httpx.post(f"{url}/v1/completions", json={"model": "python-lora", "prompt": "p"})
         assert [_client_requests(url) for _ in range(6)] == [before + 40] * 6
+
+
+def test_invalid_settings_get_a_short_answer_not_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hi_moe_lora.app.cli import main
+
+    monkeypatch.setenv("HI_MOE_LORA_MAX_LORA_RANK", "0")
+    assert main(["serve"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: invalid control-plane settings:")
+    assert "HI_MOE_LORA_MAX_LORA_RANK: Input should be greater than or equal to 1" in err
+    monkeypatch.delenv("HI_MOE_LORA_MAX_LORA_RANK")
+    monkeypatch.setenv("HI_MOE_LORA_MAX_LORAS", "8")
+    monkeypatch.setenv("HI_MOE_LORA_MAX_CPU_LORAS", "4")
+    assert main(["db", "current"]) == 2  # every command that reads the settings
+    assert "max_cpu_loras (4) must be at least max_loras (8)" in capsys.readouterr().err
+    monkeypatch.setenv("HI_MOE_LORA_ADMIN_TOKEN_SHA256", "not-a-digest")
+    monkeypatch.delenv("HI_MOE_LORA_MAX_CPU_LORAS")
+    assert main(["serve"]) == 2
+    err = capsys.readouterr().err
+    assert "HI_MOE_LORA_ADMIN_TOKEN_SHA256: String should match pattern" in err
+    assert "not-a-digest" not in err  # values are not echoed (they may be secrets)
