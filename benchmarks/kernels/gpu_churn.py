@@ -10,7 +10,11 @@ environment's (``HI_MOE_LORA_KERNELS=vllm`` for vLLM's own). Then, with ``vllm b
 2. ``warm16``: the same 16 again, all in slots: the warm case;
 3. ``cold64``: all adapters, the other 48 resolved and read on first use;
 4. ``churn64``: all adapters again, all in host memory (``--max-cpu-loras``), 16 slots: each step
-   may move adapters between host and device.
+   may move adapters between host and device;
+5. ``warmed64`` (not in the default order; first on a fresh server): all adapters after the
+   control plane's on-demand warm-up (``POST /admin/v1/warmup``, its default plan: as many versions
+   as ``--max-cpu-loras``, here all of them), so none is read from disk during the run. Against
+   ``cold64`` it tells what warming host memory takes off the cold-load tail.
 
 TTFT median and p99 of each run against ``warm16`` is the cliff. vLLM's scheduler admits a request
 only while its batch holds at most SLOTS distinct adapters, so much of the cliff is queueing; the
@@ -32,8 +36,9 @@ Usage (GPU kit, after make-random-llama.py; writes the missing adapters itself):
     HI_MOE_LORA_KERNELS=ours python3 benchmarks/kernels/gpu_churn.py --out $OUT/churn-ours.json
 
 ``--runs none`` skips the timed runs and probes only (about 350 s of a device call instead of
-500 s: the vLLM start alone is 165-236 s). The timed runs call vLLM's benchmark in this process
-(``bench_resident``); only the loads beside the probes run in processes of their own.
+500 s: the vLLM start alone is 165-236 s); ``--no-isolation`` skips the probes (about 150 s).
+The timed runs call vLLM's benchmark in this process (``bench_resident``); only the loads beside
+the probes run in processes of their own.
 
 On the CPU build (a check of the script, not a benchmark): ``--model`` a tiny model with 64
 adapters ``a<i>`` beside it in ``--adapters``, ``--dtype float32 --max-model-len 1024``.
@@ -68,7 +73,8 @@ logger = logging.getLogger(__name__)
 HERE = Path(__file__).resolve().parent
 CONCURRENCY, PROMPTS, INPUT_LEN, OUTPUT_LEN = 64, 256, 256, 128
 #: the timed runs, in their default order, and how many of the adapters each spreads over
-RUNS = {"cold16": 16, "warm16": 16, "cold64": 64, "churn64": 64}
+RUNS = {"cold16": 16, "warm16": 16, "cold64": 64, "churn64": 64, "warmed64": 64}
+DEFAULT_RUNS = ("cold16", "warm16", "cold64", "churn64")
 #: probed adapters: two inside the warm set of 16, two outside it
 PROBED = (3, 9, 40, 63)
 #: our plugin's timings on vLLM's /metrics (resolves in the API server, disk reads and cold loads
@@ -163,6 +169,27 @@ def probe_beside(
         log.close()
 
 
+def runs_or_probes(runs: str, isolation: bool) -> bool:
+    """Whether the arguments ask for anything."""
+    return isolation or runs != "none"
+
+
+def warm_up(control: ControlPlaneClient) -> dict[str, Any]:
+    """The control plane's on-demand warm-up of its default plan; what it loaded, and its time."""
+    began = time.perf_counter()
+    report = control.warmup()
+    summary = {
+        "s": round(time.perf_counter() - began, 1),
+        "loaded": report["loaded"],
+        "failed": report["failed"],
+        "targets": len(report["targets"]),
+    }
+    logger.info("warm-up: %s", summary)
+    if report["failed"]:
+        raise RuntimeError(f"the warm-up failed for {report['failed']} versions: {report}")
+    return summary
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", type=Path, default=Path("/tmp/m8b"))
@@ -174,11 +201,19 @@ def main() -> int:
     parser.add_argument("--max-model-len", type=int, default=2048)
     parser.add_argument(
         "--runs",
-        default=",".join(RUNS),
+        default=",".join(DEFAULT_RUNS),
         help="the timed runs, in order (comma-separated, from the default; 'none': only the "
         "isolation probes, whose loads then meet adapters that were never loaded)",
     )
+    parser.add_argument(
+        "--no-isolation",
+        dest="isolation",
+        action="store_false",
+        help="skip the isolation probes (timed runs only)",
+    )
     args = parser.parse_args()
+    if not runs_or_probes(args.runs, args.isolation):
+        parser.error("--runs none with --no-isolation leaves nothing to do")
     runs_chosen = [] if args.runs == "none" else args.runs.split(",")
     if unknown := [run for run in runs_chosen if run not in RUNS]:
         parser.error(f"unknown runs {unknown}: choose from {', '.join(RUNS)} or 'none'")
@@ -227,6 +262,8 @@ def main() -> int:
         runs: dict[str, Any] = {}
         for run in runs_chosen:
             chosen = names[: RUNS[run]]
+            if run == "warmed64":
+                summary["warmup"] = warm_up(control)
             before = load_times(url)
             result = bench(url, model, chosen, work / f"{run}.json")
             after = load_times(url)
@@ -245,6 +282,9 @@ def main() -> int:
             logger.info("%s: %s", run, runs[run])
             summary["runs"] = runs
             args.out.write_text(json.dumps(summary, indent=1))  # kept if a later step fails
+        if not args.isolation:
+            print(json.dumps(summary, indent=1))
+            return 0
         solo = greedy_probe.probe(port, probed)
         again = greedy_probe.probe(port, probed)
         warm_load = probe_beside(port, probed, url, model, names[:16], work)

@@ -68,8 +68,9 @@ async def warm_up(
     audit: AuditDep,
     body: WarmUpIn | None = None,
 ) -> Response:
-    """Warm the named adapters (default: the ``max_loras`` most recently used served versions)
-    on every upstream; per version and upstream: outcome, time, load time."""
+    """Warm the named adapters (default: the most recently used served versions, as many as
+    vLLM holds in host memory) on every upstream; per version and upstream: outcome, time,
+    load time."""
     targets = await warmup.plan(body.adapters if body is not None else None)
     if paths.NDJSON in request.headers.get("accept", ""):
         events = _events(warmup, targets, lambda r: _audited(audit, caller.name, r))

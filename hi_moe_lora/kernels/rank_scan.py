@@ -1,0 +1,141 @@
+"""The real ranks of some slots over many stacked ``A`` tensors, in one Triton launch.
+
+A slot's rank is one past the last row of ``A[slot]`` that is not all zero, maximised over every
+stacked ``A`` of the model (:mod:`.ranks`). Worked out tensor by tensor, that is seven small torch
+kernels for each of the 224 stacked ``A`` tensors of a Llama-3-8B-shaped model: about 1,500 launches
+every time an adapter enters a slot, all of them in the step that first serves it (under slot
+churn, several a second). Here one launch reads them all: the tensors are described to the kernel
+by a table of element offsets from the lowest-addressed one, with their slot and row strides and
+their widths, so the kernel needs one pointer argument whatever the number of tensors. Every
+program scans one tensor's chunk of :data:`ROWS` rank rows for one slot and stores the rank that
+chunk shows; a reduction over tensors and chunks gives each slot's rank.
+
+The table is built once per set of tensors (:class:`RankScan`), since vLLM allocates its stacked
+weights once. Tensors must share one dtype and lie at whole elements from each other (vLLM's do);
+:meth:`RankScan.build` returns None otherwise, and the caller scans tensor by tensor.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+
+from .reference_loops import stacked_view
+
+#: rank rows a program scans
+ROWS = 16
+#: columns a program reads per step
+BLOCK_COLS = 256
+#: per tensor: element offset from the base, slot stride, row stride, slots, rows, width
+TABLE_COLUMNS = 6
+
+
+def _scan_kernel(
+    base_ptr: Any,
+    table_ptr: Any,
+    slots_ptr: Any,
+    out_ptr: Any,
+    num_slots: Any,
+    num_chunks: Any,
+    TABLE_COLUMNS: tl.constexpr,
+    ROWS: tl.constexpr,
+    BLOCK_COLS: tl.constexpr,
+) -> None:
+    """Program (tensor, slot, chunk): one past the last non-zero row of the chunk, or 0.
+
+    The reductions name Triton's own combine functions (what ``tl.sum`` and ``tl.max`` use):
+    those two JIT functions cannot be called by the interpreter unless it was on when Triton was
+    imported, but it recognises them in ``tl.reduce``."""
+    tensor = tl.program_id(0)
+    which = tl.program_id(1)
+    chunk = tl.program_id(2)
+    entry = table_ptr + tensor * TABLE_COLUMNS
+    offset = tl.load(entry)
+    slot_stride = tl.load(entry + 1)
+    row_stride = tl.load(entry + 2)
+    slots_in_tensor = tl.load(entry + 3)
+    rows_in_tensor = tl.load(entry + 4)
+    width = tl.load(entry + 5)
+    slot = tl.load(slots_ptr + which).to(tl.int64)
+    rows = chunk * ROWS + tl.arange(0, ROWS)
+    has_slot = slot < slots_in_tensor  # else no row is read (the interpreter cannot & a scalar)
+    row_ok = rows < tl.where(has_slot, rows_in_tensor, 0)
+    slot = tl.where(has_slot, slot, 0)
+    start = base_ptr + offset + slot * slot_stride + rows.to(tl.int64)[:, None] * row_stride
+    nonzero = tl.full((ROWS,), 0, tl.int32)
+    for col in range(0, width, BLOCK_COLS):
+        cols = col + tl.arange(0, BLOCK_COLS)
+        mask = row_ok[:, None] & (cols[None, :] < width)
+        values = tl.load(start + cols[None, :], mask=mask, other=0.0)
+        nonzero += tl.reduce((values != 0.0).to(tl.int32), 1, tl.standard._sum_combine)
+    ranks = tl.where(nonzero > 0, rows + 1, 0)
+    out = (tensor * num_slots + which) * num_chunks + chunk
+    tl.store(out_ptr + out, tl.reduce(ranks, 0, tl.standard._elementwise_max))
+
+
+@functools.cache
+def _compiled() -> Any:
+    return triton.jit(_scan_kernel)
+
+
+@functools.cache
+def _interpreted() -> Any:
+    from triton.runtime.interpreter import InterpretedFunction
+
+    return InterpretedFunction(_scan_kernel)
+
+
+class RankScan:
+    """One launch's description of a fixed set of stacked ``A`` tensors."""
+
+    def __init__(self, tensors: Sequence[torch.Tensor], base: torch.Tensor, table: torch.Tensor):
+        self.tensors = list(tensors)  # kept alive: the table holds their addresses
+        self.base = base
+        self.table = table
+        self.num_chunks = triton.cdiv(max(stacked_view(t).shape[1] for t in tensors), ROWS)
+
+    @classmethod
+    def build(cls, tensors: Sequence[torch.Tensor]) -> RankScan | None:
+        """The scan of ``tensors`` (stacked ``A``: ``[slots, (1,) rows, in]``, columns unit
+        strided), or None when they do not fit one table (none, several dtypes or devices, an
+        address not a whole element from the others, strided columns)."""
+        if not tensors:
+            return None
+        first = tensors[0]
+        if any(t.dtype != first.dtype or t.device != first.device for t in tensors):
+            return None
+        views = [stacked_view(t) for t in tensors]
+        if any(v.shape[2] > 1 and v.stride(2) != 1 for v in views):
+            return None
+        size = first.element_size()
+        base = min(tensors, key=lambda t: t.data_ptr())
+        rows = []
+        for tensor, view in zip(tensors, views, strict=True):
+            distance = tensor.data_ptr() - base.data_ptr()
+            if distance % size:
+                return None
+            rows.append([distance // size, *view.stride()[:2], *view.shape])
+        table = torch.tensor(rows, dtype=torch.int64).to(first.device)
+        return cls(tensors, base, table)
+
+    def ranks(self, slots: Sequence[int]) -> torch.Tensor:
+        """Each of ``slots``' rank over every tensor that has the slot, as an int32 device
+        tensor (one launch and its reduction)."""
+        count = len(slots)
+        device = self.base.device
+        wanted = torch.tensor(list(slots), dtype=torch.int32).to(device)
+        out = torch.empty(
+            (len(self.tensors), count, self.num_chunks), dtype=torch.int32, device=device
+        )
+        kernel = _compiled() if device.type == "cuda" else _interpreted()
+        grid = (len(self.tensors), count, self.num_chunks)
+        kernel[grid](
+            self.base, self.table, wanted, out, count, self.num_chunks,
+            TABLE_COLUMNS=TABLE_COLUMNS, ROWS=ROWS, BLOCK_COLS=BLOCK_COLS,
+        )  # fmt: skip
+        return out.amax(dim=(0, 2))

@@ -1,0 +1,90 @@
+"""The one-launch rank scan against the per-tensor detection, through the interpreter on CPU."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from hi_moe_lora.kernels.rank_scan import RankScan
+from hi_moe_lora.kernels.ranks import SlotRanks, detect_rank, one_launch_default
+
+
+def _stack(ranks: list[int], pad: int, width: int, dtype: torch.dtype, device: str) -> torch.Tensor:
+    a = torch.zeros(len(ranks), 1, pad, width, dtype=dtype)
+    for slot, rank in enumerate(ranks):
+        a[slot, 0, :rank] = torch.randn(rank, width).to(dtype)
+    return a.to(device)
+
+
+def _expected(stacks: list[torch.Tensor], slots: list[int]) -> list[int]:
+    return [max(int(detect_rank(a, slot)) for a in stacks if a.shape[0] > slot) for slot in slots]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_scan_matches_detection_over_tensors_of_different_widths(
+    dtype: torch.dtype, device: str
+) -> None:
+    torch.manual_seed(0)
+    stacks = [
+        _stack([3, 16, 0, 9], 16, 40, dtype, device),
+        _stack([5, 2, 0, 12], 16, 300, dtype, device),  # wider than a column block
+        _stack([1, 1, 0, 1], 16, 8, dtype, device),
+    ]
+    stacks[1][3, 0, 13, 299] = 1.0  # one non-zero element in the last column raises slot 3
+    scan = RankScan.build(stacks)
+    assert scan is not None
+    slots = [3, 0, 1, 2]
+    assert scan.ranks(slots).tolist() == _expected(stacks, slots) == [14, 5, 16, 0]
+
+
+def test_scan_covers_ranks_past_one_chunk_and_nan_rows(device: str) -> None:
+    a = _stack([40, 64, 17], 64, 24, torch.bfloat16, device)
+    a[2, 0, 50, 3] = float("nan")  # not zero: counts, as in detect_rank
+    scan = RankScan.build([a])
+    assert scan is not None
+    assert scan.ranks([0, 1, 2]).tolist() == _expected([a], [0, 1, 2]) == [40, 64, 51]
+
+
+def test_scan_skips_tensors_without_the_slot_and_reads_3d_and_strided_stacks(device: str) -> None:
+    big = _stack([2, 4, 6], 16, 16, torch.float32, device)
+    small = _stack([9], 16, 16, torch.float32, device)  # slot 0 only
+    rows_strided = _stack([3, 3, 11], 32, 16, torch.float32, device)[:, :, ::2]  # rows of 2
+    squeezed = _stack([7, 1, 1], 16, 16, torch.float32, device)[:, 0]  # [slots, rows, in]
+    stacks = [big, small, rows_strided, squeezed]
+    scan = RankScan.build(stacks)
+    assert scan is not None
+    assert scan.ranks([2, 1, 0]).tolist() == _expected(stacks, [2, 1, 0])
+
+
+def test_scan_declines_what_one_table_cannot_describe() -> None:
+    a = _stack([1], 16, 8, torch.float32, "cpu")
+    assert RankScan.build([]) is None
+    assert RankScan.build([a, _stack([1], 16, 8, torch.bfloat16, "cpu")]) is None
+    assert RankScan.build([a[:, :, :, ::2]]) is None  # strided columns
+    memory = bytearray(2 * 256 * 2 + 2)
+    even, odd = (
+        torch.frombuffer(memory, dtype=torch.bfloat16, offset=o, count=256) for o in (0, 1)
+    )
+    assert RankScan.build([even.view(2, 1, 16, 8), odd.view(2, 1, 16, 8)]) is None  # 1 byte apart
+
+
+@pytest.mark.parametrize("one_launch", [True, False])
+def test_the_tracker_gives_the_same_ranks_either_way(one_launch: bool, device: str) -> None:
+    torch.manual_seed(1)
+    tracker = SlotRanks(3, 16, device, one_launch=one_launch)
+    first = _stack([3, 5, 0], 16, 32, torch.bfloat16, device)
+    tracker.observe([first])
+    assert tracker.refresh([1, 2, None]) == [3, 5, 16]
+    tracker.observe([_stack([4, 1, 12], 16, 48, torch.bfloat16, device)])  # stale: rebuilt
+    assert tracker.refresh([1, 2, None]) == [4, 5, 16]
+    first[2, 0, :7] = 1.0  # a new adapter in slot 2
+    assert tracker.refresh([1, 2, 7]) == [4, 5, 12]
+
+
+def test_the_environment_chooses_the_scan() -> None:
+    assert one_launch_default(None, "cuda")
+    assert not one_launch_default("auto", "cpu")
+    assert one_launch_default("1", "cpu")
+    assert not one_launch_default("off", "cuda")
+    with pytest.raises(ValueError, match="HI_MOE_LORA_RANK_SCAN"):
+        one_launch_default("sometimes", "cuda")
