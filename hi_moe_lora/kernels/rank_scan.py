@@ -35,17 +35,17 @@ BLOCK_COLS = 256
 TABLE_COLUMNS = 6
 
 
-def _scan_kernel(
-    base_ptr: Any,
-    table_ptr: Any,
-    slots_ptr: Any,
-    out_ptr: Any,
-    num_slots: Any,
-    num_chunks: Any,
+def _scan_kernel(  # type: ignore[no-untyped-def]
+    base_ptr,
+    table_ptr,
+    slots_ptr,
+    out_ptr,
+    num_slots,
+    num_chunks,
     TABLE_COLUMNS: tl.constexpr,
     ROWS: tl.constexpr,
     BLOCK_COLS: tl.constexpr,
-) -> None:
+):
     """Program (tensor, slot, chunk): one past the last non-zero row of the chunk, or 0.
 
     The reductions name Triton's own combine functions (what ``tl.sum`` and ``tl.max`` use):
@@ -81,6 +81,24 @@ def _scan_kernel(
 @functools.cache
 def _compiled() -> Any:
     return triton.jit(_scan_kernel)
+
+
+def compile_for_target(arch: int = 90, dtype: str = "bf16") -> Any:
+    """The scan compiled ahead of time for CUDA ``sm_<arch>`` (no GPU needed; tests)."""
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    kernel = _compiled()
+    names: list[str] = kernel.arg_names
+    constexprs = {"TABLE_COLUMNS": TABLE_COLUMNS, "ROWS": ROWS, "BLOCK_COLS": BLOCK_COLS}
+    types = {"base_ptr": f"*{dtype}", "table_ptr": "*i64", "slots_ptr": "*i32", "out_ptr": "*i32"}
+    signature = {
+        name: "constexpr" if name in constexprs else types.get(name, "i32") for name in names
+    }
+    source = ASTSource(
+        kernel, signature, constexprs={(names.index(n),): v for n, v in constexprs.items()}
+    )
+    return triton.compile(source, target=GPUTarget("cuda", arch, 32))
 
 
 @functools.cache

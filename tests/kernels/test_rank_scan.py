@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from hi_moe_lora.kernels.rank_scan import RankScan
+from hi_moe_lora.kernels.rank_scan import RankScan, compile_for_target
 from hi_moe_lora.kernels.ranks import SlotRanks, detect_rank, one_launch_default
 
 
@@ -88,3 +88,10 @@ def test_the_environment_chooses_the_scan() -> None:
     assert not one_launch_default("off", "cuda")
     with pytest.raises(ValueError, match="HI_MOE_LORA_RANK_SCAN"):
         one_launch_default("sometimes", "cuda")
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32"])
+def test_the_scan_compiles_for_sm90(dtype: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the GPU's JIT will do, done here: a CPU-only test suite never runs the compiler."""
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # else triton.jit interprets
+    assert compile_for_target(90, dtype).asm["ptx"]
