@@ -15,8 +15,8 @@ there are copies only where B is stored wider than ``RANK_CHUNK``, and only whil
 A copy is made on the first sight of a stacked B (zeroed; the rank tracker is then stale, so no
 tile is narrow until it refreshes) and rewritten for a slot whenever the ranks of that slot are
 recomputed (:class:`.ranks.SlotRanks`, on a new adapter in the slot), which vLLM does after
-writing the adapter's weights. So whenever the ranks call a slot narrow, its copy holds what
-vLLM's B holds in those columns.
+writing the adapter's weights; on CUDA in one launch for every copy (:mod:`.narrow_copy`). So
+whenever the ranks call a slot narrow, its copy holds what vLLM's B holds in those columns.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from collections.abc import Iterable, Sequence
 import torch
 
 from .config import RANK_CHUNK
+from .narrow_copy import NarrowCopy
 from .reference_loops import stacked_view
 
 logger = logging.getLogger(__name__)
@@ -35,9 +36,12 @@ logger = logging.getLogger(__name__)
 class NarrowB:
     """The narrow copies of the stacked B tensors one Punica wrapper has seen."""
 
-    def __init__(self, enabled: bool = True) -> None:
+    def __init__(self, enabled: bool = True, one_launch: bool = False) -> None:
+        """``one_launch``: rewrite every copy's slots in one launch (:mod:`.narrow_copy`)."""
         self.enabled = enabled
+        self.one_launch = one_launch
         self._copies: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        self._launch: NarrowCopy | None = None
 
     @property
     def nbytes(self) -> int:
@@ -58,6 +62,7 @@ class NarrowB:
                 (view.shape[0], view.shape[1], RANK_CHUNK), dtype=b.dtype, device=b.device
             )
             self._copies[b.data_ptr()] = (b, copy)
+            self._launch = None
             made = True
         return made
 
@@ -76,6 +81,12 @@ class NarrowB:
         wanted = list(slots)
         if not wanted or not self._copies:
             return
+        if self.one_launch:
+            if self._launch is None:
+                self._launch = NarrowCopy.build(list(self._copies.values()))
+            if self._launch is not None:
+                self._launch.copy(wanted)
+                return
         index = torch.tensor(wanted, dtype=torch.long)
         for b, copy in self._copies.values():
             view = stacked_view(b)

@@ -5,8 +5,9 @@ stacked ``A`` of the model (:mod:`.ranks`). Worked out tensor by tensor, that is
 kernels for each of the 224 stacked ``A`` tensors of a Llama-3-8B-shaped model: about 1,500 launches
 every time an adapter enters a slot, all of them in the step that first serves it (under slot
 churn, several a second). Here one launch reads them all: the tensors are described to the kernel
-by a table of element offsets from the lowest-addressed one, with their slot and row strides and
-their widths, so the kernel needs one pointer argument whatever the number of tensors. Every
+by a table of element offsets from the lowest-addressed one (:mod:`.tensor_table`), with their
+slot and row strides and their sizes, so the kernel needs one pointer argument whatever the
+number of tensors. Every
 program scans one tensor's chunk of :data:`ROWS` rank rows for one slot and stores the rank that
 chunk shows; a reduction over tensors and chunks gives each slot's rank.
 
@@ -26,6 +27,7 @@ import triton
 import triton.language as tl
 
 from .reference_loops import stacked_view
+from .tensor_table import device_table, element_offsets
 
 #: rank rows a program scans
 ROWS = 16
@@ -122,23 +124,13 @@ class RankScan:
         """The scan of ``tensors`` (stacked ``A``: ``[slots, (1,) rows, in]``, columns unit
         strided), or None when they do not fit one table (none, several dtypes or devices, an
         address not a whole element from the others, strided columns)."""
-        if not tensors:
-            return None
-        first = tensors[0]
-        if any(t.dtype != first.dtype or t.device != first.device for t in tensors):
-            return None
+        located = element_offsets(tensors)
         views = [stacked_view(t) for t in tensors]
-        if any(v.shape[2] > 1 and v.stride(2) != 1 for v in views):
+        if located is None or any(v.shape[2] > 1 and v.stride(2) != 1 for v in views):
             return None
-        size = first.element_size()
-        base = min(tensors, key=lambda t: t.data_ptr())
-        rows = []
-        for tensor, view in zip(tensors, views, strict=True):
-            distance = tensor.data_ptr() - base.data_ptr()
-            if distance % size:
-                return None
-            rows.append([distance // size, *view.stride()[:2], *view.shape])
-        table = torch.tensor(rows, dtype=torch.int64).to(first.device)
+        base, offsets = located
+        rows = [[o, *v.stride()[:2], *v.shape] for o, v in zip(offsets, views, strict=True)]
+        table = device_table(rows, base.device)
         return cls(tensors, base, table)
 
     def ranks(self, slots: Sequence[int]) -> torch.Tensor:

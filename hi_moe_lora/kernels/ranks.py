@@ -14,9 +14,10 @@ graph). While weights have been seen that the ranks do not yet account for, the 
 ``stale`` and the op runs every adapter at the full rank.
 
 On a GPU the ranks of the changed slots are scanned in one launch over every stacked ``A``
-(:mod:`.rank_scan`): tensor by tensor it would be about 1,500 small launches per new adapter on a
+(:mod:`.rank_scan`), and their narrow copies of ``B`` rewritten in one launch (:mod:`.narrow_copy`):
+tensor by tensor that was about 1,570 and 450 small launches per new adapter on a
 Llama-3-8B-shaped model, all on the host's critical path of the step that first serves it.
-``HI_MOE_LORA_RANK_SCAN`` (``auto``: one launch on CUDA; ``1`` or ``0``) chooses, for A/Bs.
+``HI_MOE_LORA_SLOT_REFRESH`` (``auto``: one launch each on CUDA; ``1`` or ``0``) chooses, for A/Bs.
 
 The tracker also keeps the narrow copies of the stacked B tensors (:mod:`.narrow_b`), rewritten
 for exactly the slots whose ranks it recomputes, so they hold the adapters the ranks describe.
@@ -38,7 +39,7 @@ from .reference_loops import stacked_view
 
 logger = logging.getLogger(__name__)
 
-ENV_RANK_SCAN = "HI_MOE_LORA_RANK_SCAN"
+ENV_SLOT_REFRESH = "HI_MOE_LORA_SLOT_REFRESH"
 _TRACKERS: dict[int, SlotRanks] = {}
 _LOCK = threading.Lock()
 
@@ -52,14 +53,15 @@ def detect_rank(a_stack: torch.Tensor, slot: int) -> torch.Tensor:
 
 
 def one_launch_default(env_value: str | None, device: torch.device | str) -> bool:
-    """Whether to scan ranks in one launch: on CUDA unless ``HI_MOE_LORA_RANK_SCAN`` says."""
+    """Whether a slot's refresh (ranks, narrow copies) runs in one launch each: on CUDA unless
+    ``HI_MOE_LORA_SLOT_REFRESH`` says otherwise."""
     value = (env_value or "").strip().lower()
     if value in ("1", "true", "yes", "on"):
         return True
     if value in ("0", "false", "no", "off"):
         return False
     if value not in ("", "auto"):
-        raise ValueError(f"{ENV_RANK_SCAN}={env_value!r}: expected auto, 0 or 1")
+        raise ValueError(f"{ENV_SLOT_REFRESH}={env_value!r}: expected auto, 0 or 1")
     return torch.device(device).type == "cuda"
 
 
@@ -74,17 +76,18 @@ class SlotRanks:
         narrow_b: bool = True,
         one_launch: bool | None = None,
     ) -> None:
-        """``one_launch``: scan the ranks in one launch (:mod:`.rank_scan`); None: as
-        :func:`one_launch_default` reads the environment."""
+        """``one_launch``: scan the ranks and rewrite the narrow copies in one launch each
+        (:mod:`.rank_scan`, :mod:`.narrow_copy`); None: as :func:`one_launch_default` reads
+        the environment."""
         self.max_rank = max_rank
-        self.narrow_b = NarrowB(enabled=narrow_b)
+        if one_launch is None:
+            one_launch = one_launch_default(os.environ.get(ENV_SLOT_REFRESH), device)
+        self.narrow_b = NarrowB(enabled=narrow_b, one_launch=one_launch)
         self.ranks = torch.full((num_slots,), max_rank, dtype=torch.int32, device=device)
         self.host: list[int] = [max_rank] * num_slots
         self.stale = False
         self._seen: dict[int, torch.Tensor] = {}
         self._slot_ids: list[int | None] = [None] * num_slots
-        if one_launch is None:
-            one_launch = one_launch_default(os.environ.get(ENV_RANK_SCAN), device)
         self._one_launch = one_launch
         self._scan: RankScan | None = None
         with _LOCK:

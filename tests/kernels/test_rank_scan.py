@@ -86,7 +86,7 @@ def test_the_environment_chooses_the_scan() -> None:
     assert not one_launch_default("auto", "cpu")
     assert one_launch_default("1", "cpu")
     assert not one_launch_default("off", "cuda")
-    with pytest.raises(ValueError, match="HI_MOE_LORA_RANK_SCAN"):
+    with pytest.raises(ValueError, match="HI_MOE_LORA_SLOT_REFRESH"):
         one_launch_default("sometimes", "cuda")
 
 

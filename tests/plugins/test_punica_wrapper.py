@@ -148,18 +148,22 @@ def test_a_slot_reassignment_under_an_unchanged_mapping_keeps_each_token_on_its_
         assert (after.double().cpu() - want).abs().max().item() <= tol
 
 
-@pytest.mark.parametrize("narrow", ["on", "off"])
+@pytest.mark.parametrize(("narrow", "one_launch"), [("on", "0"), ("on", "1"), ("off", "1")])
 def test_narrow_b_copies_under_max_rank_32_follow_a_new_adapter(
-    narrow: str, device: str, monkeypatch: pytest.MonkeyPatch
+    narrow: str, one_launch: str, device: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Under ``--max-lora-rank 32`` the wrapper keeps narrow copies of B (unless
     ``HI_MOE_LORA_NARROW_B=off``) that the narrow tiles read; when vLLM writes a new adapter into
-    a slot, the next step's copies hold it, so the result follows the new weights."""
+    a slot, the next step's copies hold it, so the result follows the new weights. The slot's
+    refresh runs tensor by tensor or in one launch each (``HI_MOE_LORA_SLOT_REFRESH``; on a CPU
+    host through the interpreter)."""
     from plugins.punica_wrapper import HiMoePunicaWrapperGPU
 
     monkeypatch.setenv("HI_MOE_LORA_NARROW_B", narrow)
+    monkeypatch.setenv("HI_MOE_LORA_SLOT_REFRESH", one_launch)
     cfg = LoRAConfig(max_loras=4, max_lora_rank=32)
     wrapper = HiMoePunicaWrapperGPU(64, 8, device, lora_config=cfg)
+    assert wrapper._hm_ranks.narrow_b.one_launch is (one_launch == "1")
     gen = torch.Generator().manual_seed(50)
 
     def adapter(t: torch.Tensor, slot: int, rank: int, rows: bool) -> None:
