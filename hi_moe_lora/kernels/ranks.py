@@ -17,7 +17,8 @@ On a GPU the ranks of the changed slots are scanned in one launch over every sta
 (:mod:`.rank_scan`), and their narrow copies of ``B`` rewritten in one launch (:mod:`.narrow_copy`):
 tensor by tensor that was about 1,570 and 450 small launches per new adapter on a
 Llama-3-8B-shaped model, all on the host's critical path of the step that first serves it.
-``HI_MOE_LORA_SLOT_REFRESH`` (``auto``: one launch each on CUDA; ``1`` or ``0``) chooses, for A/Bs.
+``HI_MOE_LORA_SLOT_REFRESH`` chooses (``auto``: the rank scan on CUDA, and the copies' launch
+once it has passed the GPU tests, :data:`NARROW_COPY_GPU_TESTED`; ``1``: both; ``0``: neither).
 
 The tracker also keeps the narrow copies of the stacked B tensors (:mod:`.narrow_b`), rewritten
 for exactly the slots whose ranks it recomputes, so they hold the adapters the ranks describe.
@@ -52,17 +53,25 @@ def detect_rank(a_stack: torch.Tensor, slot: int) -> torch.Tensor:
     return (positions * nonzero.to(torch.int32)).max()
 
 
-def one_launch_default(env_value: str | None, device: torch.device | str) -> bool:
-    """Whether a slot's refresh (ranks, narrow copies) runs in one launch each: on CUDA unless
-    ``HI_MOE_LORA_SLOT_REFRESH`` says otherwise."""
+#: Whether the narrow copies' one-launch rewrite (:mod:`.narrow_copy`) has passed the GPU tests.
+#: Until it has, ``auto`` leaves it off (the rank scan has: on by default on CUDA); ``1`` turns
+#: both on.
+NARROW_COPY_GPU_TESTED = False
+
+
+def one_launch_default(env_value: str | None, device: torch.device | str) -> tuple[bool, bool]:
+    """Whether a slot's refresh scans its ranks and rewrites its narrow copies in one launch
+    each, from ``HI_MOE_LORA_SLOT_REFRESH``: ``auto`` (or unset) on CUDA for what has passed the
+    GPU tests, ``1`` both, ``0`` neither."""
     value = (env_value or "").strip().lower()
     if value in ("1", "true", "yes", "on"):
-        return True
+        return True, True
     if value in ("0", "false", "no", "off"):
-        return False
+        return False, False
     if value not in ("", "auto"):
         raise ValueError(f"{ENV_SLOT_REFRESH}={env_value!r}: expected auto, 0 or 1")
-    return torch.device(device).type == "cuda"
+    on_gpu = torch.device(device).type == "cuda"
+    return on_gpu, on_gpu and NARROW_COPY_GPU_TESTED
 
 
 class SlotRanks:
@@ -81,8 +90,10 @@ class SlotRanks:
         the environment."""
         self.max_rank = max_rank
         if one_launch is None:
-            one_launch = one_launch_default(os.environ.get(ENV_SLOT_REFRESH), device)
-        self.narrow_b = NarrowB(enabled=narrow_b, one_launch=one_launch)
+            one_launch, copy_in_one = one_launch_default(os.environ.get(ENV_SLOT_REFRESH), device)
+        else:
+            copy_in_one = one_launch
+        self.narrow_b = NarrowB(enabled=narrow_b, one_launch=copy_in_one)
         self.ranks = torch.full((num_slots,), max_rank, dtype=torch.int32, device=device)
         self.host: list[int] = [max_rank] * num_slots
         self.stale = False
