@@ -2,14 +2,15 @@
 
 A slot's rank is one past the last row of ``A[slot]`` that is not all zero, maximised over every
 stacked ``A`` of the model (:mod:`.ranks`). Worked out tensor by tensor, that is seven small torch
-kernels for each of the 224 stacked ``A`` tensors of a Llama-3-8B-shaped model: about 1,500 launches
-every time an adapter enters a slot, all of them in the step that first serves it (under slot
-churn, several a second). Here one launch reads them all: the tensors are described to the kernel
-by a table of element offsets from the lowest-addressed one (:mod:`.tensor_table`), with their
-slot and row strides and their sizes, so the kernel needs one pointer argument whatever the
-number of tensors. Every
-program scans one tensor's chunk of :data:`ROWS` rank rows for one slot and stores the rank that
-chunk shows; a reduction over tensors and chunks gives each slot's rank.
+kernels for each of the 224 stacked ``A`` tensors of a Llama-3-8B-shaped model: about 1,570
+launches every time an adapter enters a slot, all of them in the step that first serves it (under
+slot churn, several a second; 18 ms on an H200 host against 0.3 ms in one launch,
+``benchmarks/kernels/bench_slot_refresh.py``). Here one launch reads them all: the tensors are
+described to the kernel by a table of element offsets from the lowest-addressed one
+(:mod:`.tensor_table`), with their slot and row strides and their sizes, so the kernel needs one
+pointer argument whatever the number of tensors. Every program scans one tensor's chunk of
+:data:`ROWS` rank rows for one slot and stores the rank that chunk shows; a reduction over
+tensors and chunks gives each slot's rank.
 
 The table is built once per set of tensors (:class:`RankScan`), since vLLM allocates its stacked
 weights once. Tensors must share one dtype and lie at whole elements from each other (vLLM's do);
