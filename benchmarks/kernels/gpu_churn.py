@@ -2,8 +2,11 @@
 
 Starts the embedded stack (control plane on SQLite + vLLM with our plugins) on ``--model`` with
 ``--max-loras SLOTS`` (16), registers ``ADAPTERS`` (64) random adapters through the REST API, and
-lets vLLM load each one at run time, on first use, through our resolver. The kernels are the
-environment's (``HI_MOE_LORA_KERNELS=vllm`` for vLLM's own). Then, with ``vllm bench serve``
+lets vLLM load each one at run time, on first use, through our resolver. Requests name
+``churn-<i>@1.0.0``, as the front door forwards them and as warm-up loads them (runs before
+2026-11-27's eighth window named the bare ``churn-<i>``, which the resolver serves alike, but
+which vLLM holds apart from the ``@version`` name). The kernels are the environment's
+(``HI_MOE_LORA_KERNELS=vllm`` for vLLM's own). Then, with ``vllm bench serve``
 (uniform traffic, 64 concurrent, 256 tokens in, 128 out, the prefix cache off):
 
 1. ``cold16``: the first 16 adapters, each resolved and read from disk on first use;
@@ -72,6 +75,8 @@ logger = logging.getLogger(__name__)
 
 HERE = Path(__file__).resolve().parent
 CONCURRENCY, PROMPTS, INPUT_LEN, OUTPUT_LEN = 64, 256, 256, 128
+#: the one version registered of every adapter
+VERSION = "1.0.0"
 #: the timed runs, in their default order, and how many of the adapters each spreads over
 RUNS = {"cold16": 16, "warm16": 16, "cold64": 64, "churn64": 64, "warmed64": 64}
 DEFAULT_RUNS = ("cold16", "warm16", "cold64", "churn64")
@@ -251,12 +256,15 @@ def main() -> int:
     stack.start()
     summary["start_s"] = round(time.perf_counter() - began, 1)
     url, port = stack.vllm_url, stack.vllm_port
-    names = [f"churn-{i}" for i in range(args.count)]
+    adapters = [f"churn-{i}" for i in range(args.count)]
+    # requests name each version as the control plane's front door forwards it (and warm-up
+    # loads it): ``name@version``, so a version warm-up loaded is the one the runs ask for
+    names = [f"{adapter}@{VERSION}" for adapter in adapters]
     try:
         control = ControlPlaneClient(stack.control_plane_url, timeout_s=600)
         began = time.perf_counter()
-        for index, name in enumerate(names):
-            control.register(name, "1.0.0", str(args.adapters.resolve() / f"a{index}"))
+        for index, adapter in enumerate(adapters):
+            control.register(adapter, VERSION, str(args.adapters.resolve() / f"a{index}"))
         summary["register_s"] = round(time.perf_counter() - began, 1)
         probed = [model, *(names[i] for i in PROBED if i < args.count)]
         runs: dict[str, Any] = {}
@@ -289,10 +297,9 @@ def main() -> int:
         again = greedy_probe.probe(port, probed)
         warm_load = probe_beside(port, probed, url, model, names[:16], work)
         churn_load = probe_beside(port, probed, url, model, names, work)
-        adapters = probed[1:]
         distance = statistics.median(
             greedy_probe.forced_difference(solo["forced"][a], solo["forced"][b])["median"]
-            for a, b in itertools.pairwise(adapters)
+            for a, b in itertools.pairwise(probed[1:])
         )
         summary["isolation"] = {
             "solo_again": forced_moves(solo, again),
