@@ -41,8 +41,9 @@ logger = logging.getLogger(__name__)
 #: vLLM on 2 CPU cores takes 40-90 s to start; leave room for a loaded CI machine.
 VLLM_START_TIMEOUT_S = 600.0
 #: The control plane starts while vLLM does (:meth:`EmbeddedStack.start`): on 2 cores beside two
-#: vLLM replicas its dispatcher's embeddings took 57 s to load and encode (5-10 s alone), so a
-#: minute was not enough. A process that exits fails the wait at once, whatever the timeout.
+#: vLLM replicas its dispatcher's embeddings took 57 s to load and encode (12-38 s in the same
+#: CI run's other stacks), so a minute was not enough. A process that exits fails the wait at
+#: once, whatever the timeout.
 CONTROL_PLANE_START_TIMEOUT_S = 300.0
 
 
