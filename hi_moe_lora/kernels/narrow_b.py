@@ -42,6 +42,7 @@ class NarrowB:
         self.one_launch = one_launch
         self._copies: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         self._launch: NarrowCopy | None = None
+        self._launch_copies = 0  # how many of ``_copies`` the launch (or its refusal) describes
 
     @property
     def nbytes(self) -> int:
@@ -62,7 +63,6 @@ class NarrowB:
                 (view.shape[0], view.shape[1], RANK_CHUNK), dtype=b.dtype, device=b.device
             )
             self._copies[b.data_ptr()] = (b, copy)
-            self._launch = None
             made = True
         return made
 
@@ -82,8 +82,9 @@ class NarrowB:
         if not wanted or not self._copies:
             return
         if self.one_launch:
-            if self._launch is None:
+            if self._launch_copies != len(self._copies):  # described once per set of copies
                 self._launch = NarrowCopy.build(list(self._copies.values()))
+                self._launch_copies = len(self._copies)
             if self._launch is not None:
                 self._launch.copy(wanted)
                 return

@@ -58,7 +58,7 @@ def _copy_kernel(  # type: ignore[no-untyped-def]
     slot = tl.where(has_slot, slot, 0)
     rows64 = rows.to(tl.int64)[:, None]
     cols = tl.arange(0, COLUMNS)[None, :]
-    mask = row_ok[:, None] & (cols < COLUMNS)
+    mask = row_ok[:, None] & (cols < COLUMNS)  # (always true: the mask at the tile's full shape)
     src = src_ptr + src_offset + slot * src_slot_stride + rows64 * src_row_stride + cols
     dst = dst_ptr + dst_offset + slot * dst_slot_stride + rows64 * dst_row_stride + cols
     tl.store(dst, tl.load(src, mask=mask, other=0.0), mask=mask)

@@ -101,6 +101,7 @@ class SlotRanks:
         self._slot_ids: list[int | None] = [None] * num_slots
         self._one_launch = one_launch
         self._scan: RankScan | None = None
+        self._scanned_tensors = 0  # how many of ``_seen`` the scan (or its refusal) describes
         with _LOCK:
             _TRACKERS[self.ranks.data_ptr()] = self
 
@@ -142,8 +143,9 @@ class SlotRanks:
     def _recompute(self, slots: list[int]) -> None:
         """Write the ranks of ``slots`` (holding adapters) from every stacked ``A`` seen."""
         if self._one_launch:
-            if self.stale or self._scan is None:
+            if self._scanned_tensors != len(self._seen):  # described once per set of tensors
                 self._scan = RankScan.build(list(self._seen.values()))
+                self._scanned_tensors = len(self._seen)
             if self._scan is not None:
                 index = torch.tensor(slots, dtype=torch.long).to(self.ranks.device)
                 self.ranks.index_copy_(0, index, self._scan.ranks(slots))
