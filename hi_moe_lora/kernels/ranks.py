@@ -17,8 +17,8 @@ On a GPU the ranks of the changed slots are scanned in one launch over every sta
 (:mod:`.rank_scan`), and their narrow copies of ``B`` rewritten in one launch (:mod:`.narrow_copy`):
 tensor by tensor that was about 1,570 and 450 small launches per new adapter on a
 Llama-3-8B-shaped model, all on the host's critical path of the step that first serves it.
-``HI_MOE_LORA_SLOT_REFRESH`` chooses (``auto``: the rank scan on CUDA, and the copies' launch
-once it has passed the GPU tests, :data:`NARROW_COPY_GPU_TESTED`; ``1``: both; ``0``: neither).
+``HI_MOE_LORA_SLOT_REFRESH`` chooses (``auto``: both on CUDA, neither on a CPU; ``1``: both;
+``0``: neither, for A/Bs).
 
 The tracker also keeps the narrow copies of the stacked B tensors (:mod:`.narrow_b`), rewritten
 for exactly the slots whose ranks it recomputes, so they hold the adapters the ranks describe.
@@ -53,16 +53,10 @@ def detect_rank(a_stack: torch.Tensor, slot: int) -> torch.Tensor:
     return (positions * nonzero.to(torch.int32)).max()
 
 
-#: Whether the narrow copies' one-launch rewrite (:mod:`.narrow_copy`) has passed the GPU tests.
-#: Until it has, ``auto`` leaves it off (the rank scan has: on by default on CUDA); ``1`` turns
-#: both on.
-NARROW_COPY_GPU_TESTED = False
-
-
 def one_launch_default(env_value: str | None, device: torch.device | str) -> tuple[bool, bool]:
     """Whether a slot's refresh scans its ranks and rewrites its narrow copies in one launch
-    each, from ``HI_MOE_LORA_SLOT_REFRESH``: ``auto`` (or unset) on CUDA for what has passed the
-    GPU tests, ``1`` both, ``0`` neither."""
+    each, from ``HI_MOE_LORA_SLOT_REFRESH``: ``auto`` (or unset) both on CUDA, ``1`` both, ``0``
+    neither."""
     value = (env_value or "").strip().lower()
     if value in ("1", "true", "yes", "on"):
         return True, True
@@ -71,7 +65,7 @@ def one_launch_default(env_value: str | None, device: torch.device | str) -> tup
     if value not in ("", "auto"):
         raise ValueError(f"{ENV_SLOT_REFRESH}={env_value!r}: expected auto, 0 or 1")
     on_gpu = torch.device(device).type == "cuda"
-    return on_gpu, on_gpu and NARROW_COPY_GPU_TESTED
+    return on_gpu, on_gpu
 
 
 class SlotRanks:

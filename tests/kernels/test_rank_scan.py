@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-from hi_moe_lora.kernels import ranks
 from hi_moe_lora.kernels.rank_scan import RankScan, compile_for_target
 from hi_moe_lora.kernels.ranks import SlotRanks, detect_rank, one_launch_default
 
@@ -83,8 +82,7 @@ def test_the_tracker_gives_the_same_ranks_either_way(one_launch: bool, device: s
 
 
 def test_the_environment_chooses_the_scan() -> None:
-    narrow_copy = ranks.NARROW_COPY_GPU_TESTED  # auto: only once it has passed the GPU tests
-    assert one_launch_default(None, "cuda") == (True, narrow_copy)
+    assert one_launch_default(None, "cuda") == (True, True)
     assert one_launch_default("auto", "cpu") == (False, False)
     assert one_launch_default("1", "cpu") == (True, True)
     assert one_launch_default("off", "cuda") == (False, False)
