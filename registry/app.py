@@ -105,7 +105,7 @@ def create_app(settings: ControlPlaneSettings | None = None) -> ControlPlaneApp:
         spill_at=settings.routing_spill_at,
     )
     quarantine = Quarantine()
-    versions = VersionTable(adapters)
+    versions = VersionTable(adapters, ttl_s=settings.routing_snapshot_ttl_s)
     invalidator = BareNameInvalidator(
         upstreams, control_plane_metrics, deadline_s=settings.upstream_unload_timeout_s
     )

@@ -89,6 +89,11 @@ class ControlPlaneSettings(BaseSettings):
     upstream_unload_timeout_s: float = Field(default=10.0, gt=0)
     # Deprecated: the former name of upstream_read_timeout_s (used when that one is not set).
     request_timeout_s: float | None = Field(default=None, gt=0)
+    # The front door's routing snapshot of an adapter (its versions and traffic split) is reused
+    # this long. A promote, rollback or delete drops it at once on the instance that made it and,
+    # through the change feed (PostgreSQL), on every other instance; this bounds how stale a
+    # route can be where no feed runs or its connection is down.
+    routing_snapshot_ttl_s: float = Field(default=1.0, gt=0)
     # Bearer token vLLM expects (vLLM's --api-key), if any.
     api_key: SecretStr | None = None
     # The dispatcher (model="auto"): tier 3 compares tasks with exemplars by embeddings (needs

@@ -20,16 +20,12 @@ from pathlib import Path
 import httpx
 
 from benchmarks.frontdoor import fake_upstream
+from benchmarks.stats import percentile
 from hi_moe_lora.app.embedded import EmbeddedStack
 from hi_moe_lora.app.processes import free_port
 from hi_moe_lora.tinymodel import TinyAdapterSpec, build_fleet
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def _timed_post(client: httpx.Client, body: dict[str, object]) -> float:
@@ -104,7 +100,7 @@ def main() -> int:
         d50, p50 = statistics.median(direct_ms), statistics.median(proxied_ms)
         print(
             f"| {label} | {d50:.3f} | {p50:.3f} | {statistics.median(added):.3f} | "
-            f"{_percentile(added, 0.9):.3f} | {p50 / d50:.2f} |"
+            f"{percentile(added, 0.9):.3f} | {p50 / d50:.2f} |"
         )
     return 0
 

@@ -32,6 +32,7 @@ from pathlib import Path
 import httpx
 
 from benchmarks.frontdoor import fake_upstream
+from benchmarks.stats import percentile
 from hi_moe_lora.app.embedded import EmbeddedStack
 from hi_moe_lora.app.processes import free_port
 from hi_moe_lora.tinymodel import TinyAdapterSpec, build_fleet
@@ -41,11 +42,6 @@ OPERATORS = 64
 #: The adapters the operators register: the largest rank the stack accepts, every projection.
 HEAVY = {f"heavy-{seed}": TinyAdapterSpec(rank=64, alpha=64, seed=300 + seed) for seed in range(2)}
 SERVED = {"python-lora-1.0.0": TinyAdapterSpec(rank=8, seed=11)}
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 async def _operator(

@@ -82,6 +82,11 @@ class VersionTable:
         #: that find a snapshot expired share it instead of each querying the database
         self._lookups: dict[str, tuple[int, asyncio.Future[_Entry]]] = {}
 
+    @property
+    def ttl_s(self) -> float:
+        """How long a snapshot is reused (the ``routing_snapshot_ttl_s`` setting)."""
+        return self._ttl_s
+
     def forget(self, name: str) -> None:
         """Drop ``name``'s snapshot (its active version changed)."""
         self._entries.pop(name, None)
