@@ -34,18 +34,14 @@ import statistics
 import sys
 import tempfile
 import time
-import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import httpx
 from pydantic import SecretStr
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
-from sqlalchemy.pool import NullPool
 
+from benchmarks.postgres import scratch_schema
 from benchmarks.stats import percentile
 from hi_moe_lora.app.processes import ManagedProcess, free_port
 from hi_moe_lora.tinymodel import TinyAdapterSpec, build_fleet
@@ -74,22 +70,6 @@ class FeedDelays:
     missed: dict[str, int]
     #: per probe of B (route, token), its median round trip (ms): the delays' resolution
     probe_ms_p50: dict[str, float]
-
-
-@contextmanager
-def fresh_schema(database_url: str) -> Iterator[str]:
-    """A new schema in ``database_url``'s database; yields a URL whose ``search_path`` is it."""
-    admin = create_engine(database_url, poolclass=NullPool)
-    schema = f"hml_feed_{uuid.uuid4().hex[:12]}"
-    with admin.begin() as connection:
-        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
-    url = make_url(database_url).update_query_dict({"options": f"-csearch_path={schema}"})
-    try:
-        yield url.render_as_string(hide_password=False)
-    finally:
-        with admin.begin() as connection:
-            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
 
 
 def _instance(
@@ -139,7 +119,7 @@ def measure(database_url: str, rounds: int, timeout_s: float, workdir: Path) -> 
     delays: dict[str, list[float]] = {kind: [] for kind in KINDS}
     missed = dict.fromkeys(KINDS, 0)
     probes: dict[str, list[float]] = {"route": [], "token": []}
-    with fresh_schema(database_url) as url:
+    with scratch_schema(database_url, prefix="hml_feed") as url:
         upgrade_to_head(url)
         a, url_a = _instance("A", url, workdir, fleet.model_dir, admin_token)
         b, url_b = _instance("B", url, workdir, fleet.model_dir, admin_token)

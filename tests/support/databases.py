@@ -8,15 +8,14 @@ parallel runs never collide. PostgreSQL tests are skipped, with the reason, when
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
-from sqlalchemy.pool import NullPool
+
+from benchmarks.postgres import scratch_schema
 
 DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 POSTGRES_URL = os.environ.get("HI_MOE_LORA_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL)
@@ -29,23 +28,14 @@ def sqlite_url(tmp_path: Path) -> str:
 
 @pytest.fixture
 def postgres_url() -> Iterator[str]:
-    admin = create_engine(POSTGRES_URL, poolclass=NullPool)
-    schema = f"hml_test_{uuid.uuid4().hex[:12]}"
-    try:
-        with admin.begin() as connection:
-            connection.execute(text(f'CREATE SCHEMA "{schema}"'))
-    except OperationalError as exc:
-        admin.dispose()
-        pytest.skip(
-            f"PostgreSQL unreachable at {POSTGRES_URL} (HI_MOE_LORA_TEST_POSTGRES_URL): {exc}"
-        )
-    url = make_url(POSTGRES_URL).update_query_dict({"options": f"-csearch_path={schema}"})
-    try:
-        yield url.render_as_string(hide_password=False)
-    finally:
-        with admin.begin() as connection:
-            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
+    with ExitStack() as stack:
+        try:
+            url = stack.enter_context(scratch_schema(POSTGRES_URL, prefix="hml_test"))
+        except OperationalError as exc:
+            pytest.skip(
+                f"PostgreSQL unreachable at {POSTGRES_URL} (HI_MOE_LORA_TEST_POSTGRES_URL): {exc}"
+            )
+        yield url
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

@@ -1,0 +1,33 @@
+"""Throwaway PostgreSQL schemas for benchmarks and tests: each run gets its own and drops it."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.pool import NullPool
+
+
+@contextmanager
+def scratch_schema(database_url: str, prefix: str) -> Iterator[str]:
+    """A new schema ``<prefix>_<random>`` in ``database_url``'s database, dropped on exit; yields
+    a URL whose ``search_path`` is that schema. Raises SQLAlchemy's ``OperationalError`` when the
+    server cannot be reached."""
+    admin = create_engine(database_url, poolclass=NullPool)
+    schema = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    try:
+        with admin.begin() as connection:
+            connection.execute(text(f'CREATE SCHEMA "{schema}"'))
+    except BaseException:
+        admin.dispose()
+        raise
+    url = make_url(database_url).update_query_dict({"options": f"-csearch_path={schema}"})
+    try:
+        yield url.render_as_string(hide_password=False)
+    finally:
+        with admin.begin() as connection:
+            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
