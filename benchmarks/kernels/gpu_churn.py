@@ -38,6 +38,11 @@ Usage (GPU kit, after make-random-llama.py; writes the missing adapters itself):
 
     HI_MOE_LORA_KERNELS=ours python3 benchmarks/kernels/gpu_churn.py --out $OUT/churn-ours.json
 
+Run one such server per host, with nothing beside it that loads adapters or compiles kernels:
+vLLM reads and loads adapters on the host's CPUs, and two servers on one host read each adapter
+in 3.3-4.0 s instead of about 0.1 s (2026-11-27), a compiling test suite beside stretched a
+64-adapter warm-up from 14-20 to 127 s (2026-11-28).
+
 ``--runs none`` skips the timed runs and probes only (about 350 s of a device call instead of
 500 s: the vLLM start alone is 165-236 s); ``--no-isolation`` skips the probes (about 150 s).
 The timed runs call vLLM's benchmark in this process (``bench_resident``); only the loads beside
