@@ -90,9 +90,9 @@ class ControlPlaneSettings(BaseSettings):
     # Deprecated: the former name of upstream_read_timeout_s (used when that one is not set).
     request_timeout_s: float | None = Field(default=None, gt=0)
     # The front door's routing snapshot of an adapter (its versions and traffic split) is reused
-    # this long. A promote, rollback or delete drops it at once on the instance that made it and,
-    # through the change feed (PostgreSQL), on every other instance; this bounds how stale a
-    # route can be where no feed runs or its connection is down.
+    # at most this long. A promote, rollback or delete through this instance drops it at once, as
+    # does any change through another instance while the change feed (PostgreSQL) runs; other
+    # changes through this one (a traffic split, a new version) apply within it.
     routing_snapshot_ttl_s: float = Field(default=1.0, gt=0)
     # Bearer token vLLM expects (vLLM's --api-key), if any.
     api_key: SecretStr | None = None
