@@ -1,7 +1,9 @@
-"""Throwaway PostgreSQL schemas for benchmarks and tests: each run gets its own and drops it."""
+"""The local PostgreSQL server's URL, and throwaway schemas in it for benchmarks and tests: each
+run gets its own schema and drops it."""
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -9,6 +11,10 @@ from contextlib import contextmanager
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
+
+DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+#: The server benchmarks and tests use: ``HI_MOE_LORA_TEST_POSTGRES_URL``, else CI's local one.
+POSTGRES_URL = os.environ.get("HI_MOE_LORA_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL)
 
 
 @contextmanager

@@ -41,7 +41,7 @@ from pathlib import Path
 import httpx
 from pydantic import SecretStr
 
-from benchmarks.postgres import scratch_schema
+from benchmarks.postgres import POSTGRES_URL, scratch_schema
 from benchmarks.stats import percentile
 from hi_moe_lora.app.processes import ManagedProcess, free_port
 from hi_moe_lora.tinymodel import TinyAdapterSpec, build_fleet
@@ -49,9 +49,6 @@ from registry.db.migrate import upgrade_to_head
 from registry.settings import ControlPlaneSettings
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_DATABASE_URL = os.environ.get(
-    "HI_MOE_LORA_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-)
 #: Every cache of both instances lives this long, far past any delay the feed is allowed.
 CACHE_S = 60.0
 TARGET_P99_MS = 100.0
@@ -226,7 +223,7 @@ def report(result: FeedDelays) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--database-url", default=DEFAULT_DATABASE_URL)
+    parser.add_argument("--database-url", default=POSTGRES_URL)
     parser.add_argument("--rounds", type=int, default=100)
     parser.add_argument("--timeout-s", type=float, default=10.0)
     parser.add_argument("--out", type=Path, help="also write the raw delays here (JSON)")

@@ -7,7 +7,6 @@ parallel runs never collide. PostgreSQL tests are skipped, with the reason, when
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -15,10 +14,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy.exc import OperationalError
 
-from benchmarks.postgres import scratch_schema
-
-DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-POSTGRES_URL = os.environ.get("HI_MOE_LORA_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL)
+from benchmarks.postgres import POSTGRES_URL, scratch_schema
 
 
 @pytest.fixture
