@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from . import direct_launch, pdl
+from . import direct_launch
 from .config import WIDE_SPLIT_WAVES, KernelConfigError, TileConfig, choose_config
 from .fused.flavours import compiled_kernel, interpreted_kernel, kernel_constexprs
 from .layout import (
@@ -35,7 +35,6 @@ from .layout import (
     check_narrow_b,
     check_weights,
 )
-from .pdl import PdlMode
 from .reference_loops import stacked_view
 from .worklist import HEADER_SIZE, MAX_SLICES, pairs_in_counters, record_size, upper_bound_tiles
 
@@ -76,8 +75,8 @@ class ConfigLaunch:
     #: Whether narrow and wide tiles reduce their partials in the expand jobs, by default.
     reduce_narrow: bool
     reduce_wide: bool
-    #: The kernel's compile-time arguments with the default reductions and no programmatic
-    #: dependent launch (num_warps and num_stages included).
+    #: The kernel's compile-time arguments with the default reductions (num_warps and
+    #: num_stages included).
     constexprs: dict[str, Any]
     #: Compiled variants for direct launches (:mod:`.direct_launch`), by the reductions and the
     #: call's specialisation, with the constexpr values they are launched with.
@@ -85,19 +84,14 @@ class ConfigLaunch:
         default_factory=dict, compare=False, repr=False
     )
 
-    def with_options(
-        self, narrow: bool | None, wide: bool | None, pdl_mode: PdlMode = PdlMode.OFF
-    ) -> dict[str, Any]:
-        """The compile-time arguments with the reductions overridden (None: the default) and
-        the programmatic dependent launch's wait (:mod:`.pdl`)."""
-        if narrow is None and wide is None and pdl_mode is PdlMode.OFF:
+    def with_reductions(self, narrow: bool | None, wide: bool | None) -> dict[str, Any]:
+        """The compile-time arguments with the reductions overridden (None: the default)."""
+        if narrow is None and wide is None:
             return self.constexprs
         return {
             **self.constexprs,
             "REDUCE_IN_EXPAND": self.reduce_narrow if narrow is None else narrow,
             "WIDE_REDUCE_IN_EXPAND": self.reduce_wide if wide is None else wide,
-            "GDC_WAIT": int(pdl_mode),
-            "launch_pdl": pdl_mode is not PdlMode.OFF,
         }
 
 
@@ -243,10 +237,10 @@ class LayerLaunch:
             *x.shape, *x.stride(), *y.stride(), *self._stride_args, int(min_rank),
             int(split_jobs), float(scale), *dora_args,
         )  # fmt: skip
-        pdl_mode = pdl.mode_for(x)
+        constexprs = plan.with_reductions(*reductions)
         kernel = compiled_kernel() if on_gpu else interpreted_kernel()
         if compile_only:
-            kernel.warmup(*args, grid=grid, **plan.with_options(*reductions, pdl_mode))
+            kernel.warmup(*args, grid=grid, **constexprs)
             return cfg
         direct_key = None
         if on_gpu and direct_launch.SWITCH.on:
@@ -256,13 +250,12 @@ class LayerLaunch:
                 (x.shape[0], min_rank, split_jobs),
             )
         if direct_key is not None:
-            direct_key = (*reductions, pdl_mode, *direct_key)
+            direct_key = (*reductions, *direct_key)
             known_variant = plan.direct.get(direct_key)
             if known_variant is not None:
                 compiled, values = known_variant
                 direct_launch.launch(compiled, grid[0], x.get_device(), args, values)
                 return cfg
-        constexprs = plan.with_options(*reductions, pdl_mode)
         variants = variant_cache(kernel) if on_gpu else None
         known = len(variants) if variants is not None else None
         compiled = kernel[grid](*args, **constexprs)

@@ -4,7 +4,6 @@ scale, round and add ``inter @ B[slot]`` into ``y``, one group of output tiles p
 from __future__ import annotations
 
 import triton.language as tl
-from triton.language.extra.cuda import gdc_wait
 
 from .scratch import intermediate, mma
 
@@ -136,7 +135,6 @@ def expand_job(  # type: ignore[no-untyped-def]
     ADD_INPUTS: tl.constexpr,
     DORA: tl.constexpr,
     UPCAST_DOT: tl.constexpr,
-    GDC_WAIT: tl.constexpr,
 ):
     """One expand job: ``N_GROUP`` output tiles of ``y += inter @ B[slot]`` for group ``local``
     of a pair's slice, over ``N_CHUNKS`` rank chunks of ``R`` rows (the pair's shrink came in
@@ -148,14 +146,8 @@ def expand_job(  # type: ignore[no-untyped-def]
     ``DORA``: the epilogue of a DoRA adapter, ``y = g * (y + inter @ B[slot])``, where the
     slot's DoRA flag (``dora_on_ptr``) is set; ``g`` is the slot's row of the layer's scale
     table (``dora_ptr``, ``dora_stride`` columns a row, this slice's from ``dora_col``). Other
-    slots load nothing and multiply by one (exact).
-
-    ``GDC_WAIT`` 2: the kernel was launched before the one before it (the base GEMM, which
-    writes ``y``) finished; wait for it here, before ``y`` is read or written
-    (:mod:`hi_moe_lora.kernels.pdl`)."""
+    slots load nothing and multiply by one (exact)."""
     b_base = b_slice + slot * n_s * b_row_stride
-    if GDC_WAIT == 2:
-        gdc_wait()
     if DORA:
         dora_on = tl.load(dora_on_ptr + slot)
         dora_row = dora_ptr + slot * dora_stride + dora_col

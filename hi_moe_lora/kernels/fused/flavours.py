@@ -97,12 +97,10 @@ def kernel_constexprs(
     add_inputs: bool,
     dora: bool,
     upcast_dot: bool,
-    gdc_wait: int = 0,
 ) -> dict[str, Any]:
     """The kernel's compile-time arguments for one launch configuration, by parameter name
     (the launcher's and the ahead-of-time compile's one list). ``reductions``: whether narrow
-    and wide tiles reduce their partials in the expand jobs; ``gdc_wait``: where a
-    programmatic dependent launch waits (:class:`hi_moe_lora.kernels.pdl.PdlMode`)."""
+    and wide tiles reduce their partials in the expand jobs."""
     return {
         "NUM_SLICES": num_slices,
         "K_SPLIT": k_split,
@@ -120,7 +118,6 @@ def kernel_constexprs(
         "ADD_INPUTS": add_inputs,
         "DORA": dora,
         "UPCAST_DOT": upcast_dot,
-        "GDC_WAIT": gdc_wait,
     }
 
 
@@ -134,12 +131,10 @@ def compile_for_target(
     k_split: int = 4,
     wide_reduce_in_expand: bool | None = None,
     dora: bool = False,
-    gdc_wait: int = 0,
 ) -> Any:
     """Compile the kernel ahead of time for CUDA ``sm_<arch>`` (no GPU needed; tests, tuning).
     Wide tiles take ``reduce_in_expand`` too unless ``wide_reduce_in_expand`` says otherwise;
-    ``dora`` compiles the DoRA epilogue in; ``gdc_wait`` (1 or 2) compiles a programmatic
-    dependent launch's wait in (:mod:`hi_moe_lora.kernels.pdl`).
+    ``dora`` compiles the DoRA epilogue in.
 
     The variant is specialised as Triton specialises a serving launch: ``x`` and ``y`` have unit
     column strides (constants), pointers are 16-byte aligned and the sizes and strides are
@@ -151,9 +146,8 @@ def compile_for_target(
     kernel = compiled_kernel()
     wide_reduce = reduce_in_expand if wide_reduce_in_expand is None else wide_reduce_in_expand
     constexprs = kernel_constexprs(
-        cfg, num_slices, k_split, (reduce_in_expand, wide_reduce), add_inputs, dora, False,
-        gdc_wait,
-    )  # fmt: skip
+        cfg, num_slices, k_split, (reduce_in_expand, wide_reduce), add_inputs, dora, False
+    )
     declared = {param.name for param in kernel.params if param.is_constexpr}
     if declared != set(constexprs):
         raise KernelCompileError(f"constexpr parameters {sorted(declared)} != {sorted(constexprs)}")
@@ -187,9 +181,5 @@ def compile_for_target(
         constexprs={(names.index(name),): value for name, value in constexprs.items()},
         attrs={(names.index(name),): [["tt.divisibility", 16]] for name in aligned},
     )
-    options = {
-        "num_warps": cfg.num_warps,
-        "num_stages": cfg.num_stages,
-        "launch_pdl": gdc_wait > 0,
-    }
+    options = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
     return triton.compile(source, target=GPUTarget("cuda", arch, 32), options=options)

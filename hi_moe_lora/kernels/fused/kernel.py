@@ -7,7 +7,6 @@ See :mod:`hi_moe_lora.kernels.fused` for the design; the jobs are in :mod:`.shri
 from __future__ import annotations
 
 import triton.language as tl
-from triton.language.extra.cuda import gdc_wait
 
 from .expand import expand_job
 from .records import jobs_of_width, split_if_fits, tile_record, zero_counters
@@ -67,7 +66,6 @@ def run_job(  # type: ignore[no-untyped-def]
     ADD_INPUTS: tl.constexpr,
     DORA: tl.constexpr,
     UPCAST_DOT: tl.constexpr,
-    GDC_WAIT: tl.constexpr,
 ):
     """Job ``within`` of token tile ``mt``: a shrink job, or an expand job.
 
@@ -103,7 +101,7 @@ def run_job(  # type: ignore[no-untyped-def]
             b_slice, y_ptr, part_ptr, inter_ptr, arrive_ptr, ready_ptr, stride_ym, stride_yn,
             b_row_stride, scale, dora_ptr, dora_on_ptr, dora_stride, col_base, K_SPLIT, BLOCK_M,
             block_n, BLOCK_R, RANK_PAD // BLOCK_R if WIDE else 1, PARTS, WIDE_SPLIT, RANK_PAD,
-            N_GROUP, REDUCE_IN_EXPAND, ADD_INPUTS, DORA, UPCAST_DOT, GDC_WAIT,
+            N_GROUP, REDUCE_IN_EXPAND, ADD_INPUTS, DORA, UPCAST_DOT,
         )  # fmt: skip
 
 
@@ -160,12 +158,7 @@ def fused_lora_kernel(  # type: ignore[no-untyped-def]
     ADD_INPUTS: tl.constexpr,
     DORA: tl.constexpr,
     UPCAST_DOT: tl.constexpr,
-    GDC_WAIT: tl.constexpr,
 ):
-    # Launched after the kernel before it started (programmatic dependent launch, see
-    # hi_moe_lora.kernels.pdl): GDC_WAIT 1 waits for it here, 2 only before touching y.
-    if GDC_WAIT == 1:
-        gdc_wait()
     nprog = tl.num_programs(0)
     num_tiles = tl.load(tiles_ptr)
     # The wide tiles come first in the list (see .worklist); every tile is wide while the
@@ -234,7 +227,7 @@ def fused_lora_kernel(  # type: ignore[no-untyped-def]
                     a_row_stride, b_row_stride, y_col_offset, scale, dora_ptr, dora_on_ptr,
                     dora_stride, NUM_SLICES, K_SPLIT, K_ITERS, BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_R,
                     True, WIDE_SPLIT, WIDE_K_STEPS // WIDE_SPLIT, WIDE_SPLIT, RANK_PAD, N_GROUP,
-                    WIDE_REDUCE_IN_EXPAND, ADD_INPUTS, DORA, UPCAST_DOT, GDC_WAIT,
+                    WIDE_REDUCE_IN_EXPAND, ADD_INPUTS, DORA, UPCAST_DOT,
                 )  # fmt: skip
         elif wide & (parts > 1):
             if WIDE_SPLIT >= 4:
@@ -245,7 +238,7 @@ def fused_lora_kernel(  # type: ignore[no-untyped-def]
                     a_row_stride, b_row_stride, y_col_offset, scale, dora_ptr, dora_on_ptr,
                     dora_stride, NUM_SLICES, K_SPLIT, K_ITERS, BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_R,
                     True, WIDE_SPLIT // 2, WIDE_K_STEPS // (WIDE_SPLIT // 2), WIDE_SPLIT, RANK_PAD,
-                    N_GROUP, WIDE_REDUCE_IN_EXPAND, ADD_INPUTS, DORA, UPCAST_DOT, GDC_WAIT,
+                    N_GROUP, WIDE_REDUCE_IN_EXPAND, ADD_INPUTS, DORA, UPCAST_DOT,
                 )  # fmt: skip
         elif wide:
             if RANK_PAD > BLOCK_R:
@@ -256,7 +249,7 @@ def fused_lora_kernel(  # type: ignore[no-untyped-def]
                     a_row_stride, b_row_stride, y_col_offset, scale, dora_ptr, dora_on_ptr,
                     dora_stride, NUM_SLICES, K_SPLIT, K_ITERS, BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_R,
                     True, 1, WIDE_K_STEPS, WIDE_SPLIT, RANK_PAD, N_GROUP, WIDE_REDUCE_IN_EXPAND,
-                    ADD_INPUTS, DORA, UPCAST_DOT, GDC_WAIT,
+                    ADD_INPUTS, DORA, UPCAST_DOT,
                 )  # fmt: skip
         else:
             # Narrow tiles read B from the narrow copies (nb*: B's first BLOCK_R rank columns in
@@ -268,7 +261,7 @@ def fused_lora_kernel(  # type: ignore[no-untyped-def]
                 a_row_stride, nb_row_stride, y_col_offset, scale, dora_ptr, dora_on_ptr,
                 dora_stride, NUM_SLICES, K_SPLIT, K_ITERS, BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_R,
                 False, 1, 1, WIDE_SPLIT, RANK_PAD, N_GROUP, REDUCE_IN_EXPAND, ADD_INPUTS, DORA,
-                UPCAST_DOT, GDC_WAIT,
+                UPCAST_DOT,
             )  # fmt: skip
         job = tl.atomic_add(ctr_ptr, 1, sem="relaxed")
     # Every taker takes exactly one ticket past the last job, after all of its own jobs, so the
