@@ -214,9 +214,19 @@ class RemoteSourcePolicy:
                 _filesystem_class(scheme)
             normalised.append(normal)
         self.prefixes = tuple(normalised)
-        self.ssl_context = ssl.create_default_context()  # honours SSL_CERT_FILE / SSL_CERT_DIR
+        self._ca_bundle = ca_bundle
         if ca_bundle is not None:
-            self.ssl_context.load_verify_locations(cafile=str(ca_bundle))
+            _ = self.ssl_context  # a CA bundle that cannot be read fails the start, not a fetch
+
+    @functools.cached_property
+    def ssl_context(self) -> ssl.SSLContext:
+        """The TLS trust of HTTPS fetches: the system's (``SSL_CERT_FILE`` / ``SSL_CERT_DIR``
+        honoured) and the CA bundle, if any. Made on first use: loading the system's
+        certificates takes tens of milliseconds, and most instances never fetch."""
+        context = ssl.create_default_context()
+        if self._ca_bundle is not None:
+            context.load_verify_locations(cafile=str(self._ca_bundle))
+        return context
 
     def handles(self, source: str) -> bool:
         """Whether ``source`` is a URL of a protocol this policy knows (allowed or not)."""

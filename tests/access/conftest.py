@@ -16,12 +16,23 @@ from pydantic import SecretStr
 
 from registry.app import create_app
 from registry.components import ControlPlaneApp
-from registry.db.migrate import upgrade_to_head
 from registry.settings import ControlPlaneSettings
 from tests.support.adapter_files import DEFAULT_BASE_MODEL, write_adapter
-from tests.support.databases import database_url, postgres_url, sqlite_url
+from tests.support.databases import (
+    database_url,
+    migrated_sqlite_template,
+    migrated_url,
+    postgres_url,
+    sqlite_url,
+)
 
-__all__ = ["database_url", "postgres_url", "sqlite_url"]
+__all__ = [
+    "database_url",
+    "migrated_sqlite_template",
+    "migrated_url",
+    "postgres_url",
+    "sqlite_url",
+]
 
 ADMIN = "hml_test-admin-secret-0123456789abcdefghijklmnop"
 RESOLVER = "hml_test-resolver-secret-0123456789abcdefghijkl"
@@ -29,12 +40,6 @@ RESOLVER = "hml_test-resolver-secret-0123456789abcdefghijkl"
 
 def bearer(secret: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {secret}"}
-
-
-@pytest.fixture
-def migrated_url(database_url: str) -> str:
-    upgrade_to_head(database_url)
-    return database_url
 
 
 @pytest.fixture

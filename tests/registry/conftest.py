@@ -10,21 +10,26 @@ import httpx
 import pytest
 
 from registry.app import create_app
-from registry.db.migrate import upgrade_to_head
 from registry.settings import ControlPlaneSettings
 from tests.support.adapter_files import DEFAULT_BASE_MODEL, write_adapter
-from tests.support.databases import database_url, postgres_url, sqlite_url
+from tests.support.databases import (
+    database_url,
+    migrated_sqlite_template,
+    migrated_url,
+    postgres_url,
+    sqlite_url,
+)
 
-__all__ = ["database_url", "postgres_url", "sqlite_url"]
+__all__ = [
+    "database_url",
+    "migrated_sqlite_template",
+    "migrated_url",
+    "postgres_url",
+    "sqlite_url",
+]
 
 MAX_RANK = 16
 AdapterFactory = Callable[..., Path]
-
-
-@pytest.fixture
-def migrated_url(database_url: str) -> str:
-    upgrade_to_head(database_url)
-    return database_url
 
 
 @pytest.fixture
