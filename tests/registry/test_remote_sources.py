@@ -13,6 +13,7 @@ import json
 import logging
 import math
 import os
+import ssl
 import struct
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -210,6 +211,17 @@ def test_plain_http_needs_a_prefix_that_names_it() -> None:
 def test_unusable_prefixes_fail_at_start(prefix: str) -> None:
     with pytest.raises(ValueError, match=r"HI_MOE_LORA_SOURCE_URL_PREFIXES|fsspec"):
         RemoteSourcePolicy([prefix])
+
+
+@pytest.mark.parametrize("content", [None, b"not a certificate"], ids=["missing", "garbage"])
+def test_an_unreadable_ca_bundle_fails_at_start(tmp_path: Path, content: bytes | None) -> None:
+    """The TLS context is made on first use, except the CA bundle: it is read at once, so a
+    bad one stops the start instead of failing the first HTTPS registration."""
+    bundle = tmp_path / "ca.pem"
+    if content is not None:
+        bundle.write_bytes(content)
+    with pytest.raises((OSError, ssl.SSLError)):
+        RemoteSourcePolicy([PREFIX], ca_bundle=bundle)
 
 
 def test_unknown_protocols_are_not_remote_sources() -> None:
