@@ -3,7 +3,9 @@
 vLLM is started once per test session (it takes 40-90 s on 2 cores) together with a control
 plane on SQLite; tests that need it take the ``vllm_server`` fixture (or a client of it:
 ``gateway``, ``direct``, ``admin``) and are marked ``vllm``. Tests that share the stack must use
-adapter names of their own (``fresh_name``): the registry is shared.
+adapter names of their own (``fresh_name``): the registry is shared. The database fixtures
+(``sqlite_url``, ``postgres_url``, ``database_url``, ``migrated_url``) come from
+:mod:`tests.support.databases`.
 """
 
 from __future__ import annotations
@@ -22,6 +24,22 @@ import pytest
 from hi_moe_lora.app.embedded import EmbeddedStack
 from hi_moe_lora.tinymodel import TinyFleet, build_fleet
 from tests.openai.live import register
+from tests.support.databases import (
+    database_url,
+    migrated_sqlite_template,
+    migrated_url,
+    postgres_url,
+    sqlite_url,
+)
+
+#: The database fixtures (tests/support/databases.py), for every test.
+__all__ = [
+    "database_url",
+    "migrated_sqlite_template",
+    "migrated_url",
+    "postgres_url",
+    "sqlite_url",
+]
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 #: Built once and reused across sessions (git-ignored); delete it to rebuild.

@@ -18,21 +18,6 @@ from registry.app import create_app
 from registry.components import ControlPlaneApp
 from registry.settings import ControlPlaneSettings
 from tests.support.adapter_files import DEFAULT_BASE_MODEL, write_adapter
-from tests.support.databases import (
-    database_url,
-    migrated_sqlite_template,
-    migrated_url,
-    postgres_url,
-    sqlite_url,
-)
-
-__all__ = [
-    "database_url",
-    "migrated_sqlite_template",
-    "migrated_url",
-    "postgres_url",
-    "sqlite_url",
-]
 
 ADMIN = "hml_test-admin-secret-0123456789abcdefghijklmnop"
 RESOLVER = "hml_test-resolver-secret-0123456789abcdefghijkl"

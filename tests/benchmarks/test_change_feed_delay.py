@@ -8,9 +8,6 @@ from pathlib import Path
 import pytest
 
 from benchmarks.fleet import change_feed_delay
-from tests.support.databases import postgres_url
-
-__all__ = ["postgres_url"]
 
 
 @pytest.mark.postgres

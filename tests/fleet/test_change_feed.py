@@ -37,9 +37,6 @@ from registry.repositories.adapters import AdapterRepository
 from registry.services.requests import FinishedRequest
 from registry.settings import ControlPlaneSettings
 from tests.support.adapter_files import DEFAULT_BASE_MODEL, write_adapter
-from tests.support.databases import postgres_url, sqlite_url
-
-__all__ = ["postgres_url", "sqlite_url"]
 
 ADMIN = "hml_test-admin-secret-0123456789abcdefghijklmnop"
 #: How long every cache of these instances is kept (routing snapshots, keyring, the dispatcher's

@@ -12,21 +12,6 @@ import pytest
 from registry.app import create_app
 from registry.settings import ControlPlaneSettings
 from tests.support.adapter_files import DEFAULT_BASE_MODEL, write_adapter
-from tests.support.databases import (
-    database_url,
-    migrated_sqlite_template,
-    migrated_url,
-    postgres_url,
-    sqlite_url,
-)
-
-__all__ = [
-    "database_url",
-    "migrated_sqlite_template",
-    "migrated_url",
-    "postgres_url",
-    "sqlite_url",
-]
 
 MAX_RANK = 16
 AdapterFactory = Callable[..., Path]

@@ -11,9 +11,6 @@ from pathlib import Path
 import pytest
 
 from hi_moe_lora.tinymodel import TinyAdapterSpec, TinyFleet, build_fleet
-from tests.support.databases import database_url, postgres_url, sqlite_url
-
-__all__ = ["database_url", "postgres_url", "sqlite_url"]
 
 #: More distinct adapters than the session stack has LoRA slots (``--max-loras 4``); ranks
 #: differ too, so slots are refilled with adapters of other shapes.

@@ -6,9 +6,6 @@ import pytest
 
 from hi_moe_lora.app.cli import main
 from registry.db import migrate
-from tests.support.databases import database_url, postgres_url, sqlite_url
-
-__all__ = ["database_url", "postgres_url", "sqlite_url"]
 
 
 def test_upgrade_current_check(database_url: str, capsys: pytest.CaptureFixture[str]) -> None:

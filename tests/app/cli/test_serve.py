@@ -13,9 +13,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from hi_moe_lora.app.processes import ManagedProcess, free_port
 from tests.support.adapter_files import DEFAULT_BASE_MODEL, write_adapter
-from tests.support.databases import postgres_url
-
-__all__ = ["postgres_url"]  # a fixture
 
 
 def _serve_env(tmp_path: Path, port: int) -> dict[str, str]:
