@@ -17,12 +17,11 @@ from contextlib import ExitStack, closing
 from pathlib import Path
 
 import pytest
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 
 from benchmarks.postgres import POSTGRES_URL, scratch_schema
 from registry.db.migrate import upgrade_to_head
-
-SQLITE_PREFIX = "sqlite:///"
 
 
 @pytest.fixture
@@ -54,7 +53,7 @@ def database_url(request: pytest.FixtureRequest) -> str:
 def migrated_sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A SQLite file at the migrations' head, migrated once per session (tests get copies)."""
     path = tmp_path_factory.mktemp("migrated-template") / "registry.db"
-    upgrade_to_head(SQLITE_PREFIX + str(path))
+    upgrade_to_head(f"sqlite:///{path}")
     return path
 
 
@@ -62,11 +61,12 @@ def migrated_sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def migrated_url(database_url: str, request: pytest.FixtureRequest) -> str:
     """``database_url`` at the migrations' head: SQLite as a copy of the session's migrated
     file, PostgreSQL by running the migrations in the test's schema."""
-    if not database_url.startswith(SQLITE_PREFIX):
+    parsed = make_url(database_url)
+    if parsed.get_backend_name() != "sqlite" or not parsed.database:
         upgrade_to_head(database_url)
         return database_url
     template: Path = request.getfixturevalue("migrated_sqlite_template")
-    copy_sqlite(template, Path(database_url.removeprefix(SQLITE_PREFIX)))
+    copy_sqlite(template, Path(parsed.database))
     return database_url
 
 
