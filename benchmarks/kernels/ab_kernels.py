@@ -11,6 +11,9 @@ its own Triton cache. The prefill precompile (serving only) is switched off.
     python benchmarks/kernels/ab_kernels.py --tree head=. --tree old=/tmp/old \\
         --cases qkv:1:16/64:1,gate_up:64:16/64:8 [--rounds 2] [--out results.json]
 
+A tree may be one source tree under another environment: ``--tree solo=. --tree split=.
+--tree-env split:HI_MOE_LORA_SOLO=off`` times one checkout with and without a switch.
+
 Cases are ``shape:M:rank[/max_rank]:adapters`` as in ``bench_lora.py --sweep-cases``, and
 ``rank/max_rank b<r>`` (``gate_up:64:16/64b16:8``): B stored at rank ``r`` beside A padded to the
 max rank, the layout vLLM's padded B would have at the adapters' real rank. The table
@@ -76,10 +79,27 @@ def _worker(tree: Path, cases: list[str], replays: int, time_them: bool) -> None
         print(json.dumps({"case": case, "us": us, "err": err}), flush=True)
 
 
+#: Extra environment of a tree's workers, by tree name (``--tree-env``).
+TREE_ENV: dict[str, dict[str, str]] = {}
+
+
+def _tree_env(items: list[str]) -> dict[str, dict[str, str]]:
+    """``NAME:KEY=VALUE`` items as each tree's extra environment."""
+    out: dict[str, dict[str, str]] = {}
+    for item in items:
+        name, _, assignment = item.partition(":")
+        key, eq, value = assignment.partition("=")
+        if not (name and key and eq):
+            raise SystemExit(f"--tree-env {item!r}: expected NAME:KEY=VALUE")
+        out.setdefault(name, {})[key] = value
+    return out
+
+
 def _run_worker(
     name: str, tree: Path, cases: list[str], replays: int, time_them: bool, cache: Path
 ) -> list[dict[str, Any]]:
     env = dict(os.environ, TRITON_CACHE_DIR=str(cache / name), PYTHONUNBUFFERED="1")
+    env.update(TREE_ENV.get(name, {}))
     argv = [sys.executable, __file__, "--worker", str(tree), "--cases", ",".join(cases)]
     argv += ["--replays", str(replays)] + ([] if time_them else ["--compile-only"])
     done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
@@ -93,6 +113,12 @@ def _run_worker(
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tree", action="append", default=[], help="NAME=PATH (repeatable)")
+    parser.add_argument(
+        "--tree-env",
+        action="append",
+        default=[],
+        help="NAME:KEY=VALUE, the environment of tree NAME's workers (repeatable)",
+    )
     parser.add_argument("--cases", required=True)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--replays", type=int, default=20)
@@ -116,6 +142,10 @@ def main() -> int:
     trees = dict(item.split("=", 1) for item in args.tree)
     if not trees:
         parser.error("give at least one --tree NAME=PATH")
+    TREE_ENV.update(_tree_env(args.tree_env))
+    unknown = set(TREE_ENV) - set(trees)
+    if unknown:
+        parser.error(f"--tree-env names trees not given: {sorted(unknown)}")
     cache = args.cache or Path(tempfile.mkdtemp(prefix="ab-kernels-"))
     # Compile every (tree, case) in parallel; the timing runs then hit the caches.
     jobs = [(name, Path(path), case) for name, path in trees.items() for case in cases]

@@ -261,6 +261,91 @@ def test_compiles_for_hopper(
     assert not re.findall(r"ld\.global[.\w]*\.b16\b", ptx)
 
 
+# Solo launches (decode sizes): expand jobs only, each computing its tile's intermediate.
+def _solo(block_n: int, n_group: int, rank_pad: int, block_k: int = 16) -> TileConfig:
+    return TileConfig(16, block_n, block_k, 16, 1, n_group, 4, 3, rank_pad, solo=True)
+
+
+@pytest.mark.parametrize("m", [1, 3, 16, 64, 256])
+@pytest.mark.parametrize("mix", ["none", "one", "many"])
+@pytest.mark.parametrize("programs", [None, 1, 5])
+def test_solo_launch_matches_the_split_one_bit_for_bit(
+    m: int, mix: str, programs: int | None, device: str
+) -> None:
+    """Narrow adapters under max rank 16: with the split kernel's K steps, a solo launch sums
+    the same float32 products in the same order, so it writes exactly the split launch's ``y``
+    (and is within the float64 reference's tolerance); any grid runs every job once."""
+    ranks = [8, 16, 4, 16]
+    slots = _slots(m, mix, len(ranks), seed=m + 1)
+    widths = SHAPES["qkv"]
+    solo = make_problem(m, K, widths, ranks, slots, device=device, seed=m)
+    split = make_problem(m, K, widths, ranks, slots, device=device, seed=m)
+    ref = lora_linear_reference(solo.y, solo.x, solo.lora_a, solo.lora_b, slots, 0.75)
+    _run(solo, 0.75, config=_solo(16, 2, 16), max_programs=programs)
+    _run(split, 0.75, config=TileConfig(16, 32, 16, 16, 1, 1, 4, 1, 16), reduce_in_expand=True)
+    assert _err(solo, ref) <= tolerance(torch.float16, ref)
+    assert torch.equal(solo.y, split.y)
+
+
+@pytest.mark.parametrize("m", [3, 40, 256])
+@pytest.mark.parametrize("block_n", [16, 64])
+def test_solo_launch_with_narrow_and_wide_ranks(m: int, block_n: int, device: str) -> None:
+    """Under max rank 64 a solo launch takes narrow adapters (8, 16) at 16 rank rows from B's
+    narrow copies and wide ones (17, 40, 64) at all 64 in one pass, K = 150 in three masked
+    steps of 64 (the last part-masked); output groups past a slice's width read nothing."""
+    slots = _slots(m, "many", 5, seed=m)
+    p = make_problem(
+        m, 150, [40, 24, 8], [40, 8, 64, 16, 17], slots, max_rank=64, device=device, seed=m
+    )
+    ref = lora_linear_reference(p.y, p.x, p.lora_a, p.lora_b, slots, 0.5)
+    narrow = [b[:, :, :, :16].contiguous() for b in p.lora_b]
+    _run(p, 0.5, config=_solo(block_n, 2, 64, block_k=64), narrow_b=narrow)
+    assert _err(p, ref) <= tolerance(torch.float16, ref)
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_solo_launch_with_dora_and_write_only(shape: str, device: str) -> None:
+    """The DoRA epilogue, and write-only mode at a column offset, in a solo launch."""
+    ranks, live = [8, 64, 16, 4], [1, 1, 0, 0]
+    slots = _slots(37, "many", len(ranks), seed=5)
+    p = make_problem(37, K, SHAPES[shape], ranks, slots, device=device, seed=5)
+    dora = _dora(p, live, seed=5)
+    ref = lora_linear_reference(
+        p.y, p.x, p.lora_a, p.lora_b, slots, 0.5, dora_scales=dora.scales, dora_live=dora.live
+    )
+    _run(p, 0.5, config=_solo(32, 1, 64), dora=dora)
+    assert _err(p, ref) <= tolerance(torch.float16, ref)
+    width = sum(SHAPES[shape])
+    q = make_problem(37, K, SHAPES[shape], ranks, slots, device=device, seed=6, extra_cols=10)
+    q.y.fill_(float("nan"))
+    _run(q, 0.5, offset=6, add_inputs=False, config=_solo(32, 1, 64))
+    ref_w = lora_linear_reference(q.y, q.x, q.lora_a, q.lora_b, slots, 0.5, 6, add_inputs=False)
+    got, has = q.y.double().cpu(), slots >= 0
+    assert torch.isnan(got[~has]).all()
+    assert torch.isnan(got[:, :6]).all()
+    assert torch.isnan(got[:, 6 + width :]).all()
+    written = got[has][:, 6 : 6 + width]
+    assert (written - ref_w[has][:, 6 : 6 + width]).abs().max().item() <= tolerance(
+        torch.float16, ref_w[has][:, 6 : 6 + width]
+    )
+
+
+@pytest.mark.parametrize("rank_pad", [16, 64])
+def test_solo_launch_compiles_for_hopper(rank_pad: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A solo variant builds for sm_90 with no wait and no atomics, its K loop pipelined
+    (asynchronous copies of x and A), every bf16 tile load vectorised."""
+    pytest.importorskip("triton.backends.nvidia")
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    cfg = TileConfig(16, 256, 256, 16, 1, 4, 4, 3, rank_pad, solo=True)
+    kernel = compile_for_target(3, cfg, True, arch=90)
+    ptx = kernel.asm["ptx"]
+    assert kernel.asm["cubin"]
+    assert ".acquire." not in ptx
+    assert "atom." not in ptx
+    assert "cp.async" in ptx
+    assert not re.findall(r"ld\.global[.\w]*\.b16\b", ptx)
+
+
 def _dora(p: Problem, live: list[int], seed: int) -> DoraEpilogue:
     """Scales in [0.5, 1.5) for every slot (a last row for base tokens, as the plugin keeps)."""
     gen = torch.Generator().manual_seed(seed)
