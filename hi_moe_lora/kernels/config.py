@@ -22,18 +22,11 @@ kernel takes the most parts (``wide_split``, half of it, or whole) for which all
 :data:`WIDE_SPLIT_WAVES` waves of its programs (decided on the device from the step's tiles):
 with many wide tiles the launch has parallelism enough, and the extra jobs' fixed costs win (on
 an H100, gate_up at rank 64 with four tiles: 57 µs split four ways against 32 µs whole).
-
-**Solo** decode launches (``solo``) have no shrink jobs: every expand job computes its token
-tile's intermediate itself over the whole input width, so no job waits for another (no tickets,
-no partials, no arrivals) at the price of reading the tile's rows of ``x`` and A once per expand
-job instead of once per tile. Whether a decode-sized call goes solo is :data:`SOLO_MODE`
-(``HI_MOE_LORA_SOLO``: ``auto`` by :func:`solo_fits`, ``on`` or ``off``).
 """
 
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -82,23 +75,6 @@ MAX_WIDE_SPLIT = 4
 WIDE_SPLIT_WAVES = 3
 
 
-#: Environment switch of solo decode launches: ``auto`` (by :func:`solo_fits`), ``on`` (every
-#: decode-sized call) or ``off``.
-SOLO_ENV = "HI_MOE_LORA_SOLO"
-SOLO_MODES = ("auto", "on", "off")
-#: Widest input a solo launch takes under ``auto``: each expand job reads its tile's whole rows of
-#: ``x`` and A, so wide inputs (down's 14,336) keep the split shrink.
-SOLO_MAX_K = 8192
-#: Output columns a solo expand job covers at most (in groups of ``block_n``): each job repeats
-#: the tile's shrink, so solo jobs are fewer and wider than the split kernel's.
-SOLO_SPAN = 1024
-#: K step of a solo job's shrink (the split kernel's 512 with many tiles made the loop spill).
-SOLO_BLOCK_K = 256
-#: Software-pipeline stages of a solo job's K loop (its loads of ``x`` and A run ahead of the
-#: products).
-SOLO_STAGES = 3
-
-
 class KernelConfigError(ValueError):
     """A shape the fused kernel cannot take."""
 
@@ -124,9 +100,6 @@ class TileConfig:
     #: Prefill sizes: the wide path's K step when it is narrower than ``block_k`` (0: the
     #: rule of :attr:`wide_k_steps`).
     wide_step_k: int = 0
-    #: Decode sizes: no shrink jobs; every expand job computes its tile's intermediate over the
-    #: whole input width in ``block_k`` steps (see the module docstring).
-    solo: bool = False
 
     @property
     def wide_rows(self) -> int:
@@ -188,15 +161,12 @@ class TileConfig:
             )
         if split > 1 and self.k_iters != 1:
             raise KernelConfigError("wide_split > 1 needs one K iteration (decode sizes)")
-        if self.solo and (split != 1 or self.k_iters != 1):
-            raise KernelConfigError("a solo launch takes whole wide tiles and one K iteration")
         if self.wide_step_k and (self.wide_step_k < 16 or self.block_k % self.wide_step_k):
             raise KernelConfigError(
                 f"wide_step_k {self.wide_step_k} must divide block_k {self.block_k} (at least 16)"
             )
         steps = self.wide_k_steps
-        # (A solo launch takes wide tiles in one pass at block_k: no wide K steps.)
-        if not self.solo and (self.block_k % steps or self.block_k // steps < 16):
+        if self.block_k % steps or self.block_k // steps < 16:
             raise KernelConfigError(
                 f"block_k {self.block_k} must split into {steps} K steps of at least 16 "
                 "(the wide rank path at one K iteration)"
@@ -244,60 +214,23 @@ def _decode_block_n(m: int, n_total: int) -> int:
     return block_n
 
 
-def solo_mode(value: str | None) -> str:
-    """The solo switch's mode from the environment's value (unset: ``auto``)."""
-    mode = (value or "auto").strip().lower()
-    if mode not in SOLO_MODES:
-        raise KernelConfigError(f"{SOLO_ENV}={value!r}: expected one of {', '.join(SOLO_MODES)}")
-    return mode
-
-
-#: The mode every :func:`choose_config` call without its own ``solo`` takes (read at import).
-SOLO_MODE = solo_mode(os.environ.get(SOLO_ENV))
-
-
-def solo_fits(k: int, rank_pad: int) -> bool:
-    """Whether a decode-sized call goes solo under ``auto``: inputs up to :data:`SOLO_MAX_K`."""
-    del rank_pad  # (not yet measured to matter)
-    return k <= SOLO_MAX_K
-
-
-def _solo_config(m: int, n_total: int, rank_pad: int) -> TileConfig:
-    """A solo decode launch: expand jobs of up to :data:`SOLO_SPAN` columns, in groups of the
-    split kernel's output tile (at most 256 columns: registers), K steps of
-    :data:`SOLO_BLOCK_K`."""
-    block_n = min(_decode_block_n(m, n_total), 256)
-    n_group = max(1, min(SOLO_SPAN, _pow2_at_least(n_total)) // block_n)
-    return TileConfig(
-        BLOCK_M_SMALL, block_n, SOLO_BLOCK_K, RANK_CHUNK, 1, n_group, 4, SOLO_STAGES, rank_pad,
-        solo=True,
-    )  # fmt: skip
-
-
 def choose_config(
-    m: int,
-    k: int,
-    n_total: int,
-    max_rank: int,
-    num_sms: int,
-    num_slots: int = 1,
-    solo: str | None = None,
+    m: int, k: int, n_total: int, max_rank: int, num_sms: int, num_slots: int = 1
 ) -> TileConfig:
     """Pick the tile configuration for one call (see the module docstring). A prefill-sized
     call's configuration depends on its token bucket only, so configurations are memoised per
-    bucket (a decode-sized one per token count): every op call asks. ``solo``: ``auto``, ``on``
-    or ``off`` for decode-sized calls (None: :data:`SOLO_MODE`)."""
+    bucket (a decode-sized one per token count): every op call asks."""
     if m < 1 or k < 1 or n_total < 1:
         raise KernelConfigError(f"empty problem: m={m} k={k} n={n_total}")
     if m > SMALL_M_LIMIT:
         m = next((b for b in PREFILL_BUCKETS if m <= b), PREFILL_BUCKETS[-1])
         num_slots = 1
-    return _choose_config(m, k, n_total, max_rank, num_sms, num_slots, solo or SOLO_MODE)
+    return _choose_config(m, k, n_total, max_rank, num_sms, num_slots)
 
 
 @functools.lru_cache(maxsize=4096)
 def _choose_config(
-    m: int, k: int, n_total: int, max_rank: int, num_sms: int, num_slots: int, solo: str
+    m: int, k: int, n_total: int, max_rank: int, num_sms: int, num_slots: int
 ) -> TileConfig:
     rank_pad = padded_rank(max_rank)
     block_m = block_m_for(m)
@@ -318,8 +251,6 @@ def _choose_config(
         while -(-k // block_k) > MAX_K_SPLIT:
             block_k *= 2
         block_n = _decode_block_n(m, n_total)
-        if solo == "on" or (solo == "auto" and solo_fits(k, rank_pad)):
-            return _solo_config(m, n_total, rank_pad)
         # Wide tiles in jobs of a narrow one's size (see the module docstring).
         wide_split = min(MAX_WIDE_SPLIT, rank_pad // RANK_CHUNK)
         return TileConfig(block_m, block_n, block_k, RANK_CHUNK, 1, 1, 4, 1, rank_pad, wide_split)

@@ -165,8 +165,7 @@ class LayerLaunch:
             raise FusedLoRAShapeError(str(exc)) from exc
         k_split = cfg.k_split(self.k)
         wide = cfg.rank_pad > cfg.block_r
-        # (A solo launch has no shrink jobs: its expand jobs compute the intermediate.)
-        per_tile = 0 if cfg.solo else len(self.a) * k_split * (cfg.wide_split if wide else 1)
+        per_tile = len(self.a) * k_split * (cfg.wide_split if wide else 1)
         reduce_narrow = cfg.reduces_in_expand(self.k, self.widths)
         reduce_wide = cfg.reduces_in_expand(self.k, self.widths, wide=True)
         upcast_dot = not self.a[0].is_cuda and self.a[0].dtype == torch.bfloat16

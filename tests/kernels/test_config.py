@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 import pytest
 
@@ -19,18 +18,11 @@ from hi_moe_lora.kernels.config import (
     PREFILL_WIDE_STEP_K,
     RANK_CHUNK,
     SMALL_M_LIMIT,
-    SOLO_BLOCK_K,
-    SOLO_MAX_K,
-    SOLO_SPAN,
     KernelConfigError,
     block_m_for,
     choose_config,
     padded_rank,
-    solo_mode,
 )
-
-#: The split kernel's configurations (the rules these tests check; solo ones: below).
-split_config = functools.partial(choose_config, solo="off")
 
 
 @pytest.mark.parametrize(("rank", "block"), [(1, 16), (8, 16), (16, 16), (17, 32), (64, 64)])
@@ -39,22 +31,22 @@ def test_padded_rank(rank: int, block: int) -> None:
 
 
 def test_decode_and_prefill_tiles() -> None:
-    decode = split_config(16, 4096, 4096, 16, 132)
+    decode = choose_config(16, 4096, 4096, 16, 132)
     assert decode.block_m == 16
     assert decode.n_group == 1
     # Few, wide expand jobs: at most DECODE_EXPAND_JOBS output tiles per token tile...
     for n_total in (4096, 6144):
-        cfg = split_config(16, 4096, n_total, 16, 132)
+        cfg = choose_config(16, 4096, n_total, 16, 132)
         assert -(-n_total // cfg.block_n) <= DECODE_EXPAND_JOBS
     # ... up to 512 columns (256 for calls of under 16 tokens).
-    assert split_config(16, 4096, 28672, 16, 132).block_n == 512
-    assert split_config(1, 4096, 28672, 16, 132).block_n == 256
+    assert choose_config(16, 4096, 28672, 16, 132).block_n == 512
+    assert choose_config(1, 4096, 28672, 16, 132).block_n == 256
     # Many token tiles: wider K chunks on the wide layers, not on the square projection.
-    assert split_config(64, 4096, 28672, 16, 132, 16).block_k > (
-        split_config(1, 4096, 28672, 16, 132, 16).block_k
+    assert choose_config(64, 4096, 28672, 16, 132, 16).block_k > (
+        choose_config(1, 4096, 28672, 16, 132, 16).block_k
     )
-    assert split_config(64, 4096, 4096, 16, 132, 16).block_k == 256
-    prefill = split_config(1024, 4096, 28672, 64, 132)
+    assert choose_config(64, 4096, 4096, 16, 132, 16).block_k == 256
+    prefill = choose_config(1024, 4096, 28672, 64, 132)
     assert prefill.block_m == 64
     assert prefill.n_group > 1
     # Batches mixing decodes with a prefill chunk (up to SMALL_M_LIMIT rows) take the decode tiles.
@@ -63,7 +55,7 @@ def test_decode_and_prefill_tiles() -> None:
     assert PREFILL_BUCKETS[0] > SMALL_M_LIMIT  # every prefill bucket is reachable
     for m in (1, 64, 65, 4096):
         assert block_m_for(m) in BLOCK_M_CHOICES
-        cfg = split_config(m, 14336, 4096, 64, 132)
+        cfg = choose_config(m, 14336, 4096, 64, 132)
         assert min(cfg.block_m, cfg.block_n, cfg.block_k, cfg.block_r) >= 16
 
 
@@ -73,8 +65,8 @@ def test_decode_tiles_under_a_wide_max_rank(m: int) -> None:
     as under 16; its K chunks are capped at 512 (the wide path's K steps), and its wide tiles'
     jobs are split into four parts of a narrow job's size."""
     for k, n_total in ((4096, 6144), (4096, 4096), (4096, 28672), (14336, 4096)):
-        low = split_config(m, k, n_total, 16, 132, 16)
-        high = split_config(m, k, n_total, 64, 132, 16)
+        low = choose_config(m, k, n_total, 16, 132, 16)
+        high = choose_config(m, k, n_total, 64, 132, 16)
         assert high.block_r == low.block_r == RANK_CHUNK
         assert (high.rank_pad, low.rank_pad) == (64, 16)
         assert high == dataclasses.replace(
@@ -83,7 +75,7 @@ def test_decode_tiles_under_a_wide_max_rank(m: int) -> None:
 
 
 def test_prefill_has_the_narrow_rank_width_under_a_wide_max_rank() -> None:
-    cfg = split_config(1024, 4096, 6144, 40, 132)
+    cfg = choose_config(1024, 4096, 6144, 40, 132)
     assert (cfg.block_r, cfg.rank_pad) == (RANK_CHUNK, 64)
 
 
@@ -92,7 +84,7 @@ def test_wide_split_and_shrink_steps() -> None:
     most MAX_WIDE_SPLIT); a whole wide shrink job takes its K chunk in one step per narrow width
     of the padded rank; prefill keeps one part, and from a padded rank of 64 takes each K block
     in steps of PREFILL_WIDE_STEP_K (the narrow tiles the whole block)."""
-    split = {r: split_config(16, 4096, 6144, r, 132) for r in (16, 32, 64, 128)}
+    split = {r: choose_config(16, 4096, 6144, r, 132) for r in (16, 32, 64, 128)}
     assert [(c.wide_split, c.wide_rows, c.wide_k_steps) for c in split.values()] == [
         (1, 16, 1),
         (2, 16, 2),
@@ -100,14 +92,14 @@ def test_wide_split_and_shrink_steps() -> None:
         (MAX_WIDE_SPLIT, 128 // MAX_WIDE_SPLIT, 128 // RANK_CHUNK),
     ]
     assert split[64].wide_block_n == split[64].block_n // 4
-    prefill = {r: split_config(2048, 4096, 6144, r, 132) for r in (16, 32, 64, 128)}
+    prefill = {r: choose_config(2048, 4096, 6144, r, 132) for r in (16, 32, 64, 128)}
     assert [(c.block_k, c.wide_split, c.wide_k_steps) for c in prefill.values()] == [
         (PREFILL_BLOCK_K, 1, 1),
         (PREFILL_BLOCK_K, 1, 1),
         (PREFILL_BLOCK_K, 1, PREFILL_BLOCK_K // PREFILL_WIDE_STEP_K),
         (PREFILL_BLOCK_K, 1, PREFILL_BLOCK_K // PREFILL_WIDE_STEP_K),
     ]
-    small = split_config(512, 4096, 6144, 64, 132)
+    small = choose_config(512, 4096, 6144, 64, 132)
     assert (small.block_k, small.wide_step_k, small.wide_k_steps) == (PREFILL_WIDE_STEP_K, 0, 1)
 
 
@@ -117,8 +109,8 @@ def test_prefill_narrow_tiles_keep_their_k_block_under_a_wide_max_rank() -> None
     assert NARROW_K_BLOCK_FROM_BUCKET in PREFILL_BUCKETS
     for m in (NARROW_K_BLOCK_FROM_BUCKET // 2 + 1, 2048, 8192):
         for k, n_total in ((4096, 6144), (4096, 28672), (14336, 4096)):
-            low = split_config(m, k, n_total, 16, 132, 16)
-            high = split_config(m, k, n_total, 64, 132, 16)
+            low = choose_config(m, k, n_total, 16, 132, 16)
+            high = choose_config(m, k, n_total, 64, 132, 16)
             assert high == dataclasses.replace(low, rank_pad=64, wide_step_k=PREFILL_WIDE_STEP_K)
 
 
@@ -137,7 +129,7 @@ def test_prefill_narrow_tiles_keep_their_k_block_under_a_wide_max_rank() -> None
     ],
 )
 def test_check_rejects_configs_the_kernel_cannot_run(changes: dict[str, int], problem: str) -> None:
-    base = split_config(16, 4096, 6144, 64, 132)
+    base = choose_config(16, 4096, 6144, 64, 132)
     base.check()
     with pytest.raises(KernelConfigError, match=problem):
         dataclasses.replace(base, **changes).check()  # type: ignore[arg-type]
@@ -146,56 +138,16 @@ def test_check_rejects_configs_the_kernel_cannot_run(changes: dict[str, int], pr
 def test_reduction_choice_per_rank_width() -> None:
     """down at M = 16 under max rank 64: narrow tiles re-read their partials in the expand
     jobs; wide ones (four times the partial bytes) are reduced once by the last shrink job."""
-    cfg = split_config(16, 14336, 4096, 64, 132)
+    cfg = choose_config(16, 14336, 4096, 64, 132)
     assert cfg.reduces_in_expand(14336, [4096])
     assert not cfg.reduces_in_expand(14336, [4096], wide=True)
-    o_proj = split_config(1, 4096, 4096, 16, 132)
+    o_proj = choose_config(1, 4096, 4096, 16, 132)
     assert o_proj.reduces_in_expand(4096, [4096])
     assert o_proj.reduces_in_expand(4096, [4096], wide=True)
 
 
 def test_rejects_empty_problems() -> None:
     with pytest.raises(KernelConfigError):
-        split_config(0, 16, 16, 16, 1)
+        choose_config(0, 16, 16, 16, 1)
     with pytest.raises(KernelConfigError):
         padded_rank(0)
-
-
-def test_solo_decode_launches_by_mode_and_input_width() -> None:
-    """``auto`` takes solo launches for decode-sized calls up to SOLO_MAX_K input columns
-    (qkv, o, gate_up; not down), ``on`` for every decode-sized call, ``off`` for none; prefill
-    sizes never. A solo job covers up to SOLO_SPAN columns in output tiles of at most 256."""
-    for k, n_total in ((4096, 6144), (4096, 4096), (4096, 28672)):
-        for m in (1, 16, 64, SMALL_M_LIMIT):
-            cfg = choose_config(m, k, n_total, 16, 132, 16, solo="auto")
-            assert cfg.solo
-            assert cfg.block_m == BLOCK_M_SMALL
-            assert cfg.k_iters == 1
-            assert cfg.block_n <= 256
-            assert cfg.block_n * cfg.n_group <= SOLO_SPAN
-            assert cfg.block_k == SOLO_BLOCK_K
-            assert cfg.wide_split == 1
-            cfg.check()
-            assert not choose_config(m, k, n_total, 16, 132, 16, solo="off").solo
-    assert not choose_config(64, SOLO_MAX_K + 1, 4096, 16, 132, 16, solo="auto").solo
-    assert choose_config(64, 14336, 4096, 64, 132, 16, solo="on").solo
-    assert not choose_config(SMALL_M_LIMIT + 1, 4096, 4096, 16, 132, solo="on").solo
-    # A narrow layer takes one job per token tile.
-    narrow = choose_config(64, 4096, 512, 16, 132, solo="on")
-    assert narrow.block_n * narrow.n_group == 512
-
-
-@pytest.mark.parametrize(("value", "mode"), [(None, "auto"), ("", "auto"), (" ON ", "on")])
-def test_solo_mode_from_the_environment(value: str | None, mode: str) -> None:
-    assert solo_mode(value) == mode
-
-
-def test_solo_mode_rejects_unknown_values() -> None:
-    with pytest.raises(KernelConfigError, match="HI_MOE_LORA_SOLO='fast'"):
-        solo_mode("fast")
-
-
-def test_check_rejects_a_solo_config_with_split_wide_tiles() -> None:
-    cfg = choose_config(16, 4096, 4096, 64, 132, solo="on")
-    with pytest.raises(KernelConfigError, match="solo"):
-        dataclasses.replace(cfg, wide_split=2).check()

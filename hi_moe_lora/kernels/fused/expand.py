@@ -1,13 +1,11 @@
 """The fused kernel's expand jobs: wait for a pair's shrink, sum its partials in a fixed order,
-scale, round and add ``inter @ B[slot]`` into ``y``, one group of output tiles per job (in a solo
-launch, compute the tile's intermediate instead of waiting for it)."""
+scale, round and add ``inter @ B[slot]`` into ``y``, one group of output tiles per job."""
 
 from __future__ import annotations
 
 import triton.language as tl
 
 from .scratch import intermediate, mma
-from .shrink import solo_shrink
 
 
 def b_tile(  # type: ignore[no-untyped-def]
@@ -124,12 +122,6 @@ def expand_job(  # type: ignore[no-untyped-def]
     dora_on_ptr,
     dora_stride,
     dora_col,
-    x_ptr,
-    a_base,
-    k_dim,
-    stride_xm,
-    stride_xk,
-    a_row_stride,
     K_SPLIT: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
@@ -143,8 +135,6 @@ def expand_job(  # type: ignore[no-untyped-def]
     ADD_INPUTS: tl.constexpr,
     DORA: tl.constexpr,
     UPCAST_DOT: tl.constexpr,
-    SOLO: tl.constexpr,
-    BLOCK_K: tl.constexpr,
 ):
     """One expand job: ``N_GROUP`` output tiles of ``y += inter @ B[slot]`` for group ``local``
     of a pair's slice, over ``N_CHUNKS`` rank chunks of ``R`` rows (the pair's shrink came in
@@ -156,12 +146,7 @@ def expand_job(  # type: ignore[no-untyped-def]
     ``DORA``: the epilogue of a DoRA adapter, ``y = g * (y + inter @ B[slot])``, where the
     slot's DoRA flag (``dora_on_ptr``) is set; ``g`` is the slot's row of the layer's scale
     table (``dora_ptr``, ``dora_stride`` columns a row, this slice's from ``dora_col``). Other
-    slots load nothing and multiply by one (exact).
-
-    ``SOLO``: nothing to wait for; the intermediate is computed here from ``x`` and the slice's
-    ``A[slot]`` (``a_base``), over ``K_SPLIT`` steps of ``BLOCK_K``, in one rank chunk of all
-    ``R`` rows (``N_CHUNKS`` 1: a chunk's intermediate is not kept across output tiles)."""
-    tl.static_assert(not SOLO or N_CHUNKS == 1)
+    slots load nothing and multiply by one (exact)."""
     b_base = b_slice + slot * n_s * b_row_stride
     if DORA:
         dora_on = tl.load(dora_on_ptr + slot)
@@ -172,28 +157,22 @@ def expand_job(  # type: ignore[no-untyped-def]
         y_ptr, b_base, tok64, m_mask, rank, local * span, n_s, y_col, stride_ym, stride_yn,
         b_row_stride, BLOCK_M, BLOCK_N, R, ADD_INPUTS,
     )  # fmt: skip
-    if SOLO:
-        inter = solo_shrink(
-            x_ptr, a_base, tok64, m_mask, rank, 0, k_dim, stride_xm, stride_xk, a_row_stride,
-            scale, K_SPLIT, BLOCK_M, BLOCK_K, R, UPCAST_DOT,
-        )  # fmt: skip
+    # Wait for the pair's shrink: all its jobs' arrivals, or each part's reducing job. Tickets
+    # are handed out in order, so every shrink job is held by a running program by now: the
+    # wait ends whatever the grid or the occupancy.
+    if REDUCE_IN_EXPAND:
+        flag_ptr = arrive_ptr + pair * WIDE_SPLIT
+        want = K_SPLIT * PARTS
     else:
-        # Wait for the pair's shrink: all its jobs' arrivals, or each part's reducing job.
-        # Tickets are handed out in order, so every shrink job is held by a running program by
-        # now: the wait ends whatever the grid or the occupancy.
-        if REDUCE_IN_EXPAND:
-            flag_ptr = arrive_ptr + pair * WIDE_SPLIT
-            want = K_SPLIT * PARTS
-        else:
-            flag_ptr = ready_ptr + pair
-            want = PARTS
+        flag_ptr = ready_ptr + pair
+        want = PARTS
+    seen = tl.atomic_add(flag_ptr, 0, sem="acquire")
+    while seen < want:
         seen = tl.atomic_add(flag_ptr, 0, sem="acquire")
-        while seen < want:
-            seen = tl.atomic_add(flag_ptr, 0, sem="acquire")
-        tl.debug_barrier()
-        inter = intermediate(
-            part_ptr, inter_ptr, pair, 0, scale, K_SPLIT, BLOCK_M, R, RANK_PAD, REDUCE_IN_EXPAND
-        )
+    tl.debug_barrier()
+    inter = intermediate(
+        part_ptr, inter_ptr, pair, 0, scale, K_SPLIT, BLOCK_M, R, RANK_PAD, REDUCE_IN_EXPAND
+    )
     for g in tl.static_range(N_GROUP):
         col0 = local * span + g * BLOCK_N
         if g > 0:

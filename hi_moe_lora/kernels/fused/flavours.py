@@ -17,7 +17,7 @@ import triton
 
 from hi_moe_lora.kernels.config import TileConfig
 
-from . import expand, kernel, records, scratch, shrink, solo
+from . import expand, kernel, records, scratch, shrink
 
 
 class KernelCompileError(RuntimeError):
@@ -34,7 +34,6 @@ DEVICE_FUNCTIONS = (
     shrink.shrink_step,
     shrink.shrink_partial,
     shrink.shrink_job,
-    shrink.solo_shrink,
     expand.b_tile,
     expand.output_tile,
     expand.store_output,
@@ -43,9 +42,6 @@ DEVICE_FUNCTIONS = (
     records.zero_counters,
     records.jobs_of_width,
     records.split_if_fits,
-    kernel.ticket_loop,
-    solo.solo_job,
-    solo.solo_loop,
 )
 
 
@@ -57,7 +53,7 @@ def flavour(wrap: Callable[[Callable[..., Any]], Any]) -> Callable[..., Any]:
     copy of the device modules' globals (the source, and so the compiled code, is shared).
     """
     scope: dict[str, Any] = {}
-    for module in (records, scratch, shrink, expand, solo, kernel):
+    for module in (records, scratch, shrink, expand, kernel):
         scope.update(vars(module))
     for fn in DEVICE_FUNCTIONS:
         scope[fn.__name__] = wrap(with_globals(fn, scope))
@@ -122,7 +118,6 @@ def kernel_constexprs(
         "ADD_INPUTS": add_inputs,
         "DORA": dora,
         "UPCAST_DOT": upcast_dot,
-        "SOLO": cfg.solo,
     }
 
 

@@ -1,5 +1,4 @@
-"""The fused kernel's entry and its split launches: programs take tickets in order and run the
-job each one names (a solo launch runs :mod:`.solo` instead).
+"""The fused kernel's body: programs take tickets in order and run the job each one names.
 
 See :mod:`hi_moe_lora.kernels.fused` for the design; the jobs are in :mod:`.shrink` and
 :mod:`.expand`, the tile records and job counts in :mod:`.records`.
@@ -12,7 +11,6 @@ import triton.language as tl
 from .expand import expand_job
 from .records import jobs_of_width, split_if_fits, tile_record, zero_counters
 from .shrink import shrink_job
-from .solo import solo_loop
 
 
 def run_job(  # type: ignore[no-untyped-def]
@@ -101,14 +99,13 @@ def run_job(  # type: ignore[no-untyped-def]
         expand_job(
             mt * NUM_SLICES + s, local, slot, tok64, m_mask, rank, n_s, y_col_offset + col_base,
             b_slice, y_ptr, part_ptr, inter_ptr, arrive_ptr, ready_ptr, stride_ym, stride_yn,
-            b_row_stride, scale, dora_ptr, dora_on_ptr, dora_stride, col_base, x_ptr, a0_ptr,
-            k_dim, stride_xm, stride_xk, a_row_stride, K_SPLIT, BLOCK_M, block_n, BLOCK_R,
-            RANK_PAD // BLOCK_R if WIDE else 1, PARTS, WIDE_SPLIT, RANK_PAD, N_GROUP,
-            REDUCE_IN_EXPAND, ADD_INPUTS, DORA, UPCAST_DOT, False, BLOCK_K,
+            b_row_stride, scale, dora_ptr, dora_on_ptr, dora_stride, col_base, K_SPLIT, BLOCK_M,
+            block_n, BLOCK_R, RANK_PAD // BLOCK_R if WIDE else 1, PARTS, WIDE_SPLIT, RANK_PAD,
+            N_GROUP, REDUCE_IN_EXPAND, ADD_INPUTS, DORA, UPCAST_DOT,
         )  # fmt: skip
 
 
-def ticket_loop(  # type: ignore[no-untyped-def]
+def fused_lora_kernel(  # type: ignore[no-untyped-def]
     x_ptr,
     y_ptr,
     a0_ptr,
@@ -162,8 +159,6 @@ def ticket_loop(  # type: ignore[no-untyped-def]
     DORA: tl.constexpr,
     UPCAST_DOT: tl.constexpr,
 ):
-    """A split launch: programs take tickets for shrink jobs, then expand jobs (see the
-    package docstring), until a ticket is past the last job."""
     nprog = tl.num_programs(0)
     num_tiles = tl.load(tiles_ptr)
     # The wide tiles come first in the list (see .worklist); every tile is wide while the
@@ -277,79 +272,3 @@ def ticket_loop(  # type: ignore[no-untyped-def]
         zero_counters(ready_ptr, n_pairs)
         zero_counters(arrive_ptr, n_pairs * WIDE_SPLIT)
         tl.atomic_xchg(ctr_ptr, 0)
-
-
-def fused_lora_kernel(  # type: ignore[no-untyped-def]
-    x_ptr,
-    y_ptr,
-    a0_ptr,
-    a1_ptr,
-    a2_ptr,
-    b0_ptr,
-    b1_ptr,
-    b2_ptr,
-    nb0_ptr,
-    nb1_ptr,
-    nb2_ptr,
-    tiles_ptr,
-    part_ptr,
-    inter_ptr,
-    ctr_ptr,
-    n0,
-    n1,
-    n2,
-    m_rows,
-    k_dim,
-    stride_xm,
-    stride_xk,
-    stride_ym,
-    stride_yn,
-    a_slot_stride,
-    a_row_stride,
-    b_row_stride,
-    nb_row_stride,
-    y_col_offset,
-    pair_cap,
-    min_rank,
-    split_jobs,
-    scale,
-    dora_ptr,
-    dora_on_ptr,
-    dora_stride,
-    NUM_SLICES: tl.constexpr,
-    K_SPLIT: tl.constexpr,
-    K_ITERS: tl.constexpr,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-    BLOCK_R: tl.constexpr,
-    RANK_PAD: tl.constexpr,
-    WIDE_SPLIT: tl.constexpr,
-    WIDE_K_STEPS: tl.constexpr,
-    N_GROUP: tl.constexpr,
-    REDUCE_IN_EXPAND: tl.constexpr,
-    WIDE_REDUCE_IN_EXPAND: tl.constexpr,
-    ADD_INPUTS: tl.constexpr,
-    DORA: tl.constexpr,
-    UPCAST_DOT: tl.constexpr,
-    SOLO: tl.constexpr,
-):
-    """The kernel: a solo launch (expand jobs only, see :mod:`.solo`) or a split one."""
-    if SOLO:
-        solo_loop(
-            x_ptr, y_ptr, a0_ptr, a1_ptr, a2_ptr, b0_ptr, b1_ptr, b2_ptr, nb0_ptr, nb1_ptr,
-            nb2_ptr, tiles_ptr, n0, n1, n2, m_rows, k_dim, stride_xm, stride_xk, stride_ym,
-            stride_yn, a_slot_stride, a_row_stride, b_row_stride, nb_row_stride, y_col_offset,
-            min_rank, scale, dora_ptr, dora_on_ptr, dora_stride, NUM_SLICES, K_SPLIT, BLOCK_M,
-            BLOCK_N, BLOCK_K, BLOCK_R, RANK_PAD, N_GROUP, ADD_INPUTS, DORA, UPCAST_DOT,
-        )  # fmt: skip
-    else:
-        ticket_loop(
-            x_ptr, y_ptr, a0_ptr, a1_ptr, a2_ptr, b0_ptr, b1_ptr, b2_ptr, nb0_ptr, nb1_ptr,
-            nb2_ptr, tiles_ptr, part_ptr, inter_ptr, ctr_ptr, n0, n1, n2, m_rows, k_dim,
-            stride_xm, stride_xk, stride_ym, stride_yn, a_slot_stride, a_row_stride,
-            b_row_stride, nb_row_stride, y_col_offset, pair_cap, min_rank, split_jobs, scale,
-            dora_ptr, dora_on_ptr, dora_stride, NUM_SLICES, K_SPLIT, K_ITERS, BLOCK_M, BLOCK_N,
-            BLOCK_K, BLOCK_R, RANK_PAD, WIDE_SPLIT, WIDE_K_STEPS, N_GROUP, REDUCE_IN_EXPAND,
-            WIDE_REDUCE_IN_EXPAND, ADD_INPUTS, DORA, UPCAST_DOT,
-        )  # fmt: skip

@@ -1,6 +1,5 @@
-"""The fused kernel's shrink: ``x @ A[slot].T`` over one K chunk of a (tile, slice) pair, stored
-as float32 partials whose arrival the expand jobs wait for; and over the whole input width in one
-program, for a solo launch's expand job (:func:`solo_shrink`)."""
+"""The fused kernel's shrink jobs: ``x @ A[slot].T`` over one K chunk of a (tile, slice) pair,
+stored as float32 partials whose arrival the expand jobs wait for."""
 
 from __future__ import annotations
 
@@ -76,42 +75,6 @@ def shrink_partial(  # type: ignore[no-untyped-def]
                 stride_xk, a_row_stride, R, UPCAST_DOT,
             )  # fmt: skip
     return acc
-
-
-def solo_shrink(  # type: ignore[no-untyped-def]
-    x_ptr,
-    a_base,
-    tok64,
-    m_mask,
-    rank,
-    r0,
-    k_dim,
-    stride_xm,
-    stride_xk,
-    a_row_stride,
-    scale,
-    K_STEPS: tl.constexpr,
-    BLOCK_M: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-    R: tl.constexpr,
-    UPCAST_DOT: tl.constexpr,
-):
-    """Rank columns ``r0 .. r0 + R`` of a tile's scaled intermediate, in the weights' dtype,
-    computed by one program over the whole input width (``K_STEPS`` steps of ``BLOCK_K``, the
-    loop software-pipelined by the launch's stages).
-
-    The float32 sum runs in the order the split kernel's is (each K chunk's product, then the
-    chunks in order, from zero), so with the same K steps both round to the same values.
-    """
-    a_rows = a_base + r0 * a_row_stride
-    offs_k = tl.arange(0, BLOCK_K)
-    acc = tl.full((BLOCK_M, R), 0.0, tl.float32)
-    for step in range(K_STEPS):
-        acc += shrink_step(
-            x_ptr, a_rows, tok64, m_mask, rank - r0, offs_k + step * BLOCK_K, k_dim, stride_xm,
-            stride_xk, a_row_stride, R, UPCAST_DOT,
-        )  # fmt: skip
-    return (acc * scale).to(a_base.dtype.element_ty)
 
 
 def shrink_job(  # type: ignore[no-untyped-def]
