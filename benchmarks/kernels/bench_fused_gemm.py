@@ -1,0 +1,261 @@
+"""Is LoRA nearly free inside the base GEMM? A prototype measured against what serving does now.
+
+Issue 20's 64-concurrent target needs LoRA at about 2 µs a projection. Our launch after the base
+GEMM costs 7-13 µs whatever its work (benchmarks/README.md, tenth and eleventh windows): its own
+chain of dependent round trips. Overlapping it with the GEMM and shortening the chain have been
+tried. This benchmark measures the remaining direction, fewer launches: a Triton GEMM that adds
+one adapter's LoRA in the same launch. Its K loop multiplies the ``x`` tile it already loaded by
+A beside W (``x @ A.T`` costs A's tile, not another pass over ``x``). Its epilogue adds
+``(x A.T) B.T`` for its own output columns before the one store.
+
+It times, per projection of the Llama-3-8B shape (one adapter of rank 16, all rows):
+
+- ``cublas``: ``x @ W.T`` by cuBLAS (``torch.mm``), the base layer as vLLM runs it;
+- ``cublas+ours``: that, then our fused LoRA launch (``launch_fused_lora``): serving today;
+- ``triton``: the prototype with LoRA compiled out: is a Triton GEMM as fast as cuBLAS here?
+- ``triton+lora``: the prototype with the adapter in: what LoRA costs inside the GEMM.
+
+Each is the best of a few tile shapes, timed in one CUDA graph over a pool of weight copies
+larger than L2 (every call reads W from HBM, as a served step does), median of the replays.
+The prototype's output is checked against a float64 reference first. **A prototype, not product
+code:** one adapter for all rows (the multi-adapter form would take its token tiles from our
+work list), bf16, no quantized bases; serving would need the plugin to replace vLLM's LoRA
+linear layers' base ``apply``, which the Punica wrapper does not see.
+
+    python benchmarks/kernels/bench_fused_gemm.py [--ms 8 64] [--out results.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import hi_moe_lora.kernels.triton_kernel as fused_launcher
+from hi_moe_lora.kernels.worklist import WorkListBuffers
+
+# Serving compiles a layer's prefill variants on its first call; this benchmark times decode
+# sizes only.
+fused_launcher.precompile_prefill_variants = lambda *args, **kwargs: 0
+
+#: (input width, output width) of the Llama-3-8B projections (packed ones as one matrix).
+SHAPES = {
+    "qkv": (4096, 6144),
+    "o": (4096, 4096),
+    "gate_up": (4096, 28672),
+    "down": (14336, 4096),
+}
+RANK = 16
+#: Weight bytes the copies of one case must exceed (twice an H200's L2).
+POOL_BYTES = 2 * 60 * 2**20
+#: Tile shapes tried for the prototype: (BLOCK_N, BLOCK_K, stages).
+TILES = ((32, 128, 4), (64, 128, 4), (32, 256, 3), (64, 64, 6))
+
+
+def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
+    x_ptr,
+    w_ptr,
+    a_ptr,
+    b_ptr,
+    y_ptr,
+    m,
+    n,
+    k,
+    scale,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    R: tl.constexpr,
+    LORA: tl.constexpr,
+):
+    """``y = x @ W.T (+ scale * (x @ A.T) @ B.T)`` for one tile of ``BLOCK_N`` output columns
+    and all ``m`` rows; W is ``(n, k)``, A ``(R, k)``, B ``(n, R)``, all row-major."""
+    offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_m = tl.arange(0, BLOCK_M)
+    rows = tl.arange(0, R)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
+    lora = tl.zeros((BLOCK_M, R), tl.float32)
+    for k0 in range(0, k, BLOCK_K):
+        offs_k = k0 + tl.arange(0, BLOCK_K)
+        xt = tl.load(x_ptr + offs_m[:, None] * k + offs_k[None, :], mask=offs_m[:, None] < m)
+        wt = tl.load(w_ptr + offs_n[None, :] * k + offs_k[:, None])
+        acc = tl.dot(xt, wt, acc)
+        if LORA:
+            at = tl.load(a_ptr + rows[None, :] * k + offs_k[:, None])
+            lora = tl.dot(xt, at, lora)
+    if LORA:
+        inter = (lora * scale).to(x_ptr.dtype.element_ty)
+        bt = tl.load(b_ptr + offs_n[None, :] * R + rows[:, None])
+        acc = tl.dot(inter, bt, acc)
+    tl.store(
+        y_ptr + offs_m[:, None] * n + offs_n[None, :],
+        acc.to(y_ptr.dtype.element_ty),
+        mask=offs_m[:, None] < m,
+    )
+
+
+gemm_lora_kernel: Any = triton.jit(_gemm_lora_kernel)
+
+
+def gemm_lora(
+    x: torch.Tensor,
+    w: torch.Tensor,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    y: torch.Tensor,
+    scale: float,
+    tile: tuple[int, int, int],
+    lora: bool,
+) -> None:
+    block_n, block_k, stages = tile
+    m, k = x.shape
+    n = w.shape[0]
+    block_m = max(16, triton.next_power_of_2(m))
+    gemm_lora_kernel[(n // block_n,)](
+        x, w, a, b, y, m, n, k, scale, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
+        R=RANK, LORA=lora, num_warps=4, num_stages=stages,
+    )  # fmt: skip
+
+
+def graph_us(calls: list[Any], replays: int) -> float:
+    """Median µs per call of ``calls`` captured in one CUDA graph."""
+    for call in calls:
+        call()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for call in calls:
+            call()
+    times = []
+    for _ in range(replays):
+        start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+        end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1000.0 / len(calls))
+    return float(statistics.median(times))
+
+
+def run_case(shape: str, m: int, replays: int) -> dict[str, Any]:
+    k, n = SHAPES[shape]
+    gen = torch.Generator(device="cuda").manual_seed(m * 31 + k)
+    copies = max(2, -(-POOL_BYTES // (n * k * 2)))
+    dtype = torch.bfloat16
+
+    def rand(*size: int, std: float) -> torch.Tensor:
+        return (torch.randn(*size, generator=gen, device="cuda") * std).to(dtype)
+
+    pool = [
+        (
+            rand(m, k, std=1.0),
+            rand(n, k, std=k**-0.5),
+            rand(RANK, k, std=k**-0.5),
+            rand(n, RANK, std=RANK**-0.5),
+            torch.empty(m, n, dtype=dtype, device="cuda"),
+        )
+        for _ in range(copies)
+    ]
+    scale = 2.0
+    x, w, a, b, y = pool[0]
+    exact = x.double() @ w.double().T
+    delta = ((x.double() @ a.double().T) * scale).to(dtype).double() @ b.double().T
+    errors = {}
+    for tile in TILES:
+        gemm_lora(x, w, a, b, y, scale, tile, lora=True)
+        errors[tile] = float((y.double() - exact - delta).abs().max())
+    cublas_err = float((torch.mm(x, w.T).double() - exact).abs().max())
+    work = WorkListBuffers(max(m, 16), 1, "cuda")
+    work.update(torch.zeros(m, dtype=torch.int64).numpy(), [RANK])
+
+    def stacked(t: torch.Tensor) -> torch.Tensor:
+        return t[None, None].contiguous()
+
+    ours = [(stacked(a), stacked(b)) for _, _, a, b, _ in pool]
+    times: dict[str, Any] = {
+        "cublas": graph_us([lambda c=c: torch.mm(c[0], c[1].T, out=c[4]) for c in pool], replays),
+        "cublas+ours": graph_us(
+            [
+                call
+                for c, (sa, sb) in zip(pool, ours, strict=True)
+                for call in (
+                    lambda c=c: torch.mm(c[0], c[1].T, out=c[4]),
+                    lambda c=c, sa=sa, sb=sb: fused_launcher.launch_fused_lora(
+                        c[4], c[0], [sa], [sb], work.tiles, work.counters, scale
+                    ),
+                )
+            ],
+            replays,
+        )
+        * 2,  # (two calls a copy)
+    }
+    for lora, name in ((False, "triton"), (True, "triton+lora")):
+        best = None
+        for tile in TILES:
+            us = graph_us(
+                [
+                    lambda c=c, tile=tile, lora=lora: gemm_lora(
+                        c[0], c[1], c[2], c[3], c[4], 2.0, tile, lora
+                    )
+                    for c in pool
+                ],
+                replays,
+            )
+            if best is None or us < best[0]:
+                best = (us, tile)
+        assert best is not None
+        times[name] = best[0]
+        times[f"{name} tile"] = list(best[1])
+    return {
+        "shape": shape,
+        "m": m,
+        "us": times,
+        "max_err_triton_lora": max(errors.values()),
+        "max_err_cublas_base": cublas_err,
+        "copies": copies,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ms", type=int, nargs="+", default=[8, 64])
+    parser.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES))
+    parser.add_argument("--replays", type=int, default=30)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        parser.error("needs a CUDA GPU")
+    rows = []
+    print(
+        "| shape | M | cuBLAS | cuBLAS + ours | Triton GEMM | Triton GEMM + LoRA "
+        "| LoRA adds, ours | LoRA adds, fused |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for shape in args.shapes:
+        for m in args.ms:
+            row = run_case(shape, m, args.replays)
+            rows.append(row)
+            t = row["us"]
+            print(
+                f"| {shape} | {m} | {t['cublas']:.1f} | {t['cublas+ours']:.1f} | "
+                f"{t['triton']:.1f} | {t['triton+lora']:.1f} | "
+                f"{t['cublas+ours'] - t['cublas']:.1f} | {t['triton+lora'] - t['triton']:.1f} |",
+                flush=True,
+            )
+    if args.out is not None:
+        args.out.write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
