@@ -110,7 +110,7 @@ def _run_worker(
     return rows
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tree", action="append", default=[], help="NAME=PATH (repeatable)")
     parser.add_argument(
@@ -134,7 +134,7 @@ def main() -> int:
     )
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--compile-only", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     cases = args.cases.split(",")
     if args.worker is not None:
         _worker(args.worker, cases, args.replays, not args.compile_only)
@@ -142,10 +142,11 @@ def main() -> int:
     trees = dict(item.split("=", 1) for item in args.tree)
     if not trees:
         parser.error("give at least one --tree NAME=PATH")
-    TREE_ENV.update(_tree_env(args.tree_env))
-    unknown = set(TREE_ENV) - set(trees)
+    tree_env = _tree_env(args.tree_env)
+    unknown = set(tree_env) - set(trees)
     if unknown:
         parser.error(f"--tree-env names trees not given: {sorted(unknown)}")
+    TREE_ENV.update(tree_env)
     cache = args.cache or Path(tempfile.mkdtemp(prefix="ab-kernels-"))
     # Compile every (tree, case) in parallel; the timing runs then hit the caches.
     jobs = [(name, Path(path), case) for name, path in trees.items() for case in cases]

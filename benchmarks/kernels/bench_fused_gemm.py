@@ -82,8 +82,8 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
     offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_m = tl.arange(0, BLOCK_M)
     rows = tl.arange(0, R)
-    acc = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
-    lora = tl.zeros((BLOCK_M, R), tl.float32)
+    acc = tl.full((BLOCK_M, BLOCK_N), 0.0, tl.float32)
+    lora = tl.full((BLOCK_M, R), 0.0, tl.float32)
     for k0 in range(0, k, BLOCK_K):
         offs_k = k0 + tl.arange(0, BLOCK_K)
         xt = tl.load(x_ptr + offs_m[:, None] * k + offs_k[None, :], mask=offs_m[:, None] < m)
