@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -40,6 +39,9 @@ import triton.language as tl
 from triton.runtime.errors import OutOfResources
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_lora import _graph_time  # type: ignore[import-not-found]  # (timed the same way)
 
 import hi_moe_lora.kernels.triton_kernel as fused_launcher
 from hi_moe_lora.kernels.worklist import WorkListBuffers
@@ -130,27 +132,6 @@ def gemm_lora(
     )  # fmt: skip
 
 
-def graph_us(calls: list[Any], replays: int) -> float:
-    """Median µs per call of ``calls`` captured in one CUDA graph."""
-    for call in calls:
-        call()
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for call in calls:
-            call()
-    times = []
-    for _ in range(replays):
-        start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
-        end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1000.0 / len(calls))
-    return float(statistics.median(times))
-
-
 def run_case(shape: str, m: int, replays: int) -> dict[str, Any]:
     k, n = SHAPES[shape]
     gen = torch.Generator(device="cuda").manual_seed(m * 31 + k)
@@ -191,8 +172,10 @@ def run_case(shape: str, m: int, replays: int) -> dict[str, Any]:
 
     ours = [(stacked(a), stacked(b)) for _, _, a, b, _ in pool]
     times: dict[str, Any] = {
-        "cublas": graph_us([lambda c=c: torch.mm(c[0], c[1].T, out=c[4]) for c in pool], replays),
-        "cublas+ours": graph_us(
+        "cublas": _graph_time(
+            [lambda c=c: torch.mm(c[0], c[1].T, out=c[4]) for c in pool], replays
+        ),
+        "cublas+ours": _graph_time(
             [
                 call
                 for c, (sa, sb) in zip(pool, ours, strict=True)
@@ -210,7 +193,7 @@ def run_case(shape: str, m: int, replays: int) -> dict[str, Any]:
     for lora, name in ((False, "triton"), (True, "triton+lora")):
         best = None
         for tile in tiles:
-            us = graph_us(
+            us = _graph_time(
                 [
                     lambda c=c, tile=tile, lora=lora: gemm_lora(
                         c[0], c[1], c[2], c[3], c[4], 2.0, tile, lora
