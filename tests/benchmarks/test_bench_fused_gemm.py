@@ -24,9 +24,12 @@ def _interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize(("m", "k", "n"), [(3, 256, 64), (16, 128, 96), (40, 192, 64)])
 @pytest.mark.parametrize("lora", [False, True])
-def test_the_prototype_computes_the_gemm_and_its_lora(m: int, k: int, n: int, lora: bool) -> None:
+@pytest.mark.parametrize("rows", [16, 64])
+def test_the_prototype_computes_the_gemm_and_its_lora(
+    m: int, k: int, n: int, lora: bool, rows: int
+) -> None:
     """``x W^T`` (plus ``scale (x A^T) B^T`` with LoRA) for every row, rows past ``m`` of the
-    row tile masked, over K steps of 64."""
+    row tile (the call's rows rounded up, or at least ``rows``) masked, over K steps of 64."""
     device = "cuda" if torch.cuda.is_available() else "cpu"
     gen = torch.Generator().manual_seed(m + k)
     x, w = torch.randn(m, k, generator=gen), torch.randn(n, k, generator=gen) / k**0.5
@@ -34,7 +37,7 @@ def test_the_prototype_computes_the_gemm_and_its_lora(m: int, k: int, n: int, lo
     b = torch.randn(n, bench.RANK, generator=gen) / bench.RANK**0.5
     x, w, a, b = (t.to(device) for t in (x, w, a, b))
     y = torch.full((m, n), float("nan"), device=device)
-    bench.gemm_lora(x, w, a, b, y, 0.5, (32, 64, 2), lora)
+    bench.gemm_lora(x, w, a, b, y, 0.5, (32, 64, 2, rows), lora)
     ref = x.double() @ w.double().T
     if lora:
         ref += 0.5 * (x.double() @ a.double().T) @ b.double().T
