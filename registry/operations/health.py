@@ -238,6 +238,8 @@ class HealthMonitor:
         state = self._state[replica.url]
         was_up = state.health.up
         started = time.perf_counter()
+        # (names loaded while the listing is read, by a warm-up or a request, are kept by it)
+        read_since = self._loaded.now()
         problem, models = await self._server_problem(replica)
         latency_ms = (time.perf_counter() - started) * 1000.0
         now = datetime.now(timezone.utc)
@@ -254,7 +256,9 @@ class HealthMonitor:
         # before any probe: a probe (or warm-up) must meet the registry's weights
         bindings = await self._bindings.check(replica, cards, registered)
         removed = {f.served_name for f in bindings.foreign if f.removed}
-        self._loaded.replace(replica.url, [c.name for c in cards if c.name not in removed])
+        self._loaded.replace(
+            replica.url, [c.name for c in cards if c.name not in removed], read_since
+        )
         for name in await self._engine_adapters(replica):
             if name not in removed:
                 self._loaded.mark(replica.url, name)
