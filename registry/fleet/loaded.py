@@ -53,6 +53,10 @@ class LoadedAdapters:
         kept = {name: at for name, at in marked.items() if at >= read_since > LISTED}
         self._names[replica_url] = dict.fromkeys(served_names, LISTED) | kept
 
+    def unload(self, replica_url: str, served_name: str) -> None:
+        """``served_name`` was unloaded from ``replica_url`` (whenever it was marked)."""
+        self._names.get(replica_url, {}).pop(served_name, None)
+
     def forget(self, replica_url: str) -> None:
         """The replica went away: whatever it had loaded is gone with it."""
         self._names.pop(replica_url, None)

@@ -259,6 +259,8 @@ class HealthMonitor:
         self._loaded.replace(
             replica.url, [c.name for c in cards if c.name not in removed], read_since
         )
+        for name in removed:  # (unloaded after the listing: a mark made meanwhile is stale)
+            self._loaded.unload(replica.url, name)
         for name in await self._engine_adapters(replica):
             if name not in removed:
                 self._loaded.mark(replica.url, name)

@@ -55,3 +55,16 @@ def test_a_later_listing_without_the_name_drops_an_older_mark() -> None:
     loaded.replace("http://a", ["y@1.0.0"], loaded.now())
     assert loaded.names("http://a") == frozenset({"y@1.0.0"})
     assert not loaded.knows("http://a", "x@1.0.0")
+
+
+def test_an_unloaded_name_is_gone_whenever_it_was_marked() -> None:
+    clock = _Clock()
+    loaded = LoadedAdapters(clock)
+    read_since = loaded.now()
+    clock.t = 101.0
+    loaded.mark("http://a", "foreign@1.0.0")
+    loaded.replace("http://a", [], read_since)
+    assert loaded.knows("http://a", "foreign@1.0.0")  # marked during the reading: kept
+    loaded.unload("http://a", "foreign@1.0.0")
+    assert not loaded.knows("http://a", "foreign@1.0.0")
+    loaded.unload("http://never-seen", "x@1.0.0")
