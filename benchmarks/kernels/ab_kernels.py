@@ -79,10 +79,6 @@ def _worker(tree: Path, cases: list[str], replays: int, time_them: bool) -> None
         print(json.dumps({"case": case, "us": us, "err": err}), flush=True)
 
 
-#: Extra environment of a tree's workers, by tree name (``--tree-env``).
-TREE_ENV: dict[str, dict[str, str]] = {}
-
-
 def _tree_env(items: list[str]) -> dict[str, dict[str, str]]:
     """``NAME:KEY=VALUE`` items as each tree's extra environment."""
     out: dict[str, dict[str, str]] = {}
@@ -96,10 +92,17 @@ def _tree_env(items: list[str]) -> dict[str, dict[str, str]]:
 
 
 def _run_worker(
-    name: str, tree: Path, cases: list[str], replays: int, time_them: bool, cache: Path
+    name: str,
+    tree: Path,
+    cases: list[str],
+    replays: int,
+    time_them: bool,
+    cache: Path,
+    extra_env: dict[str, str],
 ) -> list[dict[str, Any]]:
+    """Run the worker for tree ``name`` under the environment plus ``extra_env``."""
     env = dict(os.environ, TRITON_CACHE_DIR=str(cache / name), PYTHONUNBUFFERED="1")
-    env.update(TREE_ENV.get(name, {}))
+    env.update(extra_env)
     argv = [sys.executable, __file__, "--worker", str(tree), "--cases", ",".join(cases)]
     argv += ["--replays", str(replays)] + ([] if time_them else ["--compile-only"])
     done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
@@ -146,14 +149,16 @@ def main(argv: list[str] | None = None) -> int:
     unknown = set(tree_env) - set(trees)
     if unknown:
         parser.error(f"--tree-env names trees not given: {sorted(unknown)}")
-    TREE_ENV.update(tree_env)
     cache = args.cache or Path(tempfile.mkdtemp(prefix="ab-kernels-"))
     # Compile every (tree, case) in parallel; the timing runs then hit the caches.
     jobs = [(name, Path(path), case) for name, path in trees.items() for case in cases]
     with ThreadPoolExecutor(args.jobs) as pool:
         errors = list(
             pool.map(
-                lambda job: _run_worker(job[0], job[1], [job[2]], 1, False, cache)[0]["err"], jobs
+                lambda job: _run_worker(
+                    job[0], job[1], [job[2]], 1, False, cache, tree_env.get(job[0], {})
+                )[0]["err"],
+                jobs,
             )
         )
     err = {(name, case): e for (name, _, case), e in zip(jobs, errors, strict=True)}
@@ -165,7 +170,10 @@ def main(argv: list[str] | None = None) -> int:
     for round_index in range(args.rounds):
         order = names if round_index % 2 == 0 else names[::-1]
         for name in order:
-            for row in _run_worker(name, Path(trees[name]), cases, args.replays, True, cache):
+            rows = _run_worker(
+                name, Path(trees[name]), cases, args.replays, True, cache, tree_env.get(name, {})
+            )
+            for row in rows:
                 times.setdefault((name, row["case"]), []).append(row["us"])
         print(f"round {round_index + 1} done", flush=True)
     header = "| case | " + " | ".join(names) + " |"

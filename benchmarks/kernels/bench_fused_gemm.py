@@ -208,7 +208,7 @@ def run_case(shape: str, m: int, replays: int) -> dict[str, Any]:
             us = _graph_time(
                 [
                     lambda c=c, tile=tile, lora=lora: gemm_lora(
-                        c[0], c[1], c[2], c[3], c[4], 2.0, tile, lora
+                        c[0], c[1], c[2], c[3], c[4], scale, tile, lora
                     )
                     for c in pool
                 ],

@@ -256,10 +256,8 @@ class HealthMonitor:
         # before any probe: a probe (or warm-up) must meet the registry's weights
         bindings = await self._bindings.check(replica, cards, registered)
         removed = {f.served_name for f in bindings.foreign if f.removed}
-        self._loaded.replace(
-            replica.url, [c.name for c in cards if c.name not in removed], read_since
-        )
-        for name in removed:  # (unloaded after the listing: a mark made meanwhile is stale)
+        self._loaded.replace(replica.url, [c.name for c in cards], read_since)
+        for name in removed:  # (unloaded after the listing, whenever it was marked)
             self._loaded.unload(replica.url, name)
         for name in await self._engine_adapters(replica):
             if name not in removed:
