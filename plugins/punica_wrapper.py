@@ -15,6 +15,11 @@ Kept from vLLM on purpose:
   :mod:`hi_moe_lora.kernels.prompt_logits` instead;
 - ``add_lora_embedding``: an expand-only gather, no shrink to fuse.
 
+With ``HI_MOE_LORA_FUSED_GEMM=on``, :meth:`HiMoePunicaWrapperGPU.base_and_lora_linear` also
+serves a LoRA layer's base GEMM (:mod:`plugins.fused_gemm` routes vLLM's layers to it): the
+``hi_moe_lora::gemm_lora_linear`` op, which carries the step's most frequent adapter's LoRA in
+the GEMM at decode sizes and leaves the other adapters to the launch after it.
+
 Per step (``update_metadata``, eager, before the forward) the wrapper rebuilds the work list in
 its persistent buffers and refreshes the real ranks of the slots whose adapter changed, and
 their narrow copies of B (:mod:`hi_moe_lora.kernels.narrow_b`; ``HI_MOE_LORA_NARROW_B``).
@@ -36,13 +41,17 @@ from typing import Any
 
 import torch
 from vllm.lora.punica_wrapper.punica_gpu import PunicaWrapperGPU
+from vllm.model_executor.layers.linear import UnquantizedLinearMethod
 
+import hi_moe_lora.kernels.gemm_op  # (registers hi_moe_lora::gemm_lora_linear)
 import hi_moe_lora.kernels.ops
 import hi_moe_lora.kernels.reference_op  # noqa: F401  (registers ...lora_linear_float64)
 from hi_moe_lora.kernels.config import BLOCK_M_LARGE, BLOCK_M_SMALL
+from hi_moe_lora.kernels.gemm_lora import FUSED_GEMM_ROWS
 from hi_moe_lora.kernels.prompt_logits import LogitsLoRA
 from hi_moe_lora.kernels.ranks import SlotRanks
 from hi_moe_lora.kernels.worklist import MAX_SLICES, WorkListBuffers, token_slots_from_mapping
+from plugins.dora import LIVE_FLAGS, SCALE_TABLE
 from plugins.settings import PluginSettings, PluginSettingsError
 
 logger = logging.getLogger(__name__)
@@ -55,6 +64,14 @@ def _narrow_b_setting() -> bool:
         return PluginSettings.from_env().narrow_b
     except PluginSettingsError:
         return True
+
+
+def _fused_gemm_setting() -> bool:
+    """``HI_MOE_LORA_FUSED_GEMM`` (off unless the plugin's settings say on)."""
+    try:
+        return PluginSettings.from_env().fused_gemm
+    except PluginSettingsError:
+        return False
 
 
 class HiMoePunicaWrapperGPU(PunicaWrapperGPU):  # type: ignore[misc]
@@ -73,17 +90,22 @@ class HiMoePunicaWrapperGPU(PunicaWrapperGPU):  # type: ignore[misc]
         super().__init__(max_num_batched_tokens, max_batches, device, **kwargs)
         lora_config = kwargs["lora_config"]
         num_slots = int(lora_config.max_loras)
-        self._hm_work = WorkListBuffers(max_num_batched_tokens, num_slots, device)
+        self._hm_fused_gemm = _fused_gemm_setting()
+        self._hm_work = WorkListBuffers(
+            max_num_batched_tokens, num_slots, device, fused_slot=self._hm_fused_gemm
+        )
         narrow_b = _narrow_b_setting()
         self._hm_ranks = SlotRanks(
             num_slots, int(lora_config.max_lora_rank), device, narrow_b=narrow_b
         )
         self._hm_logits = LogitsLoRA()
         logger.info(
-            "hi-moe-lora fused LoRA kernels active (%d slots, max rank %d, narrow B copies %s)",
+            "hi-moe-lora fused LoRA kernels active (%d slots, max rank %d, narrow B copies %s, "
+            "LoRA in the base GEMM %s)",
             num_slots,
             int(lora_config.max_lora_rank),
             "on" if narrow_b else "off",
+            "on" if self._hm_fused_gemm else "off",
         )
 
     def update_metadata(
@@ -99,6 +121,33 @@ class HiMoePunicaWrapperGPU(PunicaWrapperGPU):  # type: ignore[misc]
         ranks = self._hm_ranks.refresh(lora_index_to_id)
         slots = token_slots_from_mapping(mapping.index_mapping, lora_index_to_id)
         self._hm_work.update(slots, ranks)
+
+    def base_and_lora_linear(
+        self, layer: Any, x: torch.Tensor, bias: torch.Tensor | None
+    ) -> torch.Tensor | None:
+        """A LoRA layer's whole output (base GEMM and LoRA, one op) when the fused GEMM is on
+        and the layer's base is an unquantized matrix without bias; None: vLLM's own path."""
+        work = self._hm_work
+        if work.fused_slot is None or bias is not None or x.dim() != 2:
+            return None
+        base: Any = getattr(layer, "base_layer", None)
+        if type(getattr(base, "quant_method", None)) is not UnquantizedLinearMethod:
+            return None
+        weight = base.weight
+        lora_a, lora_b = layer.lora_a_stacked, layer.lora_b_stacked
+        if weight.dim() != 2 or not 1 <= len(lora_a) <= MAX_SLICES:
+            return None
+        meta = self.token_mapping_meta
+        y = torch.empty(x.shape[0], weight.shape[0], dtype=x.dtype, device=x.device)
+        torch.ops.hi_moe_lora.gemm_lora_linear(
+            y, x, weight, list(lora_a), list(lora_b),
+            work.tiles[BLOCK_M_SMALL], work.tiles[BLOCK_M_LARGE],
+            work.rest_tiles[BLOCK_M_SMALL], work.rest_tiles[BLOCK_M_LARGE],
+            meta.token_lora_mapping, work.fused_slot, self._hm_ranks.ranks, work.counters,
+            meta.no_lora_flag_cpu, 1.0, FUSED_GEMM_ROWS[0], FUSED_GEMM_ROWS[1],
+            getattr(layer, SCALE_TABLE, None), getattr(layer, LIVE_FLAGS, None),
+        )  # fmt: skip
+        return y
 
     def add_lora_logits(
         self,

@@ -20,6 +20,10 @@ Variables (all optional):
 - ``HI_MOE_LORA_NARROW_B``: ``on`` (default) or ``off``: under ``--max-lora-rank`` above 16, keep
   a copy of every slot's first 16 rank columns of B (a quarter of B's memory again under max rank
   64) so adapters of rank 16 or less read B in whole rows (:mod:`hi_moe_lora.kernels.narrow_b`).
+- ``HI_MOE_LORA_FUSED_GEMM``: ``off`` (default) or ``on``: decode-sized calls of unquantized
+  LoRA layers run their base GEMM in our Triton kernel with the step's most frequent adapter's
+  LoRA inside it (:mod:`hi_moe_lora.kernels.gemm_lora`), instead of cuBLAS then our launch.
+  Off until it is measured end to end (benchmarks/README.md).
 - ``HI_MOE_LORA_ARTIFACT_CACHE_DIR``: an absolute directory where the resolver keeps adapter
   versions it downloads from the control plane (``/admin/v1/artifacts/...``) when the
   registry's path does not exist on this host. Unset: shared file system only (the path must
@@ -41,6 +45,7 @@ ENV_RESOLVER_TIMEOUT_S = "HI_MOE_LORA_RESOLVER_TIMEOUT_S"
 ENV_KERNELS = "HI_MOE_LORA_KERNELS"
 ENV_DORA = "HI_MOE_LORA_DORA"
 ENV_NARROW_B = "HI_MOE_LORA_NARROW_B"
+ENV_FUSED_GEMM = "HI_MOE_LORA_FUSED_GEMM"
 ENV_RESOLVER_TOKEN = "HI_MOE_LORA_RESOLVER_TOKEN"
 ENV_ARTIFACT_CACHE_DIR = "HI_MOE_LORA_ARTIFACT_CACHE_DIR"
 ENV_ARTIFACT_CACHE_BYTES = "HI_MOE_LORA_ARTIFACT_CACHE_BYTES"
@@ -70,6 +75,7 @@ class PluginSettings:
     kernels: KernelsChoice = "ours"
     dora: bool = True
     narrow_b: bool = True
+    fused_gemm: bool = False
     #: Never in ``repr`` (the settings may be logged).
     resolver_token: str | None = field(default=None, repr=False)
     #: Where fetched adapter versions are kept; ``None``: shared file system only.
@@ -93,6 +99,7 @@ class PluginSettings:
             kernels=_kernels(env.get(ENV_KERNELS, "")),
             dora=_on_off(ENV_DORA, env.get(ENV_DORA, "")),
             narrow_b=_on_off(ENV_NARROW_B, env.get(ENV_NARROW_B, "")),
+            fused_gemm=_on_off(ENV_FUSED_GEMM, env.get(ENV_FUSED_GEMM, ""), default="off"),
             resolver_token=env.get(ENV_RESOLVER_TOKEN, "").strip() or None,
             artifact_cache_dir=_cache_dir(env.get(ENV_ARTIFACT_CACHE_DIR, "")),
             artifact_cache_bytes=parse_bytes(env.get(ENV_ARTIFACT_CACHE_BYTES, "")),
@@ -105,6 +112,7 @@ class PluginSettings:
             ENV_KERNELS: self.kernels,
             ENV_DORA: "on" if self.dora else "off",
             ENV_NARROW_B: "on" if self.narrow_b else "off",
+            ENV_FUSED_GEMM: "on" if self.fused_gemm else "off",
         }
         if self.registry_url is not None:
             env[ENV_REGISTRY_URL] = self.registry_url
@@ -138,8 +146,8 @@ def _timeout(raw: str) -> float:
     return seconds
 
 
-def _on_off(name: str, raw: str) -> bool:
-    value = raw.strip().lower() or "on"
+def _on_off(name: str, raw: str, default: str = "on") -> bool:
+    value = raw.strip().lower() or default
     if value not in ("on", "off"):
         raise PluginSettingsError(name, raw, "on or off")
     return value == "on"

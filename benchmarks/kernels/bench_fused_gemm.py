@@ -22,7 +22,14 @@ code:** one adapter for all rows (the multi-adapter form would take its token ti
 work list), bf16, no quantized bases; serving would need the plugin to replace vLLM's LoRA
 linear layers' base ``apply``, which the Punica wrapper does not see.
 
+With ``--product`` it times the product instead (:mod:`hi_moe_lora.kernels.gemm_op`, what
+``HI_MOE_LORA_FUSED_GEMM=on`` serves): the ``hi_moe_lora::gemm_lora_linear`` op with 16 slots
+of rank 16 and the projection's real slices, one adapter for all rows or 16 adapters in turn
+(the most frequent one's LoRA in the GEMM, the others' in our launch on the rest list), against
+cuBLAS then the ``hi_moe_lora::lora_linear`` op (serving without it).
+
     python benchmarks/kernels/bench_fused_gemm.py [--ms 8 64] [--out results.json]
+    python benchmarks/kernels/bench_fused_gemm.py --product [--ms 32 64] [--adapters 1 16]
 """
 
 from __future__ import annotations
@@ -43,7 +50,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_lora import _graph_time  # type: ignore[import-not-found]  # (timed the same way)
 
+import hi_moe_lora.kernels.gemm_op  # (registers hi_moe_lora::gemm_lora_linear)
+import hi_moe_lora.kernels.ops  # noqa: F401  (registers hi_moe_lora::lora_linear)
 import hi_moe_lora.kernels.triton_kernel as fused_launcher
+from hi_moe_lora.kernels.config import BLOCK_M_LARGE, BLOCK_M_SMALL
 from hi_moe_lora.kernels.worklist import WorkListBuffers
 
 # Serving compiles a layer's prefill variants on its first call; this benchmark times decode
@@ -77,6 +87,10 @@ SMALL_M_TILES = (
     (32, 256, 3, 64),
 )
 SMALL_M = 32
+#: Output slices of the packed projections (the product's layout).
+SLICES = {"qkv": (4096, 1024, 1024), "o": (4096,), "gate_up": (14336, 14336), "down": (4096,)}
+#: Slots of the product's cases (``--max-loras``).
+PRODUCT_SLOTS = 16
 
 
 def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
@@ -229,15 +243,109 @@ def run_case(shape: str, m: int, replays: int) -> dict[str, Any]:
     }
 
 
+def run_product_case(shape: str, m: int, adapters: int, replays: int) -> dict[str, Any]:
+    """The fused-GEMM op against cuBLAS then our op, ``adapters`` adapters over ``m`` rows."""
+    k, n = SHAPES[shape]
+    widths = SLICES[shape]
+    gen = torch.Generator(device="cuda").manual_seed(m * 7 + adapters)
+    dtype = torch.bfloat16
+    copies = max(2, -(-POOL_BYTES // (n * k * 2)))
+
+    def rand(*size: int, std: float) -> torch.Tensor:
+        return (torch.randn(*size, generator=gen, device="cuda") * std).to(dtype)
+
+    pool = [
+        {
+            "x": rand(m, k, std=1.0),
+            "w": rand(n, k, std=k**-0.5),
+            "a": [rand(PRODUCT_SLOTS, 1, RANK, k, std=k**-0.5) for _ in widths],
+            "b": [rand(PRODUCT_SLOTS, 1, wd, RANK, std=RANK**-0.5) for wd in widths],
+            "y": torch.empty(m, n, dtype=dtype, device="cuda"),
+        }
+        for _ in range(copies)
+    ]
+    slots = torch.arange(m, dtype=torch.int32) % adapters
+    work = WorkListBuffers(max(m, 16), PRODUCT_SLOTS, "cuda", fused_slot=True)
+    work.update(slots.numpy(), [RANK] * PRODUCT_SLOTS)
+    assert work.fused_slot is not None
+    token_slot = slots.to("cuda")
+    ranks = torch.full((PRODUCT_SLOTS,), RANK, dtype=torch.int32, device="cuda")
+    no_lora = torch.zeros(1, dtype=torch.bool)
+    small, large = work.tiles[BLOCK_M_SMALL], work.tiles[BLOCK_M_LARGE]
+    rest_small, rest_large = work.rest_tiles[BLOCK_M_SMALL], work.rest_tiles[BLOCK_M_LARGE]
+
+    def unfused(c: dict[str, Any]) -> None:
+        torch.mm(c["x"], c["w"].T, out=c["y"])
+        torch.ops.hi_moe_lora.lora_linear(
+            c["y"], c["x"], c["a"], c["b"], small, large, ranks, work.counters, no_lora,
+            1.0, 0, True, None, None,
+        )  # fmt: skip
+
+    def fused(c: dict[str, Any]) -> None:
+        torch.ops.hi_moe_lora.gemm_lora_linear(
+            c["y"], c["x"], c["w"], c["a"], c["b"], small, large, rest_small, rest_large,
+            token_slot, work.fused_slot, ranks, work.counters, no_lora, 1.0, 1, 64, None, None,
+        )  # fmt: skip
+
+    c = pool[0]
+    unfused(c)
+    expected = c["y"].double()
+    fused(c)
+    deviation = float((c["y"].double() - expected).abs().max())
+    times = {
+        "cublas": _graph_time(
+            [lambda c=c: torch.mm(c["x"], c["w"].T, out=c["y"]) for c in pool], replays
+        ),
+        "cublas+ours": _graph_time([lambda c=c: unfused(c) for c in pool], replays),
+        "fused": _graph_time([lambda c=c: fused(c) for c in pool], replays),
+    }
+    return {
+        "shape": shape,
+        "m": m,
+        "adapters": adapters,
+        "us": times,
+        "max_diff_fused_vs_unfused": deviation,
+        "copies": copies,
+    }
+
+
+def product_main(args: argparse.Namespace) -> int:
+    rows = []
+    print(
+        "| shape | M | adapters | cuBLAS | cuBLAS + ours | fused op | LoRA adds, ours "
+        "| LoRA adds, fused | max diff |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for shape in args.shapes:
+        for m in args.ms:
+            for adapters in args.adapters:
+                row = run_product_case(shape, m, adapters, args.replays)
+                rows.append(row)
+                if args.out is not None:
+                    args.out.write_text(json.dumps(rows, indent=1))
+                t = row["us"]
+                print(
+                    f"| {shape} | {m} | {adapters} | {t['cublas']:.1f} | {t['cublas+ours']:.1f} "
+                    f"| {t['fused']:.1f} | {t['cublas+ours'] - t['cublas']:.1f} "
+                    f"| {t['fused'] - t['cublas']:.1f} | {row['max_diff_fused_vs_unfused']:.3f} |",
+                    flush=True,
+                )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ms", type=int, nargs="+", default=[8, 64])
     parser.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES))
     parser.add_argument("--replays", type=int, default=30)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--product", action="store_true", help="time the served op")
+    parser.add_argument("--adapters", type=int, nargs="+", default=[1, 16])
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         parser.error("needs a CUDA GPU")
+    if args.product:
+        return product_main(args)
     rows = []
     print(
         "| shape | M | cuBLAS | cuBLAS + ours | Triton GEMM | Triton GEMM + LoRA "

@@ -45,7 +45,7 @@ BENCH_OP = "hi_moe_lora_bench::lora_linear"
 @functools.cache  # registered once per process
 def _custom_op_twin() -> Callable[..., None]:
     """The package's op function, registered the old way (``torch.library.custom_op``)."""
-    twin = torch.library.custom_op(BENCH_OP, mutates_args=("y", "counters"))(ops._lora_linear)
+    twin = torch.library.custom_op(BENCH_OP, mutates_args=("y", "counters"))(ops.lora_linear_impl)
     twin.register_fake(ops._lora_linear_fake)
     return torch.ops.hi_moe_lora_bench.lora_linear  # type: ignore[no-any-return]
 
@@ -87,7 +87,7 @@ def measure(device: str, calls: int, rounds: int) -> dict[str, Any]:
     variants: dict[str, Callable[..., None]] = {
         "library": ops.lora_linear,
         "custom_op": _custom_op_twin(),
-        "function": ops._lora_linear,
+        "function": ops.lora_linear_impl,
     }
     samples: dict[str, list[float]] = {name: [] for name in variants}
     for round_index in range(rounds):

@@ -6,7 +6,8 @@
 #                       one window, at the cost of one server start. LABEL=... is one label.
 #                       ours | native | reference: our kernels, vLLM's (HI_MOE_LORA_KERNELS=vllm)
 #                       or float64 LoRA (=reference); ours-jit: ours launched through Triton's
-#                       JIT every call (HI_MOE_LORA_DIRECT_LAUNCH=0); a "-dual" suffix (ours-dual, native-dual)
+#                       JIT every call (HI_MOE_LORA_DIRECT_LAUNCH=0); ours-fused: ours with the
+#                       LoRA inside the base GEMM (HI_MOE_LORA_FUSED_GEMM=on); a "-dual" suffix (ours-dual, native-dual)
 #                       adds vLLM's dual-stream LoRA (VLLM_LORA_ENABLE_DUAL_STREAM=1: the LoRA of
 #                       each linear layer on a second stream beside the base GEMM)
 #   R=16|64             --max-lora-rank (the adapters stay rank 16); a label ending in -r<N>
@@ -118,6 +119,7 @@ late() {  # late NAME: true (and says so) when NAME would begin past DEADLINE_S 
 for L in $LABELS; do
   LK=$(kind_of "$L"); KIND=${LK%-dual}; DUAL=0; [ "$KIND" != "$LK" ] && DUAL=1
   DIRECT=""; [ "$KIND" = ours-jit ] && { KIND=ours; DIRECT=0; }  # our kernels through Triton's JIT
+  FUSED=off; [ "$KIND" = ours-fused ] && { KIND=ours; FUSED=on; }  # LoRA inside the base GEMM
   KERNELS=ours; [ "$KIND" = native ] && KERNELS=vllm; [ "$KIND" = reference ] && KERNELS=reference
   P=$((PORT + index)); index=$((index + 1)); SERVER_PORT[$L]=$P; PROFILER_ARGS=()
   CAPTURE_ARGS=(); [ -n "${CAPTURE_SIZES:-}" ] && CAPTURE_ARGS=(--cudagraph-capture-sizes $CAPTURE_SIZES)
@@ -125,7 +127,7 @@ for L in $LABELS; do
   # its own compile cache (servers starting together must not write one cache at once) and its
   # own range of internal ports (two servers once drew the same torch.distributed port)
   env VLLM_PLUGINS=$PLUGINS "${RESOLVER_ENV[@]}" HI_MOE_LORA_KERNELS=$KERNELS \
-    HI_MOE_LORA_DIRECT_LAUNCH=$DIRECT \
+    HI_MOE_LORA_DIRECT_LAUNCH=$DIRECT HI_MOE_LORA_FUSED_GEMM=$FUSED \
     VLLM_LORA_ENABLE_DUAL_STREAM=$DUAL VLLM_CACHE_ROOT=/tmp/vllm-cache-$L$I \
     VLLM_PORT=$((20000 + 10000 * INSTANCE + 1000 * index)) python3 -m vllm.entrypoints.cli.main \
     serve $MODEL --served-model-name base --enable-lora --max-loras $N --max-cpu-loras $((2*N)) \

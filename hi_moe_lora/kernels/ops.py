@@ -33,7 +33,7 @@ def _use_triton(x: torch.Tensor) -> bool:
     return x.is_cuda or os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
-def _lora_linear(
+def lora_linear_impl(
     y: torch.Tensor,
     x: torch.Tensor,
     lora_a: list[torch.Tensor],
@@ -118,4 +118,4 @@ def _lora_linear_fake(
     return None
 
 
-lora_linear = register_op(OP_NAME, _lora_linear, ("y", "counters"), _lora_linear_fake)
+lora_linear = register_op(OP_NAME, lora_linear_impl, ("y", "counters"), _lora_linear_fake)

@@ -19,6 +19,11 @@ The buffers also hold the kernel's synchronisation counters (``counters``: a job
 value, the ready counts of the (tile, slice) pairs, then their arrival counts, one per part of a
 wide tile's shrink). They start at zero and every launch leaves them at zero again (the program
 that takes the launch's last ticket resets them), so they are never written here.
+
+With the fused GEMM on (:mod:`.gemm_lora`), the buffers also hold the step's *fused slot* (the
+slot with the most tokens, -1 for none: its LoRA rides in the base GEMM) and a second set of
+tile lists, the *rest*, built the same way from every other slot's tokens, for the launch after
+that GEMM.
 """
 
 from __future__ import annotations
@@ -87,6 +92,15 @@ def token_slots_from_mapping(
         if lora_id is not None and lora_id > 0:
             slots[ids == lora_id] = slot
     return slots
+
+
+def dominant_slot(token_slots: npt.ArrayLike) -> int:
+    """The slot with the most tokens (the lowest of a tie), -1 when no token has an adapter."""
+    slots = np.asarray(token_slots, dtype=np.int64)
+    slots = slots[slots >= 0]
+    if not slots.size:
+        return -1
+    return int(np.argmax(np.bincount(slots)))
 
 
 def record_size(block_m: int) -> int:
@@ -159,7 +173,13 @@ class WorkListBuffers:
 
     RING = 3
 
-    def __init__(self, max_tokens: int, max_slots: int, device: torch.device | str) -> None:
+    def __init__(
+        self,
+        max_tokens: int,
+        max_slots: int,
+        device: torch.device | str,
+        fused_slot: bool = False,
+    ) -> None:
         import torch
 
         self.max_tokens = max_tokens
@@ -168,14 +188,28 @@ class WorkListBuffers:
             HEADER_SIZE + record_size(bm) * tile_capacity(max_tokens, max_slots, bm)
             for bm in BLOCK_M_CHOICES
         ]
-        self._offsets = dict(
-            zip(BLOCK_M_CHOICES, np.cumsum([0, *sizes[:-1]]).tolist(), strict=True)
-        )
+        lists = len(sizes)
+        if fused_slot:  # (the rest's lists, then the fused slot)
+            sizes = [*sizes, *sizes, 1]
+        starts = np.cumsum([0, *sizes[:-1]]).tolist()
+        self._offsets = dict(zip(BLOCK_M_CHOICES, starts[:lists], strict=True))
         self._dev = torch.zeros(sum(sizes), dtype=torch.int32, device=device)
         self.tiles: dict[int, torch.Tensor] = {
             bm: self._dev[off : off + size]
-            for (bm, off), size in zip(self._offsets.items(), sizes, strict=True)
+            for (bm, off), size in zip(self._offsets.items(), sizes, strict=False)
         }
+        #: The rest's tile lists and the fused slot (``fused_slot=True`` only).
+        self.rest_tiles: dict[int, torch.Tensor] = {}
+        self.fused_slot: torch.Tensor | None = None
+        self._rest_offsets: dict[int, int] = {}
+        if fused_slot:
+            self._rest_offsets = dict(zip(BLOCK_M_CHOICES, starts[lists:-1], strict=True))
+            self.rest_tiles = {
+                bm: self._dev[off : off + size]
+                for (bm, off), size in zip(self._rest_offsets.items(), sizes[lists:], strict=False)
+            }
+            self.fused_slot = self._dev[starts[-1] : starts[-1] + 1]
+            self._fused_offset = starts[-1]
         self.counters = torch.zeros(
             counter_size(max_tokens, max_slots), dtype=torch.int32, device=device
         )
@@ -199,6 +233,11 @@ class WorkListBuffers:
         if len(slot_ranks) < self.max_slots:
             raise WorkListError(f"{len(slot_ranks)} ranks for {self.max_slots} slots")
         work = build_worklist(slots, slot_ranks)
+        rest: WorkList | None = None
+        fused = -1
+        if self.fused_slot is not None:
+            fused = dominant_slot(slots)
+            rest = build_worklist(np.where(slots == fused, -1, slots), slot_ranks)
         index = self._next
         self._next = (index + 1) % len(self._ring)
         event = self._events[index]
@@ -211,6 +250,16 @@ class WorkListBuffers:
             self._dev[off : off + host.shape[0]].copy_(
                 staging[off : off + host.shape[0]], non_blocking=self._pinned
             )
+        if rest is not None:
+            for bm, host in rest.tiles.items():
+                off = self._rest_offsets[bm]
+                staging[off : off + host.shape[0]].copy_(torch.from_numpy(host))
+                self._dev[off : off + host.shape[0]].copy_(
+                    staging[off : off + host.shape[0]], non_blocking=self._pinned
+                )
+            off = self._fused_offset
+            staging[off] = fused
+            self._dev[off : off + 1].copy_(staging[off : off + 1], non_blocking=self._pinned)
         if self._pinned:
             done = torch.cuda.Event()  # type: ignore[no-untyped-call]
             done.record()

@@ -424,3 +424,42 @@ def test_our_wrapper_subclasses_vllms_final_wrapper() -> None:
 
     assert issubclass(HiMoePunicaWrapperGPU, PunicaWrapperGPU)
     assert HiMoePunicaWrapperGPU.add_lora_linear is not PunicaWrapperGPU.add_lora_linear
+
+
+@pytest.mark.parametrize("m", [5, 40])  # cuBLAS then our launch; the fused GEMM (33-64 rows)
+def test_base_and_lora_linear_serves_the_base_gemm_and_every_tokens_lora(
+    m: int, device: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``HI_MOE_LORA_FUSED_GEMM=on``: a layer's whole output, ``x W^T`` and each token's LoRA,
+    from the wrapper's op; None where vLLM's path must run (a bias, a quantized base, off)."""
+    from types import SimpleNamespace
+
+    from vllm.model_executor.layers.linear import UnquantizedLinearMethod
+
+    from plugins.punica_wrapper import HiMoePunicaWrapperGPU
+
+    monkeypatch.setenv("HI_MOE_LORA_FUSED_GEMM", "on")
+    k, widths = 128, (64, 32, 32)
+    gen = torch.Generator().manual_seed(m)
+    half = lambda t: t.to(torch.bfloat16).to(device)  # noqa: E731
+    a = tuple(half(torch.randn(4, 1, MAX_RANK, k, generator=gen) / k**0.5) for _ in widths)
+    b = tuple(half(torch.randn(4, 1, n, MAX_RANK, generator=gen) / 4) for n in widths)
+    w = half(torch.randn(sum(widths), k, generator=gen) / k**0.5)
+    x = half(torch.randn(m, k, generator=gen))
+    base = SimpleNamespace(quant_method=UnquantizedLinearMethod(), weight=w)
+    layer = SimpleNamespace(base_layer=base, lora_a_stacked=a, lora_b_stacked=b)
+    wrapper = _wrapper(HiMoePunicaWrapperGPU, device)
+    mapping, slots = _mapping(m, seed=m + 3)
+    wrapper.update_metadata(mapping, IDS, 5, 128)
+
+    out = wrapper.base_and_lora_linear(layer, x, None)
+
+    assert out is not None
+    y = (x.double() @ w.double().T).to(torch.bfloat16)
+    ref = lora_linear_reference(y, x, a, b, slots, 1.0)
+    assert (out.double().cpu() - ref).abs().max().item() <= 4e-2 * max(1.0, ref.abs().max().item())
+    assert wrapper.base_and_lora_linear(layer, x, w[:, 0]) is None  # (a bias)
+    quantized = SimpleNamespace(base_layer=SimpleNamespace(quant_method=object(), weight=w))
+    assert wrapper.base_and_lora_linear(quantized, x, None) is None
+    monkeypatch.setenv("HI_MOE_LORA_FUSED_GEMM", "off")
+    assert _wrapper(HiMoePunicaWrapperGPU, device).base_and_lora_linear(layer, x, None) is None

@@ -7,6 +7,7 @@ import pytest
 from plugins.settings import (
     DEFAULT_RESOLVER_TIMEOUT_S,
     ENV_DORA,
+    ENV_FUSED_GEMM,
     ENV_KERNELS,
     ENV_NARROW_B,
     ENV_REGISTRY_URL,
@@ -24,6 +25,7 @@ def test_defaults_when_nothing_is_set() -> None:
     assert settings.kernels == "ours"
     assert settings.dora
     assert settings.narrow_b
+    assert not settings.fused_gemm
 
 
 def test_reads_every_variable() -> None:
@@ -34,6 +36,7 @@ def test_reads_every_variable() -> None:
             ENV_KERNELS: "VLLM",
             ENV_DORA: " OFF ",
             ENV_NARROW_B: "off",
+            ENV_FUSED_GEMM: " On",
         }
     )
     assert settings.registry_url == "http://registry:8080"
@@ -42,6 +45,7 @@ def test_reads_every_variable() -> None:
     assert settings.kernels == "vllm"
     assert not settings.dora
     assert not settings.narrow_b
+    assert settings.fused_gemm
 
 
 @pytest.mark.parametrize("choice", ["ours", "vllm", "reference"])
@@ -77,6 +81,7 @@ def test_reads_os_environ_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
         (ENV_KERNELS, "triton"),
         (ENV_DORA, "yes"),
         (ENV_NARROW_B, "1"),
+        (ENV_FUSED_GEMM, "yes"),
     ],
 )
 def test_rejects_malformed_values(variable: str, value: str) -> None:
@@ -99,6 +104,7 @@ def test_is_frozen() -> None:
         PluginSettings(registry_url="https://registry:8443", resolver_timeout_s=0.25),
         PluginSettings(registry_url="http://r", kernels="reference", dora=False),
         PluginSettings(narrow_b=False),
+        PluginSettings(fused_gemm=True),
     ],
 )
 def test_to_env_renders_what_from_env_reads(settings: PluginSettings) -> None:
@@ -109,6 +115,7 @@ def test_to_env_renders_what_from_env_reads(settings: PluginSettings) -> None:
         ENV_KERNELS,
         ENV_DORA,
         ENV_NARROW_B,
+        ENV_FUSED_GEMM,
     }
     assert PluginSettings.from_env(env) == settings
 

@@ -1,0 +1,103 @@
+"""The ``hi_moe_lora::gemm_lora_linear`` torch op: a LoRA layer's base GEMM and its LoRA.
+
+For calls of ``min_rows`` to ``max_rows`` token rows of a shape :func:`.gemm_lora.fusable`
+accepts (CUDA, or ``TRITON_INTERPRET=1``), the base GEMM carries the step's fused slot's LoRA
+(:func:`.gemm_lora.launch_gemm_lora`), then our launch (:func:`.ops.lora_linear_impl`) serves
+the other slots' tokens from the rest work list, which a one-adapter step leaves empty. Every
+other call runs ``x W^T`` by ``torch.mm`` (cuBLAS on CUDA, as vLLM's unquantized layers do) and
+then our launch over the whole work list. A step without LoRA (vLLM's ``no_lora`` flag, read when
+the op runs) takes the base GEMM alone.
+
+The choice depends only on static shapes and the flag, as in :mod:`.ops`, so a CUDA graph
+captured around the op stays valid; the fused slot and both work lists are per-step device data.
+Registered through :mod:`.op_registry` (``y`` and ``counters`` mutated).
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from .gemm_lora import fusable, launch_gemm_lora
+from .layout import DoraEpilogue
+from .op_registry import register_op
+from .ops import lora_linear_impl
+
+OP_NAME = "hi_moe_lora::gemm_lora_linear"
+
+
+def _triton_runs(x: torch.Tensor) -> bool:
+    return x.is_cuda or os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def gemm_lora_linear_impl(
+    y: torch.Tensor,
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    lora_a: list[torch.Tensor],
+    lora_b: list[torch.Tensor],
+    tiles_small: torch.Tensor,
+    tiles_large: torch.Tensor,
+    rest_small: torch.Tensor,
+    rest_large: torch.Tensor,
+    token_slot: torch.Tensor,
+    fused_slot: torch.Tensor,
+    slot_rank: torch.Tensor,
+    counters: torch.Tensor,
+    no_lora: torch.Tensor,
+    scale: float,
+    min_rows: int,
+    max_rows: int,
+    dora_scales: torch.Tensor | None = None,
+    dora_live: torch.Tensor | None = None,
+) -> None:
+    """``y = x W^T + scale x A[slot]^T B[slot]^T`` per token (``W`` is ``(n, k)``)."""
+    fuse = (
+        not bool(no_lora.item())
+        and x.shape[0] >= min_rows
+        and _triton_runs(x)
+        and fusable(x, weight, lora_b, max_rows)
+    )
+    if fuse:
+        dora = None
+        if dora_scales is not None and dora_live is not None:
+            dora = DoraEpilogue(dora_scales, dora_live)
+        launch_gemm_lora(y, x, weight, lora_a, lora_b, token_slot, fused_slot, scale, dora)
+        tiles = (rest_small, rest_large)
+    else:
+        torch.mm(x, weight.t(), out=y)
+        tiles = (tiles_small, tiles_large)
+    lora_linear_impl(
+        y, x, lora_a, lora_b, *tiles, slot_rank, counters, no_lora, scale, 0, True,
+        dora_scales, dora_live,
+    )  # fmt: skip
+
+
+def _gemm_lora_linear_fake(
+    y: torch.Tensor,
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    lora_a: list[torch.Tensor],
+    lora_b: list[torch.Tensor],
+    tiles_small: torch.Tensor,
+    tiles_large: torch.Tensor,
+    rest_small: torch.Tensor,
+    rest_large: torch.Tensor,
+    token_slot: torch.Tensor,
+    fused_slot: torch.Tensor,
+    slot_rank: torch.Tensor,
+    counters: torch.Tensor,
+    no_lora: torch.Tensor,
+    scale: float,
+    min_rows: int,
+    max_rows: int,
+    dora_scales: torch.Tensor | None = None,
+    dora_live: torch.Tensor | None = None,
+) -> None:
+    return None
+
+
+gemm_lora_linear = register_op(
+    OP_NAME, gemm_lora_linear_impl, ("y", "counters"), _gemm_lora_linear_fake
+)

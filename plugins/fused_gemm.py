@@ -1,0 +1,63 @@
+"""Routing vLLM's LoRA linear layers to a Punica wrapper that serves their base GEMM too.
+
+vLLM's ``BaseLinearLayerWithLoRA._apply_sync`` runs the base layer's quantization method, then
+the wrapper's ``add_lora_linear``: two launches (three with vLLM's kernels), and the base GEMM
+never sees the LoRA. Installed (``HI_MOE_LORA_FUSED_GEMM=on``, our CUDA wrapper), it first asks
+the layer's wrapper for the whole output (``base_and_lora_linear(layer, x, bias)``,
+:class:`plugins.punica_wrapper.HiMoePunicaWrapperGPU`) and keeps vLLM's path wherever the
+wrapper has no such method or returns None (quantized bases, a bias, LoRA layers of other
+kinds). Fully sharded layers and vLLM's dual-stream path override ``apply`` and never get here.
+The same method exists in vLLM 0.26 and 0.32.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+import torch
+
+logger = logging.getLogger(__name__)
+
+_LOCK = threading.Lock()
+#: Where the original ``_apply_sync`` is kept on the patched class.
+_MARK = "_hi_moe_lora_apply_sync"
+
+
+def install() -> bool:
+    """Patch ``BaseLinearLayerWithLoRA._apply_sync`` (idempotent); True once installed."""
+    from vllm.lora.layers import base_linear
+
+    layer_cls: Any = base_linear.BaseLinearLayerWithLoRA
+    with _LOCK:
+        if _MARK in layer_cls.__dict__:
+            return True
+        original = layer_cls.__dict__["_apply_sync"]
+
+        def _apply_sync(self: Any, x: torch.Tensor, bias: torch.Tensor | None = None) -> Any:
+            whole = getattr(self.punica_wrapper, "base_and_lora_linear", None)
+            if whole is not None:
+                output = whole(self, x, bias)
+                if output is not None:
+                    return output
+            return original(self, x, bias)
+
+        _apply_sync.__doc__ = original.__doc__
+        layer_cls._apply_sync = _apply_sync
+        setattr(layer_cls, _MARK, original)
+    logger.info("hi-moe-lora: LoRA layers' base GEMM routed to the Punica wrapper when it can")
+    return True
+
+
+def uninstall() -> None:
+    """Restore vLLM's own ``_apply_sync`` (tests, switching back)."""
+    from vllm.lora.layers import base_linear
+
+    layer_cls: Any = base_linear.BaseLinearLayerWithLoRA
+    with _LOCK:
+        original = layer_cls.__dict__.get(_MARK)
+        if original is None:
+            return
+        layer_cls._apply_sync = original
+        delattr(layer_cls, _MARK)
