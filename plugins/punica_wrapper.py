@@ -17,8 +17,8 @@ Kept from vLLM on purpose:
 
 With ``HI_MOE_LORA_FUSED_GEMM=on``, :meth:`HiMoePunicaWrapperGPU.base_and_lora_linear` also
 serves a LoRA layer's base GEMM (:mod:`plugins.fused_gemm` routes vLLM's layers to it): the
-``hi_moe_lora::gemm_lora_linear`` op, which carries the step's most frequent adapter's LoRA in
-the GEMM at decode sizes and leaves the other adapters to the launch after it.
+``hi_moe_lora::gemm_lora_linear`` op, which carries a one-adapter step's LoRA in the GEMM at
+decode sizes (several adapters: our launch after the GEMM).
 
 Per step (``update_metadata``, eager, before the forward) the wrapper rebuilds the work list in
 its persistent buffers and refreshes the real ranks of the slots whose adapter changed, and

@@ -21,8 +21,8 @@ Variables (all optional):
   a copy of every slot's first 16 rank columns of B (a quarter of B's memory again under max rank
   64) so adapters of rank 16 or less read B in whole rows (:mod:`hi_moe_lora.kernels.narrow_b`).
 - ``HI_MOE_LORA_FUSED_GEMM``: ``off`` (default) or ``on``: decode-sized calls of unquantized
-  LoRA layers run their base GEMM in our Triton kernel with the step's most frequent adapter's
-  LoRA inside it (:mod:`hi_moe_lora.kernels.gemm_lora`), instead of cuBLAS then our launch.
+  LoRA layers run their base GEMM in our Triton kernel, with the LoRA inside it in steps that
+  serve one adapter (:mod:`hi_moe_lora.kernels.gemm_lora`), instead of cuBLAS then our launch.
   Off until it is measured end to end (benchmarks/README.md).
 - ``HI_MOE_LORA_ARTIFACT_CACHE_DIR``: an absolute directory where the resolver keeps adapter
   versions it downloads from the control plane (``/admin/v1/artifacts/...``) when the

@@ -25,7 +25,7 @@ linear layers' base ``apply``, which the Punica wrapper does not see.
 With ``--product`` it times the product instead (:mod:`hi_moe_lora.kernels.gemm_op`, what
 ``HI_MOE_LORA_FUSED_GEMM=on`` serves): the ``hi_moe_lora::gemm_lora_linear`` op with 16 slots
 of rank 16 and the projection's real slices, one adapter for all rows or 16 adapters in turn
-(the most frequent one's LoRA in the GEMM, the others' in our launch on the rest list), against
+(one adapter: its LoRA in the GEMM; several: the GEMM, then our launch on the whole list), against
 cuBLAS then the ``hi_moe_lora::lora_linear`` op (serving without it).
 
     python benchmarks/kernels/bench_fused_gemm.py [--ms 8 64] [--out results.json]

@@ -2,17 +2,21 @@
 
 Issue 20's 64-concurrent target leaves LoRA about 2 µs a projection; our launch after the base
 GEMM costs 6-8 µs whatever its work, the chain of dependent round trips of a launch of its own
-(benchmarks/README.md, tenth and eleventh windows). Here the LoRA of one slot, the step's
-*fused slot*, rides in the base GEMM: the K loop multiplies the ``x`` tile it already holds by
-A's tile beside W's (the shrink costs A's bytes, not another pass over ``x``), and the epilogue
-adds ``(x A^T · scale) B^T`` for its own output columns, for the rows whose token belongs to
-that slot, before the one store. Every program computes its rows' intermediate itself (A is
+(benchmarks/README.md, tenth and eleventh windows). Here the LoRA of a step that serves one
+adapter (its slot is the step's *fused slot*) rides in the base GEMM: the K loop multiplies the
+``x`` tile it already holds by A's tile beside W's (the shrink costs A's bytes, not another
+pass over ``x``), and the epilogue adds ``(x A^T · scale) B^T`` for its own output columns, for
+the rows whose token belongs to that slot, before the one store. Every program computes its
+rows' intermediate itself (A is
 small: 128 KiB a slice at rank 16 and K = 4,096, read from L2 by most programs).
 
-The other slots' tokens are left to our launch on the step's *rest* work list
-(:class:`.worklist.WorkListBuffers`), which lists every LoRA token except the fused slot's: a
-one-adapter step leaves it empty. Both values are per-step device data, so a captured CUDA graph
-stays valid whatever the batch holds.
+A step of several adapters has no fused slot (-1): the kernel is then a plain GEMM (a second K
+loop, without A's loads) and our launch after it serves every LoRA token, from the step's
+*rest* work list (:class:`.worklist.WorkListBuffers`), which is the whole list then and empty in
+a one-adapter step. Moving only the most frequent adapter into the GEMM did not pay: the launch
+after it costs about what it costs for all of them (H200, 2026-11-28, 16 adapters: 3-6 µs a
+projection slower than cuBLAS then our launch). Both values are per-step device data, so a
+captured CUDA graph stays valid whatever the batch holds.
 
 Layout: ``w`` is ``(n, k)`` (vLLM's ``weight``); the slices' A are ``(slots, 1, r, k)`` and
 their B ``(slots, 1, n_i, r)``, all contiguous, of one dtype; the slices tile ``n`` in order,
@@ -117,37 +121,50 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
     b_off = tl.where(n0 >= end1, b_off2, tl.where(n0 >= end0, b_off1, b_off0))
     slot = tl.load(fused_slot_ptr)
     slot_c = tl.maximum(slot, 0).to(tl.int64)
-    a_ptrs = lora_base_ptr + a_off + slot_c * rank * k + ranks[None, :] * k
+    a_ptrs = (
+        lora_base_ptr + a_off + slot_c * rank * k + ranks[None, :] * k
+        + tl.arange(0, BLOCK_K)[:, None]
+    )  # fmt: skip
     b_ptrs = (
         lora_base_ptr + b_off + slot_c * width * rank
         + (offs_n - first)[None, :].to(tl.int64) * rank + ranks[:, None]
     )  # fmt: skip
     rank_ok = ranks < rank
     acc = tl.full((BLOCK_M, BLOCK_N), 0.0, tl.float32)
-    lora = tl.full((BLOCK_M, R_PAD), 0.0, tl.float32)
-    for k0 in range(0, k, BLOCK_K):
-        offs_k = k0 + tl.arange(0, BLOCK_K)
-        xt = tl.load(x_ptr + offs_m[:, None] * k + offs_k[None, :], mask=row_ok[:, None], other=0.0)
-        wt = tl.load(w_ptr + offs_n[None, :].to(tl.int64) * k + offs_k[:, None])
-        at = tl.load(a_ptrs + offs_k[:, None], mask=rank_ok[None, :], other=0.0)
+    x_ptrs = x_ptr + offs_m[:, None] * k + tl.arange(0, BLOCK_K)[None, :]
+    w_ptrs = w_ptr + offs_n[None, :].to(tl.int64) * k + tl.arange(0, BLOCK_K)[:, None]
+    if slot >= 0:  # (two K loops, each pipelined: no A traffic in a step without a fused slot)
+        lora = tl.full((BLOCK_M, R_PAD), 0.0, tl.float32)
+        for k0 in range(0, k, BLOCK_K):
+            xt = tl.load(x_ptrs + k0, mask=row_ok[:, None], other=0.0)
+            wt = tl.load(w_ptrs + k0)
+            at = tl.load(a_ptrs + k0, mask=rank_ok[None, :], other=0.0)
+            if UPCAST_DOT:
+                xt = xt.to(tl.float32)
+                wt = wt.to(tl.float32)
+                at = at.to(tl.float32)
+            acc = tl.dot(xt, wt, acc)
+            lora = tl.dot(xt, at, lora)
+        row_slot = tl.load(token_slot_ptr + offs_m, mask=row_ok, other=-1)
+        mine = row_slot == slot
+        inter = tl.where(mine[:, None], lora * scale, 0.0).to(x_ptr.dtype.element_ty)
+        bt = tl.load(b_ptrs, mask=rank_ok[:, None], other=0.0)
         if UPCAST_DOT:
-            xt = xt.to(tl.float32)
-            wt = wt.to(tl.float32)
-            at = at.to(tl.float32)
-        acc = tl.dot(xt, wt, acc)
-        lora = tl.dot(xt, at, lora)
-    row_slot = tl.load(token_slot_ptr + offs_m, mask=row_ok, other=-1)
-    mine = (row_slot == slot) & (slot >= 0)
-    inter = tl.where(mine[:, None], lora * scale, 0.0).to(x_ptr.dtype.element_ty)
-    bt = tl.load(b_ptrs, mask=rank_ok[:, None], other=0.0)
-    if UPCAST_DOT:
-        inter = inter.to(tl.float32)
-        bt = bt.to(tl.float32)
-    acc = tl.dot(inter, bt, acc)
-    if DORA:
-        live = tl.load(dora_live_ptr + slot_c) != 0
-        g = tl.load(dora_scales_ptr + slot_c * n + offs_n)
-        acc = tl.where(mine[:, None] & live, acc * g[None, :], acc)
+            inter = inter.to(tl.float32)
+            bt = bt.to(tl.float32)
+        acc = tl.dot(inter, bt, acc)
+        if DORA:
+            live = tl.load(dora_live_ptr + slot_c) != 0
+            g = tl.load(dora_scales_ptr + slot_c * n + offs_n)
+            acc = tl.where(mine[:, None] & live, acc * g[None, :], acc)
+    else:
+        for k0 in range(0, k, BLOCK_K):
+            xt = tl.load(x_ptrs + k0, mask=row_ok[:, None], other=0.0)
+            wt = tl.load(w_ptrs + k0)
+            if UPCAST_DOT:
+                xt = xt.to(tl.float32)
+                wt = wt.to(tl.float32)
+            acc = tl.dot(xt, wt, acc)
     tl.store(
         y_ptr + offs_m[:, None] * n + offs_n[None, :],
         acc.to(y_ptr.dtype.element_ty),
@@ -177,15 +194,16 @@ def _kernel_for(x: torch.Tensor) -> tuple[Any, bool]:
 def fusable(
     x: torch.Tensor, w: torch.Tensor, lora_b: Sequence[torch.Tensor], max_rows: int
 ) -> bool:
-    """Whether a call of this shape can take :func:`launch_gemm_lora` (else: the base GEMM,
-    then our launch for every LoRA token)."""
+    """Whether a call of this shape takes :func:`launch_gemm_lora` (else: the base GEMM, then
+    our launch for every LoRA token). Not where the input is wider than the output (down): there
+    the op was 2.6-13 µs slower than cuBLAS then our launch (H200, 2026-11-28)."""
     if x.dim() != 2 or not 1 <= x.shape[0] <= max_rows or not 1 <= len(lora_b) <= MAX_GEMM_SLICES:
         return False
     if x.dtype not in (torch.float16, torch.bfloat16) or w.dtype != x.dtype:
         return False
     tile = gemm_tile(w.shape[0], w.shape[1])
     return (
-        x.shape[1] == w.shape[1]
+        x.shape[1] == w.shape[1] <= w.shape[0]
         and w.shape[1] % tile.block_k == 0
         and sum(b.shape[2] for b in lora_b) == w.shape[0]
         and all(b.shape[2] % tile.block_n == 0 for b in lora_b)

@@ -21,9 +21,9 @@ wide tile's shrink). They start at zero and every launch leaves them at zero aga
 that takes the launch's last ticket resets them), so they are never written here.
 
 With the fused GEMM on (:mod:`.gemm_lora`), the buffers also hold the step's *fused slot* (the
-slot with the most tokens, -1 for none: its LoRA rides in the base GEMM) and a second set of
-tile lists, the *rest*, built the same way from every other slot's tokens, for the launch after
-that GEMM.
+slot of every LoRA token when the step serves one adapter, else -1: its LoRA rides in the base
+GEMM) and a second set of tile lists, the *rest*, built the same way from every other slot's
+tokens (empty in a one-adapter step, the whole list otherwise), for the launch after that GEMM.
 """
 
 from __future__ import annotations
@@ -94,13 +94,11 @@ def token_slots_from_mapping(
     return slots
 
 
-def dominant_slot(token_slots: npt.ArrayLike) -> int:
-    """The slot with the most tokens (the lowest of a tie), -1 when no token has an adapter."""
-    slots = np.asarray(token_slots, dtype=np.int64)
+def single_slot(token_slots: npt.ArrayLike) -> int:
+    """The slot of every adapter token when they share one, else -1 (none, or several)."""
+    slots = np.unique(np.asarray(token_slots, dtype=np.int64))
     slots = slots[slots >= 0]
-    if not slots.size:
-        return -1
-    return int(np.argmax(np.bincount(slots)))
+    return int(slots[0]) if slots.size == 1 else -1
 
 
 def record_size(block_m: int) -> int:
@@ -236,7 +234,7 @@ class WorkListBuffers:
         rest: WorkList | None = None
         fused = -1
         if self.fused_slot is not None:
-            fused = dominant_slot(slots)
+            fused = single_slot(slots)
             rest = build_worklist(np.where(slots == fused, -1, slots), slot_ranks)
         index = self._next
         self._next = (index + 1) % len(self._ring)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from hi_moe_lora.kernels.config import RANK_CHUNK
 from hi_moe_lora.kernels.worklist import (
@@ -11,8 +12,8 @@ from hi_moe_lora.kernels.worklist import (
     WorkListBuffers,
     WorkListError,
     build_worklist,
-    dominant_slot,
     record_size,
+    single_slot,
     tile_capacity,
     token_slots_from_mapping,
     upper_bound_tiles,
@@ -74,28 +75,25 @@ def test_buffers_update_in_place_and_reject_overflow() -> None:
         bufs.update(np.array([0]), [8])
 
 
-def test_the_dominant_slot_has_the_most_tokens_the_lowest_of_a_tie() -> None:
-    assert dominant_slot([2, 0, 2, -1, 0, 2]) == 2
-    assert dominant_slot([1, 0, 0, 1]) == 0
-    assert dominant_slot([-1, -1]) == -1
-    assert dominant_slot([]) == -1
+def test_the_single_slot_is_the_one_slot_of_every_adapter_token() -> None:
+    assert single_slot([2, -1, 2, 2]) == 2
+    assert single_slot([2, 0, 2]) == -1  # (several adapters)
+    assert single_slot([-1, -1]) == -1
+    assert single_slot([]) == -1
 
 
 def test_with_a_fused_slot_the_rest_lists_every_other_slots_tokens() -> None:
     bufs = WorkListBuffers(32, 3, "cpu", fused_slot=True)
     assert bufs.fused_slot is not None
-    bufs.update(np.array([2, 0, -1, 2, 1]), [8, 8, 8])
-    assert int(bufs.fused_slot.item()) == 2
-    assert int(bufs.tiles[16][0]) == 3  # (every slot's tile in the whole list)
-    rest = bufs.rest_tiles[16]
-    assert int(rest[0]) == 2
-    size = record_size(16)
-    records = [rest[HEADER_SIZE + i * size : HEADER_SIZE + (i + 1) * size].tolist() for i in (0, 1)]
-    assert [(r[0], r[2], r[3]) for r in records] == [(0, 1, 1), (1, 1, 4)]  # (slot, rows, row)
-    bufs.update(np.array([1, 1]), [8, 8, 8])  # one adapter: an empty rest
+    bufs.update(np.array([1, 1, -1, 1]), [8, 8, 8])  # one adapter: an empty rest
     assert int(bufs.fused_slot.item()) == 1
+    assert int(bufs.tiles[16][0]) == 1
     assert int(bufs.rest_tiles[16][0]) == 0
     assert int(bufs.rest_tiles[64][0]) == 0
+    bufs.update(np.array([2, 0, -1, 2, 1]), [8, 8, 8])  # several: all of them in the rest
+    assert int(bufs.fused_slot.item()) == -1
+    for bm in (16, 64):
+        assert torch.equal(bufs.rest_tiles[bm], bufs.tiles[bm])
     bufs.update(np.array([-1]), [8, 8, 8])
     assert int(bufs.fused_slot.item()) == -1
 
