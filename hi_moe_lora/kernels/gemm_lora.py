@@ -7,8 +7,8 @@ adapter (its slot is the step's *fused slot*) rides in the base GEMM: the K loop
 ``x`` tile it already holds by A's tile beside W's (the shrink costs A's bytes, not another
 pass over ``x``), and the epilogue adds ``(x A^T · scale) B^T`` for its own output columns, for
 the rows whose token belongs to that slot, before the one store. Every program computes its
-rows' intermediate itself (A is
-small: 128 KiB a slice at rank 16 and K = 4,096, read from L2 by most programs).
+rows' intermediate itself (A is small: 128 KiB a slice at rank 16 and K = 4,096, read from L2
+by most programs).
 
 A step of several adapters has no fused slot (-1): the kernel is then a plain GEMM (a second K
 loop, without A's loads) and our launch after it serves every LoRA token, from the step's
