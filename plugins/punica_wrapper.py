@@ -18,7 +18,8 @@ Kept from vLLM on purpose:
 With ``HI_MOE_LORA_FUSED_GEMM=on``, :meth:`HiMoePunicaWrapperGPU.base_and_lora_linear` also
 serves a LoRA layer's base GEMM (:mod:`plugins.fused_gemm` routes vLLM's layers to it): the
 ``hi_moe_lora::gemm_lora_linear`` op, which carries a one-adapter step's LoRA in the GEMM at
-decode sizes (several adapters: our launch after the GEMM).
+decode sizes (several adapters: our launch after the GEMM). Under vLLM's
+``--specialize-active-lora`` it reads the count of active adapters vLLM captured the graph for.
 
 Per step (``update_metadata``, eager, before the forward) the wrapper rebuilds the work list in
 its persistent buffers and refreshes the real ranks of the slots whose adapter changed, and
@@ -145,6 +146,7 @@ class HiMoePunicaWrapperGPU(PunicaWrapperGPU):  # type: ignore[misc]
             work.rest_tiles[BLOCK_M_SMALL], work.rest_tiles[BLOCK_M_LARGE],
             meta.token_lora_mapping, work.fused_slot, self._hm_ranks.ranks, work.counters,
             meta.no_lora_flag_cpu, 1.0, FUSED_GEMM_ROWS[0], FUSED_GEMM_ROWS[1],
+            meta.num_active_loras_cpu, bool(self.lora_config.specialize_active_lora),
             getattr(layer, SCALE_TABLE, None), getattr(layer, LIVE_FLAGS, None),
         )  # fmt: skip
         return y

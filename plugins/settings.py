@@ -23,6 +23,8 @@ Variables (all optional):
 - ``HI_MOE_LORA_FUSED_GEMM``: ``off`` (default) or ``on``: decode-sized calls of unquantized
   LoRA layers run their base GEMM in our Triton kernel, with the LoRA inside it in steps that
   serve one adapter (:mod:`hi_moe_lora.kernels.gemm_lora`), instead of cuBLAS then our launch.
+  With vLLM's ``--specialize-active-lora`` the choice is made per CUDA graph (one active adapter:
+  the fused GEMM alone; more: cuBLAS then our launch), else per step on the device.
   Off until it is measured end to end (benchmarks/README.md).
 - ``HI_MOE_LORA_ARTIFACT_CACHE_DIR``: an absolute directory where the resolver keeps adapter
   versions it downloads from the control plane (``/admin/v1/artifacts/...``) when the

@@ -25,8 +25,10 @@ linear layers' base ``apply``, which the Punica wrapper does not see.
 With ``--product`` it times the product instead (:mod:`hi_moe_lora.kernels.gemm_op`, what
 ``HI_MOE_LORA_FUSED_GEMM=on`` serves): the ``hi_moe_lora::gemm_lora_linear`` op with 16 slots
 of rank 16 and the projection's real slices, one adapter for all rows or 16 adapters in turn
-(one adapter: its LoRA in the GEMM; several: the GEMM, then our launch on the whole list), against
-cuBLAS then the ``hi_moe_lora::lora_linear`` op (serving without it).
+(one adapter: its LoRA in the GEMM; several: the GEMM, then our launch on the whole list), and
+the op as vLLM's ``--specialize-active-lora`` graphs run it (the count of adapters known: one
+adapter, the GEMM alone; several, cuBLAS then our launch), against cuBLAS then the
+``hi_moe_lora::lora_linear`` op (serving without it).
 
     python benchmarks/kernels/bench_fused_gemm.py [--ms 8 64] [--out results.json]
     python benchmarks/kernels/bench_fused_gemm.py --product [--ms 32 64] [--adapters 1 16]
@@ -281,10 +283,13 @@ def run_product_case(shape: str, m: int, adapters: int, replays: int) -> dict[st
             1.0, 0, True, None, None,
         )  # fmt: skip
 
-    def fused(c: dict[str, Any]) -> None:
+    active = torch.tensor([adapters], dtype=torch.int32)  # (vLLM's count, as it would capture)
+
+    def fused(c: dict[str, Any], specialized: bool = False) -> None:
         torch.ops.hi_moe_lora.gemm_lora_linear(
             c["y"], c["x"], c["w"], c["a"], c["b"], small, large, rest_small, rest_large,
-            token_slot, work.fused_slot, ranks, work.counters, no_lora, 1.0, 1, 64, None, None,
+            token_slot, work.fused_slot, ranks, work.counters, no_lora, 1.0, 1, 64,
+            active, specialized, None, None,
         )  # fmt: skip
 
     c = pool[0]
@@ -292,12 +297,17 @@ def run_product_case(shape: str, m: int, adapters: int, replays: int) -> dict[st
     expected = c["y"].double()
     fused(c)
     deviation = float((c["y"].double() - expected).abs().max())
+    fused(c, specialized=True)
+    deviation = max(deviation, float((c["y"].double() - expected).abs().max()))
     times = {
         "cublas": _graph_time(
             [lambda c=c: torch.mm(c["x"], c["w"].T, out=c["y"]) for c in pool], replays
         ),
         "cublas+ours": _graph_time([lambda c=c: unfused(c) for c in pool], replays),
         "fused": _graph_time([lambda c=c: fused(c) for c in pool], replays),
+        "fused, specialized": _graph_time(
+            [lambda c=c: fused(c, specialized=True) for c in pool], replays
+        ),
     }
     return {
         "shape": shape,
@@ -312,10 +322,10 @@ def run_product_case(shape: str, m: int, adapters: int, replays: int) -> dict[st
 def product_main(args: argparse.Namespace) -> int:
     rows = []
     print(
-        "| shape | M | adapters | cuBLAS | cuBLAS + ours | fused op | LoRA adds, ours "
-        "| LoRA adds, fused | max diff |"
+        "| shape | M | adapters | cuBLAS | cuBLAS + ours | fused op | fused op, specialized "
+        "| LoRA adds, ours | LoRA adds, fused | LoRA adds, specialized | max diff |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for shape in args.shapes:
         for m in args.ms:
             for adapters in args.adapters:
@@ -326,8 +336,10 @@ def product_main(args: argparse.Namespace) -> int:
                 t = row["us"]
                 print(
                     f"| {shape} | {m} | {adapters} | {t['cublas']:.1f} | {t['cublas+ours']:.1f} "
-                    f"| {t['fused']:.1f} | {t['cublas+ours'] - t['cublas']:.1f} "
-                    f"| {t['fused'] - t['cublas']:.1f} | {row['max_diff_fused_vs_unfused']:.3f} |",
+                    f"| {t['fused']:.1f} | {t['fused, specialized']:.1f} "
+                    f"| {t['cublas+ours'] - t['cublas']:.1f} | {t['fused'] - t['cublas']:.1f} "
+                    f"| {t['fused, specialized'] - t['cublas']:.1f} "
+                    f"| {row['max_diff_fused_vs_unfused']:.3f} |",
                     flush=True,
                 )
     return 0

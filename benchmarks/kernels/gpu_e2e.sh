@@ -7,7 +7,9 @@
 #                       ours | native | reference: our kernels, vLLM's (HI_MOE_LORA_KERNELS=vllm)
 #                       or float64 LoRA (=reference); ours-jit: ours launched through Triton's
 #                       JIT every call (HI_MOE_LORA_DIRECT_LAUNCH=0); ours-fused: ours with the
-#                       LoRA inside the base GEMM (HI_MOE_LORA_FUSED_GEMM=on); a "-dual" suffix (ours-dual, native-dual)
+#                       LoRA inside the base GEMM (HI_MOE_LORA_FUSED_GEMM=on); a "-spec" suffix
+#                       (ours-spec, ours-fused-spec) adds --specialize-active-lora (a CUDA graph
+#                       per count of active adapters); a "-dual" suffix (ours-dual, native-dual)
 #                       adds vLLM's dual-stream LoRA (VLLM_LORA_ENABLE_DUAL_STREAM=1: the LoRA of
 #                       each linear layer on a second stream beside the base GEMM)
 #   R=16|64             --max-lora-rank (the adapters stay rank 16); a label ending in -r<N>
@@ -119,6 +121,7 @@ late() {  # late NAME: true (and says so) when NAME would begin past DEADLINE_S 
 for L in $LABELS; do
   LK=$(kind_of "$L"); KIND=${LK%-dual}; DUAL=0; [ "$KIND" != "$LK" ] && DUAL=1
   DIRECT=""; [ "$KIND" = ours-jit ] && { KIND=ours; DIRECT=0; }  # our kernels through Triton's JIT
+  SPEC_ARGS=(); case "$KIND" in *-spec) KIND=${KIND%-spec}; SPEC_ARGS=(--specialize-active-lora) ;; esac
   FUSED=off; [ "$KIND" = ours-fused ] && { KIND=ours; FUSED=on; }  # LoRA inside the base GEMM
   KERNELS=ours; [ "$KIND" = native ] && KERNELS=vllm; [ "$KIND" = reference ] && KERNELS=reference
   P=$((PORT + index)); index=$((index + 1)); SERVER_PORT[$L]=$P; PROFILER_ARGS=()
@@ -133,7 +136,7 @@ for L in $LABELS; do
     serve $MODEL --served-model-name base --enable-lora --max-loras $N --max-cpu-loras $((2*N)) \
     --max-lora-rank $(rank_of "$L") --lora-modules $MODS --port $P --max-model-len 2048 \
     --tensor-parallel-size $TP \
-    --no-enable-prefix-caching --gpu-memory-utilization $UTIL "${KV_ARGS[@]}" "${PROFILER_ARGS[@]}" "${CAPTURE_ARGS[@]}" \
+    --no-enable-prefix-caching --gpu-memory-utilization $UTIL "${KV_ARGS[@]}" "${PROFILER_ARGS[@]}" "${CAPTURE_ARGS[@]}" "${SPEC_ARGS[@]}" \
     ${EXTRA_ARGS:-} > "$OUT/$(tag $L)-serve.log" 2>&1 &
   SERVER_PID[$L]=$!
 done

@@ -15,7 +15,7 @@ RANK = 16
 
 
 def _run(
-    slots: list[int], device: str, min_rows: int, no_lora: bool = False
+    slots: list[int], device: str, min_rows: int, no_lora: bool = False, specialized: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The op's output and a float64 reference for qkv-like slices of 64 + 32 + 32 columns."""
     gen = torch.Generator().manual_seed(len(slots))
@@ -36,7 +36,8 @@ def _run(
         work.rest_tiles[BLOCK_M_SMALL], work.rest_tiles[BLOCK_M_LARGE],
         torch.tensor(slots, dtype=torch.int32, device=device), work.fused_slot,
         torch.full((SLOTS,), RANK, dtype=torch.int32, device=device), work.counters,
-        torch.tensor([no_lora]), 1.0, min_rows, 64, None, None,
+        torch.tensor([no_lora]), 1.0, min_rows, 64,
+        torch.tensor([len(set(slots))], dtype=torch.int32), specialized, None, None,
     )  # fmt: skip
     ref = x.double() @ w.double().T
     if not no_lora:
@@ -53,18 +54,35 @@ def _run(
 @pytest.mark.parametrize(
     "slots",
     [
-        [1] * 6 + [-1, 1],  # one adapter and a base row: the rest list is empty
+        [1] * 8,  # one adapter: the rest list is empty (vLLM counts one active adapter)
+        [1] * 6 + [-1, 1],  # one adapter and a base row (vLLM counts two ids)
         [0, 3, 3, -1, 2, 3, 0, 3, 1, 1],  # slot 3 in the GEMM, the others in our launch
     ],
 )
 @pytest.mark.parametrize("min_rows", [1, 65])  # fused, and the base GEMM then our launch
+@pytest.mark.parametrize("specialized", [False, True])  # (vLLM's count of active adapters)
 def test_every_token_gets_the_base_and_its_own_adapter(
-    slots: list[int], min_rows: int, device: str
+    slots: list[int], min_rows: int, specialized: bool, device: str
 ) -> None:
-    y, ref = _run(slots, device, min_rows)
+    y, ref = _run(slots, device, min_rows, specialized=specialized)
     assert float((y.double() - ref).abs().max()) < 4e-2 * max(1.0, float(ref.abs().max()))
 
 
 def test_a_step_without_lora_runs_the_base_gemm_alone(device: str) -> None:
     y, ref = _run([0, 1, 2], device, 1, no_lora=True)
     assert float((y.double() - ref).abs().max()) < 4e-2 * max(1.0, float(ref.abs().max()))
+
+
+def test_a_graph_for_one_active_adapter_runs_no_launch_after_the_gemm(
+    device: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Specialized, one active adapter: the GEMM carries it all; the launch is not made."""
+    import hi_moe_lora.kernels.gemm_op as gemm_op
+
+    calls: list[int] = []
+    monkeypatch.setattr(gemm_op, "lora_linear_impl", lambda *args: calls.append(1))
+    y, ref = _run([2] * 6, device, 1, specialized=True)
+    assert calls == []
+    assert float((y.double() - ref).abs().max()) < 4e-2 * max(1.0, float(ref.abs().max()))
+    _run([2] * 6, device, 1, specialized=False)  # (not specialized: the rest launch runs)
+    assert calls == [1]
