@@ -8,9 +8,10 @@ the id of its ``cudaGraphLaunch``), and that call to the last step annotation th
 it. So every kernel is charged to the step that launched it, the sampler's (launched after the
 forward, outside the annotation) included.
 
-Per step: GPU busy time by category (our fused LoRA kernel, vLLM's LoRA kernels, GEMMs,
-attention, copies, the rest), the span from its first kernel's start to its last one's end, and
-the period to the next step's first kernel (the served step time, TPOT's unit). On the host
+Per step: GPU busy time by category (our fused LoRA kernel, our base GEMM with LoRA inside,
+vLLM's LoRA kernels, GEMMs, attention, copies, the rest), the span from its first kernel's
+start to its last one's end, and the period to the next step's first kernel (the served step
+time, TPOT's unit). On the host
 side: how long the step's annotation lasted on the CPU, and how much of it the LoRA ops took
 (our ``hi_moe_lora::lora_linear``, vLLM's ``lora_shrink``/``lora_expand``), with their calls. A
 step that vLLM runs without a CUDA graph (more tokens than its largest capture size) launches
@@ -47,11 +48,16 @@ GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 #: (category, substrings of the kernel name), first match wins; copies go by trace category.
 KERNEL_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("lora_ours", ("fused_lora_kernel",)),  # (vLLM's MoE one is fused_moe_lora_kernel)
+    # Our base GEMM with the LoRA inside (HI_MOE_LORA_FUSED_GEMM): a GEMM and a LoRA at once.
+    ("gemm_lora", ("_gemm_lora_kernel",)),
+    # torch.compile's own kernels take the names of the ops around them
+    # (``triton_red_fused_..._rms_norm_gemm_lora_linear_2``): not LoRA kernels.
+    ("other", ("triton_poi_", "triton_red_", "triton_per_")),
     ("lora_vllm", ("_lora_shrink", "_lora_expand", "sgmv", "bgmv", "lora")),
     ("attention", ("flash", "fmha", "attn", "attention")),
     ("gemm", ("gemm", "nvjet", "cutlass", "xmma", "sm90_", "cublas", "matmul")),
 )
-CATEGORIES = ("lora_ours", "lora_vllm", "gemm", "attention", "copy", "other")
+CATEGORIES = ("lora_ours", "gemm_lora", "lora_vllm", "gemm", "attention", "copy", "other")
 #: Host-side LoRA ops (torch custom ops, recorded as ``cpu_op``), by category.
 HOST_LORA_OPS = {
     "hi_moe_lora::lora_linear": "lora_ours",
