@@ -23,21 +23,15 @@ mutated).
 
 from __future__ import annotations
 
-import os
-
 import torch
 
 from .gemm_lora import fusable, launch_gemm_lora
 from .layout import DoraEpilogue
 from .op_registry import register_op
-from .ops import lora_linear_impl
+from .ops import lora_linear_impl, use_triton
 from .ranks import tracker_for
 
 OP_NAME = "hi_moe_lora::gemm_lora_linear"
-
-
-def _triton_runs(x: torch.Tensor) -> bool:
-    return x.is_cuda or os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
 def gemm_lora_linear_impl(
@@ -67,7 +61,7 @@ def gemm_lora_linear_impl(
     fuse = (
         not bool(no_lora.item())
         and x.shape[0] >= min_rows
-        and _triton_runs(x)
+        and use_triton(x)
         and fusable(x, weight, lora_b, max_rows)
     )
     alone = specialized and int(active_loras.item()) == 1

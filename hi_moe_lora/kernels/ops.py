@@ -29,7 +29,8 @@ from .ranks import tracker_for
 OP_NAME = "hi_moe_lora::lora_linear"
 
 
-def _use_triton(x: torch.Tensor) -> bool:
+def use_triton(x: torch.Tensor) -> bool:
+    """CUDA tensors, or the Triton interpreter switched on: the Triton kernels run."""
     return x.is_cuda or os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
@@ -70,7 +71,7 @@ def lora_linear_impl(
         raise ValueError("DoRA needs both its scales and its per-slot flags")
     if dora_scales is not None and (not add_inputs or offset_start != 0):
         raise ValueError("the DoRA epilogue needs add_inputs and offset_start 0")
-    if _use_triton(x):
+    if use_triton(x):
         from .triton_kernel import DoraEpilogue, launch_fused_lora
 
         dora = None

@@ -243,23 +243,21 @@ class WorkListBuffers:
             event.synchronize()
         staging = self._ring[index]
         for bm, host in work.tiles.items():
-            off = self._offsets[bm]
-            staging[off : off + host.shape[0]].copy_(torch.from_numpy(host))
-            self._dev[off : off + host.shape[0]].copy_(
-                staging[off : off + host.shape[0]], non_blocking=self._pinned
-            )
+            self._copy_in(staging, self._offsets[bm], host)
         if rest is not None:
             for bm, host in rest.tiles.items():
-                off = self._rest_offsets[bm]
-                staging[off : off + host.shape[0]].copy_(torch.from_numpy(host))
-                self._dev[off : off + host.shape[0]].copy_(
-                    staging[off : off + host.shape[0]], non_blocking=self._pinned
-                )
-            off = self._fused_offset
-            staging[off] = fused
-            self._dev[off : off + 1].copy_(staging[off : off + 1], non_blocking=self._pinned)
+                self._copy_in(staging, self._rest_offsets[bm], host)
+            self._copy_in(staging, self._fused_offset, np.array([fused], dtype=np.int32))
         if self._pinned:
             done = torch.cuda.Event()  # type: ignore[no-untyped-call]
             done.record()
             self._events[index] = done
         return work
+
+    def _copy_in(self, staging: torch.Tensor, offset: int, host: IntArray) -> None:
+        """``host`` into the device buffer at ``offset``, through this step's staging buffer."""
+        import torch
+
+        end = offset + host.shape[0]
+        staging[offset:end].copy_(torch.from_numpy(host))
+        self._dev[offset:end].copy_(staging[offset:end], non_blocking=self._pinned)
