@@ -134,6 +134,21 @@ def test_compile_cache_key_names_our_wrapper(cuda_platform: _CudaPlatform) -> No
     assert _lora_config_hash() == vllms_hash
 
 
+def test_the_fused_gemm_switch_has_its_own_compile_cache_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With the fused GEMM on, the layers trace another op: a graph compiled with it off must not
+    be reused, nor the other way round."""
+    monkeypatch.setenv("HI_MOE_LORA_FUSED_GEMM", "off")
+    off = punica.cache_key_tag()
+    monkeypatch.setenv("HI_MOE_LORA_FUSED_GEMM", "on")
+    on = punica.cache_key_tag()
+    assert on != off
+    assert on.startswith(off)
+    assert "+fused-gemm:" in on
+    assert "+fused-gemm" not in punica.cache_key_tag(punica.REFERENCE_QUALNAME)
+
+
 def test_uninstall_restores_a_method_defined_on_the_class_itself() -> None:
     class OwnPlatform:
         @classmethod
