@@ -101,17 +101,11 @@ def cache_key_tag(qualname: str = WRAPPER_QUALNAME) -> str:
     module = qualname.rpartition(".")[0].rpartition(".")[2]  # plugins.punica_wrapper → …
     source = Path(__file__).with_name(f"{module}.py").read_bytes()
     tag = f"{qualname}:{hashlib.sha256(source).hexdigest()[:16]}"
-    if _fused_gemm_on() and qualname == WRAPPER_QUALNAME:  # (the layers trace another op)
+    fused_gemm = PluginSettings.from_env_or_defaults().fused_gemm
+    if fused_gemm and qualname == WRAPPER_QUALNAME:  # (the layers trace another op)
         hook = Path(__file__).with_name("fused_gemm.py").read_bytes()
         tag += f"+fused-gemm:{hashlib.sha256(hook).hexdigest()[:16]}"
     return tag
-
-
-def _fused_gemm_on() -> bool:
-    try:
-        return PluginSettings.from_env().fused_gemm
-    except PluginSettingsError:
-        return False
 
 
 def tag_compile_cache_key(qualname: str = WRAPPER_QUALNAME) -> bool:

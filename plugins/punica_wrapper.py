@@ -53,26 +53,9 @@ from hi_moe_lora.kernels.prompt_logits import LogitsLoRA
 from hi_moe_lora.kernels.ranks import SlotRanks
 from hi_moe_lora.kernels.worklist import MAX_SLICES, WorkListBuffers, token_slots_from_mapping
 from plugins.dora import LIVE_FLAGS, SCALE_TABLE
-from plugins.settings import PluginSettings, PluginSettingsError
+from plugins.settings import PluginSettings
 
 logger = logging.getLogger(__name__)
-
-
-def _narrow_b_setting() -> bool:
-    """``HI_MOE_LORA_NARROW_B`` (on unless the plugin's settings say off or cannot be read:
-    the plugin's registration has already warned about a malformed value)."""
-    try:
-        return PluginSettings.from_env().narrow_b
-    except PluginSettingsError:
-        return True
-
-
-def _fused_gemm_setting() -> bool:
-    """``HI_MOE_LORA_FUSED_GEMM`` (off unless the plugin's settings say on)."""
-    try:
-        return PluginSettings.from_env().fused_gemm
-    except PluginSettingsError:
-        return False
 
 
 class HiMoePunicaWrapperGPU(PunicaWrapperGPU):  # type: ignore[misc]
@@ -91,11 +74,11 @@ class HiMoePunicaWrapperGPU(PunicaWrapperGPU):  # type: ignore[misc]
         super().__init__(max_num_batched_tokens, max_batches, device, **kwargs)
         lora_config = kwargs["lora_config"]
         num_slots = int(lora_config.max_loras)
-        self._hm_fused_gemm = _fused_gemm_setting()
+        settings = PluginSettings.from_env_or_defaults()
+        narrow_b, fused_gemm = settings.narrow_b, settings.fused_gemm
         self._hm_work = WorkListBuffers(
-            max_num_batched_tokens, num_slots, device, fused_slot=self._hm_fused_gemm
+            max_num_batched_tokens, num_slots, device, fused_slot=fused_gemm
         )
-        narrow_b = _narrow_b_setting()
         self._hm_ranks = SlotRanks(
             num_slots, int(lora_config.max_lora_rank), device, narrow_b=narrow_b
         )
@@ -106,7 +89,7 @@ class HiMoePunicaWrapperGPU(PunicaWrapperGPU):  # type: ignore[misc]
             num_slots,
             int(lora_config.max_lora_rank),
             "on" if narrow_b else "off",
-            "on" if self._hm_fused_gemm else "off",
+            "on" if fused_gemm else "off",
         )
 
     def update_metadata(

@@ -107,6 +107,15 @@ class PluginSettings:
             artifact_cache_bytes=parse_bytes(env.get(ENV_ARTIFACT_CACHE_BYTES, "")),
         )
 
+    @classmethod
+    def from_env_or_defaults(cls, environ: Mapping[str, str] | None = None) -> PluginSettings:
+        """:meth:`from_env`, or every default when a value cannot be read: for code that runs
+        inside vLLM after the plugin's registration has already warned about that value."""
+        try:
+            return cls.from_env(environ)
+        except PluginSettingsError:
+            return cls()
+
     def to_env(self) -> dict[str, str]:
         """These settings as the environment of a vLLM process (what :meth:`from_env` reads)."""
         env = {

@@ -128,3 +128,9 @@ def test_resolver_token_round_trips_and_stays_out_of_repr() -> None:
     assert "hml_secret" not in repr(settings)
     assert settings.to_env()[ENV_RESOLVER_TOKEN] == "hml_secret"
     assert ENV_RESOLVER_TOKEN not in PluginSettings.from_env({}).to_env()
+
+
+def test_from_env_or_defaults_falls_back_to_every_default_on_a_malformed_value() -> None:
+    assert PluginSettings.from_env_or_defaults({ENV_FUSED_GEMM: "on"}).fused_gemm
+    fallback = PluginSettings.from_env_or_defaults({ENV_FUSED_GEMM: "on", ENV_NARROW_B: "1"})
+    assert fallback == PluginSettings()
