@@ -22,8 +22,9 @@ that takes the launch's last ticket resets them), so they are never written here
 
 With the fused GEMM on (:mod:`.gemm_lora`), the buffers also hold the step's *fused slot* (the
 slot of every LoRA token when the step serves one adapter, else -1: its LoRA rides in the base
-GEMM) and a second set of tile lists, the *rest*, built the same way from every other slot's
-tokens (empty in a one-adapter step, the whole list otherwise), for the launch after that GEMM.
+GEMM) and a second set of tile lists, the *rest*, for the launch after that GEMM: every other
+slot's tokens, which is no tile in a one-adapter step (only the header, a count of zero, is
+copied then) and the whole list otherwise.
 """
 
 from __future__ import annotations
@@ -231,11 +232,6 @@ class WorkListBuffers:
         if len(slot_ranks) < self.max_slots:
             raise WorkListError(f"{len(slot_ranks)} ranks for {self.max_slots} slots")
         work = build_worklist(slots, slot_ranks)
-        rest: WorkList | None = None
-        fused = -1
-        if self.fused_slot is not None:
-            fused = single_slot(slots)
-            rest = build_worklist(np.where(slots == fused, -1, slots), slot_ranks)
         index = self._next
         self._next = (index + 1) % len(self._ring)
         event = self._events[index]
@@ -244,9 +240,11 @@ class WorkListBuffers:
         staging = self._ring[index]
         for bm, host in work.tiles.items():
             self._copy_in(staging, self._offsets[bm], host)
-        if rest is not None:
-            for bm, host in rest.tiles.items():
-                self._copy_in(staging, self._rest_offsets[bm], host)
+        if self.fused_slot is not None:
+            fused = single_slot(slots)
+            no_tiles = np.zeros(HEADER_SIZE, dtype=np.int32)
+            for bm, host in work.tiles.items():
+                self._copy_in(staging, self._rest_offsets[bm], host if fused < 0 else no_tiles)
             self._copy_in(staging, self._fused_offset, np.array([fused], dtype=np.int32))
         if self._pinned:
             done = torch.cuda.Event()  # type: ignore[no-untyped-call]
