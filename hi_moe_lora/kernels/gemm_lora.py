@@ -201,12 +201,16 @@ def fusable(
         return False
     if x.dtype not in (torch.float16, torch.bfloat16) or w.dtype != x.dtype:
         return False
-    tile = gemm_tile(w.shape[0], w.shape[1])
+    n, k = w.shape
+    widths = [b.shape[2] for b in lora_b]
+    return x.shape[1] == k <= n and _whole_tiles(widths, n, k, gemm_tile(n, k))
+
+
+def _whole_tiles(widths: Sequence[int], n: int, k: int, tile: GemmTile) -> bool:
+    """Whether slices of these widths cover ``n`` columns in whole column blocks of ``tile``,
+    and ``k`` is a whole number of its K steps."""
     return (
-        x.shape[1] == w.shape[1] <= w.shape[0]
-        and w.shape[1] % tile.block_k == 0
-        and sum(b.shape[2] for b in lora_b) == w.shape[0]
-        and all(b.shape[2] % tile.block_n == 0 for b in lora_b)
+        sum(widths) == n and all(wd % tile.block_n == 0 for wd in widths) and k % tile.block_k == 0
     )
 
 
@@ -237,7 +241,7 @@ def launch_gemm_lora(
                 f"A {tuple(a.shape)} and B {tuple(b.shape)} do not fit rank {rank}, K {k}"
             )
     tile = tile or gemm_tile(n, k)
-    if sum(widths) != n or any(wd % tile.block_n for wd in widths) or k % tile.block_k:
+    if not _whole_tiles(widths, n, k, tile):
         raise GemmLoRAShapeError(
             f"slices {widths} of {n} columns, K {k}: not whole tiles of {tile}"
         )
