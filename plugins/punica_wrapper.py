@@ -112,7 +112,9 @@ class HiMoePunicaWrapperGPU(PunicaWrapperGPU):  # type: ignore[misc]
         """A LoRA layer's whole output (base GEMM and LoRA, one op) when the fused GEMM is on
         and the layer's base is an unquantized matrix without bias; None: vLLM's own path."""
         work = self._hm_work
-        if work.fused_slot is None or bias is not None or x.dim() != 2:
+        if work.fused_slot is None or work.gemm_arrivals is None or bias is not None:
+            return None
+        if x.dim() != 2:
             return None
         base: Any = getattr(layer, "base_layer", None)
         if type(getattr(base, "quant_method", None)) is not UnquantizedLinearMethod:
@@ -128,7 +130,7 @@ class HiMoePunicaWrapperGPU(PunicaWrapperGPU):  # type: ignore[misc]
             work.tiles[BLOCK_M_SMALL], work.tiles[BLOCK_M_LARGE],
             work.rest_tiles[BLOCK_M_SMALL], work.rest_tiles[BLOCK_M_LARGE],
             meta.token_lora_mapping, work.fused_slot, self._hm_ranks.ranks, work.counters,
-            meta.no_lora_flag_cpu, 1.0, FUSED_GEMM_ROWS[0], FUSED_GEMM_ROWS[1],
+            work.gemm_arrivals, meta.no_lora_flag_cpu, 1.0, FUSED_GEMM_ROWS[0], FUSED_GEMM_ROWS[1],
             meta.num_active_loras_cpu, bool(self.lora_config.specialize_active_lora),
             getattr(layer, SCALE_TABLE, None), getattr(layer, LIVE_FLAGS, None),
         )  # fmt: skip

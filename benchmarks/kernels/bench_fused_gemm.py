@@ -288,8 +288,8 @@ def run_product_case(shape: str, m: int, adapters: int, replays: int) -> dict[st
     def fused(c: dict[str, Any], specialized: bool = False) -> None:
         torch.ops.hi_moe_lora.gemm_lora_linear(
             c["y"], c["x"], c["w"], c["a"], c["b"], small, large, rest_small, rest_large,
-            token_slot, work.fused_slot, ranks, work.counters, no_lora, 1.0, 1, 64,
-            active, specialized, None, None,
+            token_slot, work.fused_slot, ranks, work.counters, work.gemm_arrivals, no_lora,
+            1.0, 1, 64, active, specialized, None, None,
         )  # fmt: skip
 
     c = pool[0]

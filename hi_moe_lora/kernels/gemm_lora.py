@@ -18,12 +18,20 @@ after it costs about what it costs for all of them (H200, 2026-11-28, 16 adapter
 projection slower than cuBLAS then our launch). Both values are per-step device data, so a
 captured CUDA graph stays valid whatever the batch holds.
 
+The same kernel with ``FUSED`` off is a plain GEMM (:func:`launch_plain_gemm`), for the calls
+where it beats cuBLAS. A tile may split K (:class:`.gemm_tiles.GemmTile`): each run's program
+adds its share of the LoRA (``x A^T B^T`` is linear in K's runs), stores its fp32 partial, and
+the last program of its column block to arrive sums the partials in run order, so the result
+does not depend on which arrives last. Which tile, and whether the LoRA rides inside at all,
+comes from the measured table of :mod:`.gemm_tiles`.
+
 Layout: ``w`` is ``(n, k)`` (vLLM's ``weight``); the slices' A are ``(slots, 1, r, k)`` and
 their B ``(slots, 1, n_i, r)``, all contiguous, of one dtype; the slices tile ``n`` in order,
-each a whole number of column blocks (:func:`gemm_tile`). The intermediate is rounded to the
-input dtype before the expand, as vLLM's kernels and ours do. DoRA (:class:`.layout.DoraEpilogue`):
-the fused slot's rows are scaled by their magnitude ratios (``y = g (y + delta)``) when the slot
-is live.
+each a whole number of column blocks. Unsplit, the intermediate is rounded to the input dtype
+before the expand, as vLLM's kernels and ours do; split, each run's share stays in fp32 (the
+expand's dot then takes it at tf32 on the GPU, finer than the input dtype). DoRA
+(:class:`.layout.DoraEpilogue`): the fused slot's rows are scaled by their magnitude ratios
+(``y = g (y + delta)``, per column, so per run too) when the slot is live.
 """
 
 from __future__ import annotations
@@ -31,13 +39,13 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 import triton
 import triton.language as tl
 
+from .gemm_tiles import GemmPlan, GemmTile, plan_for
 from .layout import DoraEpilogue
 from .tensor_table import element_offsets
 
@@ -53,29 +61,6 @@ MIN_DOT = 16
 
 class GemmLoRAShapeError(ValueError):
     """The call's tensors do not fit the fused GEMM's layout."""
-
-
-@dataclass(frozen=True)
-class GemmTile:
-    """Columns per program, K step and pipeline depth of one launch."""
-
-    block_n: int
-    block_k: int
-    stages: int
-
-
-def gemm_tile(n: int, k: int) -> GemmTile:
-    """The tile for an ``(n, k)`` weight at decode sizes (64 rows).
-
-    From the prototype's sweep on an H200 (``benchmarks/kernels/bench_fused_gemm.py``,
-    2026-11-28): 32 columns for square weights (o), 64 columns with a K step of 64 six deep for
-    the widest (gate_up), 64 with a K step of 128 otherwise (qkv).
-    """
-    if n >= 4 * k:
-        return GemmTile(64, 64, 6)
-    if n <= k:
-        return GemmTile(32, 128, 4)
-    return GemmTile(64, 128, 4)
 
 
 def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
@@ -95,6 +80,8 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
     y_ptr,
     dora_scales_ptr,
     dora_live_ptr,
+    partials_ptr,
+    arrivals_ptr,
     m,
     n,
     k,
@@ -104,11 +91,17 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
     R_PAD: tl.constexpr,
+    SPLIT_K: tl.constexpr,
+    FUSED: tl.constexpr,
     DORA: tl.constexpr,
     UPCAST_DOT: tl.constexpr,
 ):
-    """One program: ``BLOCK_N`` output columns (inside one slice) for all ``m`` rows."""
-    n0 = tl.program_id(0) * BLOCK_N
+    """One program: ``BLOCK_N`` output columns (inside one slice) for all ``m`` rows, over
+    the ``program_id(1)``-th of ``SPLIT_K`` equal runs of K."""
+    column_block = tl.program_id(0)
+    n0 = column_block * BLOCK_N
+    k_run = k // SPLIT_K
+    k_first = tl.program_id(1) * k_run
     offs_n = n0 + tl.arange(0, BLOCK_N)
     offs_m = tl.arange(0, BLOCK_M)
     ranks = tl.arange(0, R_PAD)
@@ -119,11 +112,14 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
     width = tl.where(n0 >= end1, n - end1, tl.where(n0 >= end0, end1 - end0, end0))
     a_off = tl.where(n0 >= end1, a_off2, tl.where(n0 >= end0, a_off1, a_off0))
     b_off = tl.where(n0 >= end1, b_off2, tl.where(n0 >= end0, b_off1, b_off0))
-    slot = tl.load(fused_slot_ptr)
+    if FUSED:  # noqa: SIM108  (a constexpr branch; Triton's ternary is not the same)
+        slot = tl.load(fused_slot_ptr)
+    else:  # (the plain GEMM: no slot to read)
+        slot = tl.program_id(0) * 0 - 1
     slot_c = tl.maximum(slot, 0).to(tl.int64)
     a_ptrs = (
         lora_base_ptr + a_off + slot_c * rank * k + ranks[None, :] * k
-        + tl.arange(0, BLOCK_K)[:, None]
+        + k_first + tl.arange(0, BLOCK_K)[:, None]
     )  # fmt: skip
     b_ptrs = (
         lora_base_ptr + b_off + slot_c * width * rank
@@ -131,11 +127,11 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
     )  # fmt: skip
     rank_ok = ranks < rank
     acc = tl.full((BLOCK_M, BLOCK_N), 0.0, tl.float32)
-    x_ptrs = x_ptr + offs_m[:, None] * k + tl.arange(0, BLOCK_K)[None, :]
-    w_ptrs = w_ptr + offs_n[None, :].to(tl.int64) * k + tl.arange(0, BLOCK_K)[:, None]
+    x_ptrs = x_ptr + offs_m[:, None] * k + k_first + tl.arange(0, BLOCK_K)[None, :]
+    w_ptrs = w_ptr + offs_n[None, :].to(tl.int64) * k + k_first + tl.arange(0, BLOCK_K)[:, None]
     if slot >= 0:  # (two K loops, each pipelined: no A traffic in a step without a fused slot)
         lora = tl.full((BLOCK_M, R_PAD), 0.0, tl.float32)
-        for k0 in range(0, k, BLOCK_K):
+        for k0 in range(0, k_run, BLOCK_K):
             xt = tl.load(x_ptrs + k0, mask=row_ok[:, None], other=0.0)
             wt = tl.load(w_ptrs + k0)
             at = tl.load(a_ptrs + k0, mask=rank_ok[None, :], other=0.0)
@@ -147,29 +143,50 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
             lora = tl.dot(xt, at, lora)
         row_slot = tl.load(token_slot_ptr + offs_m, mask=row_ok, other=-1)
         mine = row_slot == slot
-        inter = tl.where(mine[:, None], lora * scale, 0.0).to(x_ptr.dtype.element_ty)
         bt = tl.load(b_ptrs, mask=rank_ok[:, None], other=0.0)
-        if UPCAST_DOT:
-            inter = inter.to(tl.float32)
-            bt = bt.to(tl.float32)
-        acc = tl.dot(inter, bt, acc)
+        if SPLIT_K == 1:  # (the whole intermediate: rounded to the input dtype, as vLLM does)
+            inter = tl.where(mine[:, None], lora * scale, 0.0).to(x_ptr.dtype.element_ty)
+            if UPCAST_DOT:
+                inter = inter.to(tl.float32)
+                bt = bt.to(tl.float32)
+            acc = tl.dot(inter, bt, acc)
+        else:  # (a K run's share of it: kept in fp32, so the shares add up to the whole)
+            inter = tl.where(mine[:, None], lora * scale, 0.0)
+            acc = tl.dot(inter, bt.to(tl.float32), acc)
         if DORA:
             live = tl.load(dora_live_ptr + slot_c) != 0
             g = tl.load(dora_scales_ptr + slot_c * n + offs_n)
             acc = tl.where(mine[:, None] & live, acc * g[None, :], acc)
     else:
-        for k0 in range(0, k, BLOCK_K):
+        for k0 in range(0, k_run, BLOCK_K):
             xt = tl.load(x_ptrs + k0, mask=row_ok[:, None], other=0.0)
             wt = tl.load(w_ptrs + k0)
             if UPCAST_DOT:
                 xt = xt.to(tl.float32)
                 wt = wt.to(tl.float32)
             acc = tl.dot(xt, wt, acc)
-    tl.store(
-        y_ptr + offs_m[:, None] * n + offs_n[None, :],
-        acc.to(y_ptr.dtype.element_ty),
-        mask=row_ok[:, None],
-    )
+    y_ptrs = y_ptr + offs_m[:, None] * n + offs_n[None, :]
+    if SPLIT_K == 1:
+        tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=row_ok[:, None])
+    else:
+        # Store this run's partial; the last program of the column block to arrive adds the
+        # partials in run order (the same sum whichever arrives last) and resets its counter
+        # for the next call (a CUDA graph replays with the counters as it left them).
+        at = offs_m[:, None] * n + offs_n[None, :]
+        tl.store(partials_ptr + tl.program_id(1) * m * n + at, acc, mask=row_ok[:, None])
+        tl.debug_barrier()  # (every thread's partial stored before the arrival is counted)
+        arrived = tl.atomic_add(arrivals_ptr + column_block, 1, sem="acq_rel", scope="gpu")
+        if arrived == SPLIT_K - 1:
+            total = tl.full((BLOCK_M, BLOCK_N), 0.0, tl.float32)
+            for run in tl.static_range(SPLIT_K):
+                total += tl.load(
+                    partials_ptr + run * m * n + at,
+                    mask=row_ok[:, None],
+                    other=0.0,
+                    cache_modifier=".cg",
+                )
+            tl.store(y_ptrs, total.to(y_ptr.dtype.element_ty), mask=row_ok[:, None])
+            tl.atomic_xchg(arrivals_ptr + column_block, 0, sem="relaxed", scope="gpu")
 
 
 @functools.cache
@@ -191,27 +208,57 @@ def _kernel_for(x: torch.Tensor) -> tuple[Any, bool]:
     return _interpreted(), True
 
 
+def _device_name(device: torch.device) -> str:
+    """The GPU's name as the tile table keys it; ``cpu`` (no table) for the interpreter."""
+    if device.type != "cuda":
+        return device.type
+    return _cuda_name(device.index if device.index is not None else torch.cuda.current_device())
+
+
+@functools.cache
+def _cuda_name(index: int) -> str:
+    return torch.cuda.get_device_name(index)
+
+
 def fusable(
     x: torch.Tensor, w: torch.Tensor, lora_b: Sequence[torch.Tensor], max_rows: int
-) -> bool:
-    """Whether a call of this shape takes :func:`launch_gemm_lora` (else: the base GEMM, then
-    our launch for every LoRA token). Not where the input is wider than the output (down): there
-    the op was 2.6-13 µs slower than cuBLAS then our launch (H200, 2026-11-28)."""
+) -> GemmPlan | None:
+    """How a call of this shape runs (:class:`.gemm_tiles.GemmPlan`): None where the fused GEMM
+    cannot take it at all (then: cuBLAS, and our launch for every LoRA token)."""
     if x.dim() != 2 or not 1 <= x.shape[0] <= max_rows or not 1 <= len(lora_b) <= MAX_GEMM_SLICES:
-        return False
+        return None
     if x.dtype not in (torch.float16, torch.bfloat16) or w.dtype != x.dtype:
-        return False
+        return None
     n, k = w.shape
+    if x.shape[1] != k:
+        return None
+    plan = plan_for(_device_name(x.device), n, k)
     widths = [b.shape[2] for b in lora_b]
-    return x.shape[1] == k <= n and _whole_tiles(widths, n, k, gemm_tile(n, k))
+    if not _whole_tiles(widths, n, k, plan.lora_tile):
+        return None
+    if plan.plain_tile is not None and not _whole_tiles([n], n, k, plan.plain_tile):
+        return GemmPlan(plan.lora_tile, plan.fuse, None)
+    return plan
 
 
 def _whole_tiles(widths: Sequence[int], n: int, k: int, tile: GemmTile) -> bool:
     """Whether slices of these widths cover ``n`` columns in whole column blocks of ``tile``,
-    and ``k`` is a whole number of its K steps."""
+    and each of its K runs is a whole number of its K steps."""
     return (
-        sum(widths) == n and all(wd % tile.block_n == 0 for wd in widths) and k % tile.block_k == 0
+        sum(widths) == n
+        and all(wd % tile.block_n == 0 for wd in widths)
+        and k % (tile.block_k * tile.split_k) == 0
     )
+
+
+#: Arrival counters a K-split launch may use (one per column block).
+GEMM_ARRIVALS = 8192
+
+
+def arrival_counters(device: torch.device | str) -> torch.Tensor:
+    """Zeroed counters for :func:`launch_gemm_lora`'s K splits; each launch leaves them zero.
+    Allocate them before a CUDA graph is captured (the work list holds the served ones)."""
+    return torch.zeros(GEMM_ARRIVALS, dtype=torch.int32, device=device)
 
 
 def launch_gemm_lora(
@@ -225,10 +272,13 @@ def launch_gemm_lora(
     scale: float,
     dora: DoraEpilogue | None = None,
     tile: GemmTile | None = None,
+    arrivals: torch.Tensor | None = None,
 ) -> None:
     """``y = x W^T``, plus ``scale (x A_s^T) B_s^T`` on the rows whose ``token_slot`` is
-    ``fused_slot[0]`` (``s``; none when it is negative), per slice."""
-    m, k = x.shape
+    ``fused_slot[0]`` (``s``; none when it is negative), per slice. ``tile``: the plan's (by
+    default the table's for this GPU and shape); ``arrivals``: :func:`arrival_counters`, needed
+    when the tile splits K."""
+    k = x.shape[1]
     n = w.shape[0]
     if not 1 <= len(lora_a) == len(lora_b) <= MAX_GEMM_SLICES:
         raise GemmLoRAShapeError(f"{len(lora_a)} A and {len(lora_b)} B slices")
@@ -240,13 +290,7 @@ def launch_gemm_lora(
             raise GemmLoRAShapeError(
                 f"A {tuple(a.shape)} and B {tuple(b.shape)} do not fit rank {rank}, K {k}"
             )
-    tile = tile or gemm_tile(n, k)
-    if not _whole_tiles(widths, n, k, tile):
-        raise GemmLoRAShapeError(
-            f"slices {widths} of {n} columns, K {k}: not whole tiles of {tile}"
-        )
-    if not (x.is_contiguous() and w.is_contiguous() and y.is_contiguous()):
-        raise GemmLoRAShapeError("x, W and y must be contiguous")
+    tile = tile or plan_for(_device_name(x.device), n, k).lora_tile
     table = element_offsets([*lora_a, *lora_b])
     if table is None:
         raise GemmLoRAShapeError("A and B must share a dtype and a device")
@@ -255,14 +299,64 @@ def launch_gemm_lora(
     a_offs = [offsets[min(i, slices - 1)] for i in range(MAX_GEMM_SLICES)]
     b_offs = [offsets[slices + min(i, slices - 1)] for i in range(MAX_GEMM_SLICES)]
     ends = [sum(widths[: i + 1]) if i + 1 < slices else n for i in range(2)]
-    kernel, upcast = _kernel_for(x)
     dora_scales = dora.scales if dora is not None else y
     dora_live = dora.live if dora is not None else token_slot
-    block_m = max(MIN_DOT, triton.next_power_of_2(m))
-    kernel[(n // tile.block_n,)](
-        x, w, base, *a_offs, *b_offs, *ends, token_slot, fused_slot, y, dora_scales, dora_live,
+    _launch(
+        y, x, w, widths, tile, arrivals,
+        (base, *a_offs, *b_offs, *ends, token_slot, fused_slot),
+        (dora_scales, dora_live), rank, scale, fused=True, dora=dora is not None,
+    )  # fmt: skip
+
+
+def launch_plain_gemm(
+    y: torch.Tensor,
+    x: torch.Tensor,
+    w: torch.Tensor,
+    tile: GemmTile,
+    arrivals: torch.Tensor | None = None,
+) -> None:
+    """``y = x W^T`` by the same kernel with no LoRA in it (the plan's ``plain_tile``)."""
+    n = w.shape[0]
+    no_lora = (y, 0, 0, 0, 0, 0, 0, n, n, y, y)  # (pointers the kernel does not read)
+    _launch(y, x, w, [n], tile, arrivals, no_lora, (y, y), 1, 1.0, fused=False, dora=False)
+
+
+def _launch(
+    y: torch.Tensor,
+    x: torch.Tensor,
+    w: torch.Tensor,
+    widths: Sequence[int],
+    tile: GemmTile,
+    arrivals: torch.Tensor | None,
+    lora_args: tuple[Any, ...],
+    dora_args: tuple[torch.Tensor, torch.Tensor],
+    rank: int,
+    scale: float,
+    fused: bool,
+    dora: bool,
+) -> None:
+    m, k = x.shape
+    n = w.shape[0]
+    if not _whole_tiles(widths, n, k, tile):
+        raise GemmLoRAShapeError(
+            f"slices {list(widths)} of {n} columns, K {k}: not whole tiles of {tile}"
+        )
+    if not (x.is_contiguous() and w.is_contiguous() and y.is_contiguous()):
+        raise GemmLoRAShapeError("x, W and y must be contiguous")
+    column_blocks = n // tile.block_n
+    partials = y
+    if tile.split_k > 1:
+        if arrivals is None or arrivals.numel() < column_blocks or arrivals.device != y.device:
+            raise GemmLoRAShapeError(
+                f"a tile that splits K needs {column_blocks} arrival counters on {y.device}"
+            )
+        partials = torch.empty((tile.split_k, m, n), dtype=torch.float32, device=y.device)
+    kernel, upcast = _kernel_for(x)
+    kernel[(column_blocks, tile.split_k)](
+        x, w, *lora_args, y, *dora_args, partials, arrivals if arrivals is not None else y,
         m, n, k, rank, scale,
-        BLOCK_M=block_m, BLOCK_N=tile.block_n, BLOCK_K=tile.block_k,
-        R_PAD=max(MIN_DOT, triton.next_power_of_2(rank)), DORA=dora is not None,
-        UPCAST_DOT=upcast, num_warps=4, num_stages=tile.stages,
+        BLOCK_M=max(MIN_DOT, triton.next_power_of_2(m)), BLOCK_N=tile.block_n,
+        BLOCK_K=tile.block_k, R_PAD=max(MIN_DOT, triton.next_power_of_2(rank)),
+        SPLIT_K=tile.split_k, FUSED=fused, DORA=dora, UPCAST_DOT=upcast,
+        num_warps=tile.warps, num_stages=tile.stages,
     )  # fmt: skip

@@ -1,8 +1,9 @@
 """The ``hi_moe_lora::gemm_lora_linear`` torch op: a LoRA layer's base GEMM and its LoRA.
 
 For calls of ``min_rows`` to ``max_rows`` token rows of a shape :func:`.gemm_lora.fusable`
-accepts (CUDA, or ``TRITON_INTERPRET=1``), the base GEMM carries the LoRA of a step that serves
-one adapter (:func:`.gemm_lora.launch_gemm_lora`). Two ways to know which steps those are:
+accepts (CUDA, or ``TRITON_INTERPRET=1``), the shape's plan (:mod:`.gemm_tiles`, measured per
+GPU) decides. Where it fuses, the base GEMM carries the LoRA of a step that serves one adapter
+(:func:`.gemm_lora.launch_gemm_lora`). Two ways to know which steps those are:
 
 - ``specialized`` (vLLM's ``--specialize-active-lora``: a CUDA graph per count of active
   adapters, the count in ``active_loras``, a CPU tensor read when the op runs, so at capture):
@@ -13,19 +14,20 @@ one adapter (:func:`.gemm_lora.launch_gemm_lora`). Two ways to know which steps 
   and our launch (:func:`.ops.lora_linear_impl`) follows the GEMM on the rest work list, empty
   in a one-adapter step (about 1.6 µs a call, measured served on an H200).
 
-Every other call runs ``x W^T`` by ``torch.mm`` (cuBLAS on CUDA, as vLLM's unquantized layers
-do) and then our launch over the whole work list. A step without LoRA (vLLM's ``no_lora`` flag)
-takes the base GEMM alone. The choice depends only on static shapes and CPU flags, as in
-:mod:`.ops`, so a CUDA graph captured around the op stays valid; the fused slot and both work
-lists are per-step device data. Registered through :mod:`.op_registry` (``y`` and ``counters``
-mutated).
+Every other call runs ``x W^T`` by the plan's plain GEMM (:func:`.gemm_lora.launch_plain_gemm`)
+where it has one, which beat cuBLAS on that GPU, else by ``torch.mm`` (cuBLAS on CUDA, as vLLM's
+unquantized layers do), then our launch over the whole work list. A step without LoRA (vLLM's
+``no_lora`` flag) takes that base GEMM alone. The choice depends only on static shapes and CPU
+flags, as in :mod:`.ops`, so a CUDA graph captured around the op stays valid; the fused slot and
+both work lists are per-step device data. Registered through :mod:`.op_registry` (``y``,
+``counters`` and ``gemm_arrivals`` mutated; every launch leaves the arrival counters zero).
 """
 
 from __future__ import annotations
 
 import torch
 
-from .gemm_lora import fusable, launch_gemm_lora
+from .gemm_lora import fusable, launch_gemm_lora, launch_plain_gemm
 from .layout import DoraEpilogue
 from .op_registry import register_op
 from .ops import lora_linear_impl, use_triton
@@ -48,6 +50,7 @@ def gemm_lora_linear_impl(
     fused_slot: torch.Tensor,
     slot_rank: torch.Tensor,
     counters: torch.Tensor,
+    gemm_arrivals: torch.Tensor,
     no_lora: torch.Tensor,
     scale: float,
     min_rows: int,
@@ -58,18 +61,19 @@ def gemm_lora_linear_impl(
     dora_live: torch.Tensor | None = None,
 ) -> None:
     """``y = x W^T + scale x A[slot]^T B[slot]^T`` per token (``W`` is ``(n, k)``)."""
-    fuse = (
-        not bool(no_lora.item())
-        and x.shape[0] >= min_rows
-        and use_triton(x)
-        and fusable(x, weight, lora_b, max_rows)
-    )
+    plan = None
+    if x.shape[0] >= min_rows and use_triton(x):
+        plan = fusable(x, weight, lora_b, max_rows)
     alone = specialized and int(active_loras.item()) == 1
-    if fuse and (alone or not specialized):
+    with_lora = not bool(no_lora.item())
+    if plan is not None and plan.fuse and with_lora and (alone or not specialized):
         dora = None
         if dora_scales is not None and dora_live is not None:
             dora = DoraEpilogue(dora_scales, dora_live)
-        launch_gemm_lora(y, x, weight, lora_a, lora_b, token_slot, fused_slot, scale, dora)
+        launch_gemm_lora(
+            y, x, weight, lora_a, lora_b, token_slot, fused_slot, scale, dora,
+            plan.lora_tile, gemm_arrivals,
+        )  # fmt: skip
         if alone:  # (one adapter: nothing left for our launch)
             tracker = tracker_for(slot_rank)
             if tracker is not None:
@@ -77,7 +81,10 @@ def gemm_lora_linear_impl(
             return
         tiles = (rest_small, rest_large)
     else:
-        torch.mm(x, weight.t(), out=y)
+        if plan is not None and plan.plain_tile is not None:
+            launch_plain_gemm(y, x, weight, plan.plain_tile, gemm_arrivals)
+        else:
+            torch.mm(x, weight.t(), out=y)
         tiles = (tiles_small, tiles_large)
     lora_linear_impl(
         y, x, lora_a, lora_b, *tiles, slot_rank, counters, no_lora, scale, 0, True,
@@ -99,6 +106,7 @@ def _gemm_lora_linear_fake(
     fused_slot: torch.Tensor,
     slot_rank: torch.Tensor,
     counters: torch.Tensor,
+    gemm_arrivals: torch.Tensor,
     no_lora: torch.Tensor,
     scale: float,
     min_rows: int,
@@ -112,5 +120,5 @@ def _gemm_lora_linear_fake(
 
 
 gemm_lora_linear = register_op(
-    OP_NAME, gemm_lora_linear_impl, ("y", "counters"), _gemm_lora_linear_fake
+    OP_NAME, gemm_lora_linear_impl, ("y", "counters", "gemm_arrivals"), _gemm_lora_linear_fake
 )

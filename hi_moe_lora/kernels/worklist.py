@@ -212,6 +212,12 @@ class WorkListBuffers:
         self.counters = torch.zeros(
             counter_size(max_tokens, max_slots), dtype=torch.int32, device=device
         )
+        #: The fused GEMM's arrival counters (its tiles that split K; ``fused_slot=True`` only).
+        self.gemm_arrivals: torch.Tensor | None = None
+        if fused_slot:
+            from .gemm_lora import arrival_counters
+
+            self.gemm_arrivals = arrival_counters(device)
         self._pinned = self._dev.device.type == "cuda"
         self._ring = [
             torch.zeros(sum(sizes), dtype=torch.int32, pin_memory=self._pinned)

@@ -8,11 +8,12 @@ import torch
 
 from hi_moe_lora.kernels.gemm_lora import (
     GemmLoRAShapeError,
-    GemmTile,
+    arrival_counters,
     fusable,
-    gemm_tile,
     launch_gemm_lora,
+    launch_plain_gemm,
 )
+from hi_moe_lora.kernels.gemm_tiles import GemmPlan, GemmTile, default_plan
 from hi_moe_lora.kernels.layout import DoraEpilogue
 
 SLOTS = 3
@@ -39,15 +40,19 @@ def _reference(
     slots: list[int],
     fused: int,
     scale: float,
+    round_inter: bool = True,
 ) -> torch.Tensor:
-    """float64, the intermediate rounded to the input dtype as the kernels round it."""
+    """float64, the intermediate rounded to the input dtype as the unsplit kernel rounds it
+    (``round_inter``; a tile that splits K keeps each run's share in fp32)."""
     out = x.double() @ w.double().T
     col = 0
     for a_i, b_i in zip(a, b, strict=True):
         width = b_i.shape[2]
         for row, slot in enumerate(slots):
             if slot == fused and fused >= 0:
-                inter = ((x[row].double() @ a_i[slot, 0].double().T) * scale).to(x.dtype)
+                inter = (x[row].double() @ a_i[slot, 0].double().T) * scale
+                if round_inter:
+                    inter = inter.to(x.dtype)
                 out[row, col : col + width] += inter.double() @ b_i[slot, 0].double().T
         col += width
     return out
@@ -106,17 +111,93 @@ def test_shapes_that_are_not_whole_tiles_are_refused(device: str) -> None:
         launch_gemm_lora(y, x, w, a, b[:0], token_slot, fused, 1.0)
 
 
-def test_fusable_takes_decode_sized_half_precision_calls_of_whole_tiles() -> None:
+SPLIT = GemmTile(32, 32, 2, split_k=4)
+
+
+@pytest.mark.parametrize(
+    ("m", "widths", "slots", "fused"),
+    [
+        (5, [64, 32, 32], [1, 1, -1, 1, 1], 1),  # qkv-like, a base row among them
+        (40, [64, 64], [2, 0, 2, 2, 1] * 8, 2),  # other slots' rows left alone
+        (8, [64], [-1] * 8, -1),  # no fused slot: the base GEMM only
+    ],
+)
+def test_a_tile_that_splits_k_adds_every_runs_share_of_base_and_lora(
+    m: int, widths: list[int], slots: list[int], fused: int, device: str
+) -> None:
+    dtype = torch.float32 if device == "cpu" else torch.bfloat16
+    x, w, a, b = _case(m, 128, widths, 16, device, dtype, seed=m)
+    token_slot = torch.tensor(slots, dtype=torch.int32, device=device)
+    fused_slot = torch.tensor([fused], dtype=torch.int32, device=device)
+    arrivals = arrival_counters(device)
+    ref = _reference(x, w, a, b, slots, fused, 0.5, round_inter=False)
+    tol = 1e-4 if dtype == torch.float32 else 2e-2
+    for _ in range(2):  # (the second call finds the counters as the first left them)
+        y = torch.full((m, sum(widths)), float("nan"), dtype=dtype, device=device)
+        launch_gemm_lora(
+            y, x, w, a, b, token_slot, fused_slot, 0.5, tile=SPLIT, arrivals=arrivals
+        )  # fmt: skip
+        assert float((y.double() - ref).abs().max()) < tol * max(1.0, float(ref.abs().max()))
+        assert int(arrivals.abs().sum()) == 0
+
+
+def test_a_split_tile_scales_dora_rows_per_run(device: str) -> None:
+    dtype = torch.float32 if device == "cpu" else torch.bfloat16
+    x, w, a, b = _case(4, 128, [64], 16, device, dtype, seed=5)
+    slots = [0, 1, 1, -1]
+    g = torch.rand(SLOTS + 1, 64, generator=torch.Generator().manual_seed(2)).to(device) + 0.5
+    live = torch.tensor([0, 1, 0], dtype=torch.int32, device=device)
+    y = torch.empty(4, 64, dtype=dtype, device=device)
+    launch_gemm_lora(
+        y, x, w, a, b,
+        torch.tensor(slots, dtype=torch.int32, device=device),
+        torch.tensor([1], dtype=torch.int32, device=device),
+        1.0, DoraEpilogue(g, live), tile=SPLIT, arrivals=arrival_counters(device),
+    )  # fmt: skip
+    ref = _reference(x, w, a, b, slots, 1, 1.0, round_inter=False)
+    ref[1:3] *= g[1].double()
+    tol = 1e-4 if dtype == torch.float32 else 2e-2
+    assert float((y.double() - ref).abs().max()) < tol * max(1.0, float(ref.abs().max()))
+
+
+@pytest.mark.parametrize("tile", [GemmTile(32, 64, 2), SPLIT, GemmTile(64, 32, 2, split_k=2)])
+def test_the_plain_gemm_is_x_times_w_transposed(tile: GemmTile, device: str) -> None:
+    dtype = torch.float32 if device == "cpu" else torch.bfloat16
+    x, w, _, _ = _case(24, 128, [128], 16, device, dtype, seed=7)
+    y = torch.full((24, 128), float("nan"), dtype=dtype, device=device)
+    launch_plain_gemm(y, x, w, tile, arrival_counters(device))
+    ref = x.double() @ w.double().T
+    tol = 1e-4 if dtype == torch.float32 else 2e-2
+    assert float((y.double() - ref).abs().max()) < tol * max(1.0, float(ref.abs().max()))
+
+
+def test_a_split_tile_without_arrival_counters_is_refused(device: str) -> None:
+    x, w, _, _ = _case(4, 128, [64], 16, device, torch.float32)
+    y = torch.empty(4, 64, device=device)
+    with pytest.raises(GemmLoRAShapeError, match="arrival counters"):
+        launch_plain_gemm(y, x, w, SPLIT)
+    with pytest.raises(GemmLoRAShapeError, match="whole tiles"):  # (K 128 in 4 runs of 64)
+        launch_plain_gemm(y, x, w, GemmTile(32, 64, 2, split_k=4), arrival_counters(device))
+
+
+def test_fusable_plans_decode_sized_half_precision_calls_of_whole_tiles() -> None:
     x = torch.empty(64, 4096, dtype=torch.bfloat16)
     w = torch.empty(6144, 4096, dtype=torch.bfloat16)
     qkv = [torch.empty(2, 1, wd, 16, dtype=torch.bfloat16) for wd in (4096, 1024, 1024)]
-    assert fusable(x, w, qkv, max_rows=64)
-    assert not fusable(x, w, qkv, max_rows=32)  # (more rows than decode)
-    assert not fusable(x.float(), w.float(), qkv, max_rows=64)
-    assert not fusable(x, w, qkv[:2], max_rows=64)  # (slices do not cover W)
+    assert fusable(x, w, qkv, max_rows=64) == default_plan(6144, 4096)  # (no table on a CPU)
+    assert fusable(x, w, qkv, max_rows=32) is None  # (more rows than decode)
+    assert fusable(x.float(), w.float(), qkv, max_rows=64) is None
+    assert fusable(x, w, qkv[:2], max_rows=64) is None  # (slices do not cover W)
 
 
-def test_the_tile_follows_the_weights_shape() -> None:
-    assert gemm_tile(28672, 4096) == GemmTile(64, 64, 6)  # gate_up
-    assert gemm_tile(4096, 4096) == GemmTile(32, 128, 4)  # o
-    assert gemm_tile(6144, 4096) == GemmTile(64, 128, 4)  # qkv
+def test_fusable_drops_a_plain_tile_that_does_not_fit_the_shape(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import hi_moe_lora.kernels.gemm_lora as gemm_lora
+
+    plan = GemmPlan(GemmTile(64, 128, 4), True, GemmTile(64, 128, 4, split_k=64))
+    monkeypatch.setattr(gemm_lora, "plan_for", lambda device, n, k: plan)
+    x = torch.empty(64, 4096, dtype=torch.bfloat16)
+    w = torch.empty(4096, 4096, dtype=torch.bfloat16)
+    o = [torch.empty(2, 1, 4096, 16, dtype=torch.bfloat16)]
+    assert fusable(x, w, o, max_rows=64) == GemmPlan(plan.lora_tile, True, None)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 import torch
 
 import hi_moe_lora.kernels.gemm_op  # noqa: F401  (registers the op)
 from hi_moe_lora.kernels.config import BLOCK_M_LARGE, BLOCK_M_SMALL
+from hi_moe_lora.kernels.gemm_tiles import GemmPlan, GemmTile
 from hi_moe_lora.kernels.worklist import WorkListBuffers
 
 SLOTS = 4
@@ -36,7 +39,7 @@ def _run(
         work.rest_tiles[BLOCK_M_SMALL], work.rest_tiles[BLOCK_M_LARGE],
         torch.tensor(slots, dtype=torch.int32, device=device), work.fused_slot,
         torch.full((SLOTS,), RANK, dtype=torch.int32, device=device), work.counters,
-        torch.tensor([no_lora]), 1.0, min_rows, 64,
+        work.gemm_arrivals, torch.tensor([no_lora]), 1.0, min_rows, 64,
         torch.tensor([len(set(slots))], dtype=torch.int32), specialized, None, None,
     )  # fmt: skip
     ref = x.double() @ w.double().T
@@ -86,3 +89,39 @@ def test_a_graph_for_one_active_adapter_runs_no_launch_after_the_gemm(
     assert float((y.double() - ref).abs().max()) < 4e-2 * max(1.0, float(ref.abs().max()))
     _run([2] * 6, device, 1, specialized=False)  # (not specialized: the rest launch runs)
     assert calls == [1]
+
+
+SPLIT_PLAN = GemmPlan(GemmTile(32, 32, 2, split_k=2), True, GemmTile(32, 32, 2, split_k=4))
+
+
+@pytest.mark.parametrize(
+    ("slots", "no_lora", "specialized"),
+    [
+        ([1] * 8, False, True),  # one adapter in the split GEMM alone
+        ([0, 3, 3, -1, 2, 3, 0, 3, 1, 1], False, True),  # the plain GEMM, then our launch
+        ([0, 1, 2], True, False),  # no LoRA: the plain GEMM alone
+    ],
+)
+def test_a_plan_with_a_plain_tile_takes_it_where_no_lora_rides_inside(
+    slots: list[int],
+    no_lora: bool,
+    specialized: bool,
+    device: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A measured plan (split K, and a plain GEMM that beat cuBLAS) runs in place of cuBLAS."""
+    import hi_moe_lora.kernels.gemm_lora as gemm_lora
+    import hi_moe_lora.kernels.gemm_op as gemm_op
+
+    monkeypatch.setattr(gemm_lora, "plan_for", lambda device, n, k: SPLIT_PLAN)
+    cublas: list[int] = []
+    real_mm = torch.mm
+
+    def counted_mm(*args: Any, **kwargs: Any) -> torch.Tensor:
+        cublas.append(1)
+        return real_mm(*args, **kwargs)
+
+    monkeypatch.setattr(gemm_op.torch, "mm", counted_mm)
+    y, ref = _run(slots, device, 1, no_lora=no_lora, specialized=specialized)
+    assert cublas == []
+    assert float((y.double() - ref).abs().max()) < 4e-2 * max(1.0, float(ref.abs().max()))

@@ -1,0 +1,340 @@
+"""Measure the fused GEMM's tiles on this GPU and write its plans (``gemm_tiles.json``).
+
+A 64-row GEMM is bound by streaming its weight, and cuBLAS streams the Llama-3-8B projections'
+weights at 2.4-3.6 TB/s on an H200 (qkv 18.5 µs, o 13.9, gate_up 64.8, down 39.3; the card
+copies at about 4.3). Whether a Triton tile does better, and which, depends on the GPU and the
+shape, so this script tries a grid of tiles (columns per program, K step, pipeline depth, warps,
+K splits) per projection and keeps, for :mod:`hi_moe_lora.kernels.gemm_tiles`:
+
+- ``lora``: the fastest tile with one adapter's LoRA inside (every row on it, 16 slots of rank
+  16, the projection's real slices), and ``fuse``: whether it beat cuBLAS then our launch
+  (``hi_moe_lora::lora_linear``), which is what a one-adapter step runs without it;
+- ``plain``: the fastest tile without LoRA inside, kept only when it beat cuBLAS by more than
+  ``--margin`` (else ``null``: cuBLAS).
+
+Every call is timed in one CUDA graph over a pool of weight copies larger than L2 (each call
+reads W from HBM, as a served step does), median of the replays, at ``--m`` rows; each tile's
+output is checked against a float64 reference before it is timed. Tiles are compiled first in
+``--workers`` processes (Triton's cache is shared), then timed in this one. Plain tiles are
+tried on the whole grid, LoRA tiles on the ``--lora-candidates`` fastest plain ones and the
+rule of thumb's.
+
+    python benchmarks/kernels/tune_gemm_tiles.py [--m 64] [--out tiles.json] \\
+        [--results results.json] [--shapes qkv o gate_up down]
+
+``--out`` writes the table (merged into the file if it exists; serve it with
+``HI_MOE_LORA_GEMM_TILES=tiles.json``, or copy the device's entry into
+``hi_moe_lora/kernels/gemm_tiles.json`` to ship it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import multiprocessing
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import torch
+from triton.runtime.errors import OutOfResources
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_lora import _graph_time  # type: ignore[import-not-found]  # (timed the same way)
+
+import hi_moe_lora.kernels.ops  # noqa: F401  (registers hi_moe_lora::lora_linear)
+import hi_moe_lora.kernels.triton_kernel as fused_launcher
+from hi_moe_lora.kernels.config import BLOCK_M_LARGE, BLOCK_M_SMALL
+from hi_moe_lora.kernels.gemm_lora import (
+    arrival_counters,
+    launch_gemm_lora,
+    launch_plain_gemm,
+)
+from hi_moe_lora.kernels.gemm_tiles import (
+    GemmPlan,
+    GemmTile,
+    default_tile,
+    load_table,
+    shape_key,
+    table_json,
+)
+from hi_moe_lora.kernels.worklist import WorkListBuffers
+
+# (decode sizes only: serving compiles a layer's prefill variants on its first call)
+fused_launcher.precompile_prefill_variants = lambda *args, **kwargs: 0
+
+#: (input width K, output slices) of the Llama-3-8B projections.
+SHAPES = {
+    "qkv": (4096, (4096, 1024, 1024)),
+    "o": (4096, (4096,)),
+    "gate_up": (4096, (14336, 14336)),
+    "down": (14336, (4096,)),
+}
+RANK = 16
+SLOTS = 16
+SLOT = 3  # (the adapter every row is on)
+#: Weight bytes the copies of one case must exceed (twice an H200's L2).
+POOL_BYTES = 2 * 60 * 2**20
+#: Shared memory a tile may ask for (an H200's SM holds 227 KiB).
+SMEM_BYTES = 200 * 1024
+GRID = {
+    "block_n": (32, 64, 128),
+    "block_k": (64, 128, 256),
+    "stages": (3, 4, 6),
+    "warps": (4, 8),
+    "split_k": (1, 2, 4, 8),
+}
+
+
+def candidate_tiles(n: int, k: int, widths: tuple[int, ...], m: int) -> list[GemmTile]:
+    """The grid, less the tiles that do not fit the shape, that ask for more shared memory
+    than an SM has, that leave fewer programs than about one an SM or more than 16, or that
+    split K into runs of fewer than two steps."""
+    rows = max(16, 1 << (m - 1).bit_length())
+    tiles = []
+    for bn, bk, stages, warps, split in itertools.product(*GRID.values()):
+        if any(wd % bn for wd in widths) or k % (bk * split) or k // (bk * split) < 2:
+            continue
+        if warps == 8 and bn < 64:
+            continue
+        smem = stages * 2 * (rows * bk + bk * bn + bk * RANK)
+        programs = n // bn * split
+        if smem > SMEM_BYTES or not 96 <= programs <= 16 * 132:
+            continue
+        tiles.append(GemmTile(bn, bk, stages, warps, split))
+    return tiles
+
+
+def _case(shape: str, m: int, copies: int, seed: int = 0) -> list[dict[str, Any]]:
+    """``copies`` sets of x, W, the slices' A and B (16 slots) and y, on the GPU."""
+    k, widths = SHAPES[shape]
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+
+    def rand(*size: int, std: float) -> torch.Tensor:
+        return (torch.randn(*size, generator=gen, device="cuda") * std).to(torch.bfloat16)
+
+    return [
+        {
+            "x": rand(m, k, std=1.0),
+            "w": rand(sum(widths), k, std=k**-0.5),
+            "a": [rand(SLOTS, 1, RANK, k, std=k**-0.5) for _ in widths],
+            "b": [rand(SLOTS, 1, wd, RANK, std=RANK**-0.5) for wd in widths],
+            "y": torch.empty(m, sum(widths), dtype=torch.bfloat16, device="cuda"),
+        }
+        for _ in range(copies)
+    ]
+
+
+def _compile(job: tuple[str, int, list[tuple[int, ...]], bool]) -> int:
+    """In a worker: launch each tile once (Triton compiles it into the shared cache)."""
+    shape, m, tiles, lora = job
+    case = _case(shape, m, 1)[0]
+    token_slot = torch.full((m,), SLOT, dtype=torch.int32, device="cuda")
+    fused_slot = torch.tensor([SLOT], dtype=torch.int32, device="cuda")
+    arrivals = arrival_counters("cuda")
+    done = 0
+    for fields in tiles:
+        tile = GemmTile(*fields)
+        try:
+            if lora:
+                launch_gemm_lora(
+                    case["y"], case["x"], case["w"], case["a"], case["b"], token_slot,
+                    fused_slot, 1.0, tile=tile, arrivals=arrivals,
+                )  # fmt: skip
+            else:
+                launch_plain_gemm(case["y"], case["x"], case["w"], tile, arrivals)
+            done += 1
+        except OutOfResources:  # (the timing pass skips it too)
+            continue
+    torch.cuda.synchronize()
+    return done
+
+
+class Compiler:
+    """Compiles tiles ahead of the timing, in ``workers`` processes (none: as they are timed)."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self.pool = None
+        if workers > 0:
+            spawn = multiprocessing.get_context("spawn")
+            self.pool = ProcessPoolExecutor(workers, mp_context=spawn)
+
+    def compile(self, shape: str, m: int, tiles: list[GemmTile], lora: bool) -> None:
+        if self.pool is None:
+            return
+        fields = [tuple(_fields(t)) for t in tiles]
+        chunks = [fields[i :: self.workers] for i in range(self.workers)]
+        list(self.pool.map(_compile, [(shape, m, chunk, lora) for chunk in chunks if chunk]))
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown()
+
+
+def tune_shape(
+    shape: str, m: int, replays: int, candidates: int, compiler: Compiler
+) -> dict[str, Any]:
+    k, widths = SHAPES[shape]
+    n = sum(widths)
+    copies = max(2, -(-POOL_BYTES // (n * k * 2)))
+    cases = _case(shape, m, copies, seed=m + k)
+    token_slot = torch.full((m,), SLOT, dtype=torch.int32, device="cuda")
+    fused_slot = torch.tensor([SLOT], dtype=torch.int32, device="cuda")
+    arrivals = arrival_counters("cuda")
+    work = WorkListBuffers(max(m, 16), SLOTS, "cuda")
+    work.update([SLOT] * m, [RANK] * SLOTS)
+    ranks = torch.full((SLOTS,), RANK, dtype=torch.int32, device="cuda")
+    no_lora = torch.zeros(1, dtype=torch.bool)
+    small, large = work.tiles[BLOCK_M_SMALL], work.tiles[BLOCK_M_LARGE]
+
+    first = cases[0]
+    base_ref = first["x"].double() @ first["w"].double().T
+    lora_ref = base_ref.clone()
+    col = 0
+    for a, b in zip(first["a"], first["b"], strict=True):
+        inter = (first["x"].double() @ a[SLOT, 0].double().T).to(torch.bfloat16).double()
+        lora_ref[:, col : col + b.shape[2]] += inter @ b[SLOT, 0].double().T
+        col += b.shape[2]
+
+    def cublas(c: dict[str, Any]) -> None:
+        torch.mm(c["x"], c["w"].T, out=c["y"])
+
+    def cublas_ours(c: dict[str, Any]) -> None:
+        cublas(c)
+        torch.ops.hi_moe_lora.lora_linear(
+            c["y"], c["x"], c["a"], c["b"], small, large, ranks, work.counters, no_lora,
+            1.0, 0, True, None, None,
+        )  # fmt: skip
+
+    def plain(c: dict[str, Any], tile: GemmTile) -> None:
+        launch_plain_gemm(c["y"], c["x"], c["w"], tile, arrivals)
+
+    def fused(c: dict[str, Any], tile: GemmTile) -> None:
+        launch_gemm_lora(
+            c["y"], c["x"], c["w"], c["a"], c["b"], token_slot, fused_slot, 1.0,
+            tile=tile, arrivals=arrivals,
+        )  # fmt: skip
+
+    def timed(fn: Any, tile: GemmTile | None, reference: torch.Tensor) -> tuple[float, float]:
+        """(µs a call, largest difference from the reference), or (inf, inf) where the tile
+        does not compile on this GPU."""
+        run = (lambda c: fn(c)) if tile is None else (lambda c: fn(c, tile))
+        try:
+            first["y"].fill_(float("nan"))
+            run(first)
+            torch.cuda.synchronize()
+        except OutOfResources:  # (more shared memory than this GPU's SM holds)
+            return float("inf"), float("inf")
+        error = float((first["y"].double() - reference).abs().max())
+        return _graph_time([lambda c=c: run(c) for c in cases], replays), error
+
+    began = time.monotonic()
+    t_cublas, e_cublas = timed(cublas, None, base_ref)
+    t_ours, e_ours = timed(cublas_ours, None, lora_ref)
+    grid = candidate_tiles(n, k, widths, m)
+    compiler.compile(shape, m, grid, lora=False)
+    plain_times = {tile: timed(plain, tile, base_ref) for tile in grid}
+    ranked = sorted(plain_times, key=lambda t: plain_times[t][0])
+    lora_grid = list(dict.fromkeys([*ranked[:candidates], default_tile(n, k)]))
+    compiler.compile(shape, m, lora_grid, lora=True)
+    lora_times = {tile: timed(fused, tile, lora_ref) for tile in lora_grid}
+    best_plain = min(plain_times, key=lambda t: plain_times[t][0])
+    best_lora = min(lora_times, key=lambda t: lora_times[t][0])
+    return {
+        "shape": shape,
+        "n": n,
+        "k": k,
+        "m": m,
+        "copies": copies,
+        "seconds": round(time.monotonic() - began, 1),
+        "cublas_us": t_cublas,
+        "cublas_ours_us": t_ours,
+        "max_err_cublas": e_cublas,
+        "max_err_cublas_ours": e_ours,
+        "plain": [[*_fields(t), us, err] for t, (us, err) in plain_times.items()],
+        "lora": [[*_fields(t), us, err] for t, (us, err) in lora_times.items()],
+        "best_plain": [*_fields(best_plain), *plain_times[best_plain]],
+        "best_lora": [*_fields(best_lora), *lora_times[best_lora]],
+        "default_lora_us": lora_times[default_tile(n, k)][0],
+    }
+
+
+def _fields(tile: GemmTile) -> list[int]:
+    return [tile.block_n, tile.block_k, tile.stages, tile.warps, tile.split_k]
+
+
+def plan_from(row: dict[str, Any], margin: float) -> GemmPlan:
+    """The shape's plan from its measurements."""
+    lora_tile = GemmTile(*row["best_lora"][:5])
+    plain_us = row["best_plain"][5]
+    plain_tile = GemmTile(*row["best_plain"][:5])
+    return GemmPlan(
+        lora_tile,
+        fuse=row["best_lora"][5] < row["cublas_ours_us"],
+        plain_tile=plain_tile if plain_us < row["cublas_us"] * (1.0 - margin) else None,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--m", type=int, default=64, help="token rows (the plans serve 33-64)")
+    parser.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES))
+    parser.add_argument("--replays", type=int, default=20)
+    parser.add_argument("--candidates", type=int, default=12, dest="lora_candidates")
+    parser.add_argument("--margin", type=float, default=0.02, help="plain tile must beat cuBLAS by")
+    parser.add_argument("--workers", type=int, default=12, help="compiling processes (0: none)")
+    parser.add_argument("--out", type=Path, help="the table to write (merged)")
+    parser.add_argument("--results", type=Path, help="every tile's time, as JSON")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        parser.error("needs a CUDA GPU")
+    device = torch.cuda.get_device_name()
+    compiler = Compiler(args.workers)
+    rows: list[dict[str, Any]] = []
+    plans: dict[str, GemmPlan] = {}
+    print(f"{device}, M = {args.m}")
+    print(
+        "| shape | cuBLAS | cuBLAS + ours | best plain (tile) | best LoRA inside (tile) "
+        "| rule of thumb, LoRA inside | plan |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    try:
+        for shape in args.shapes:
+            row = tune_shape(shape, args.m, args.replays, args.lora_candidates, compiler)
+            rows.append(row)
+            plan = plan_from(row, args.margin)
+            plans[shape_key(row["n"], row["k"])] = plan
+            if args.results is not None:
+                args.results.write_text(json.dumps({"device": device, "rows": rows}, indent=1))
+            bp, bl = row["best_plain"], row["best_lora"]
+            print(
+                f"| {shape} | {row['cublas_us']:.1f} | {row['cublas_ours_us']:.1f} "
+                f"| {bp[5]:.1f} ({bp[0]}x{bp[1]}x{bp[2]} w{bp[3]} s{bp[4]}) "
+                f"| {bl[5]:.1f} ({bl[0]}x{bl[1]}x{bl[2]} w{bl[3]} s{bl[4]}; err {bl[6]:.3f}) "
+                f"| {row['default_lora_us']:.1f} "
+                f"| fuse {'yes' if plan.fuse else 'no'}, plain "
+                f"{'ours' if plan.plain_tile else 'cuBLAS'} |",
+                flush=True,
+            )
+    finally:
+        compiler.close()
+    if args.out is not None:
+        table = load_table(args.out) if args.out.exists() else {}
+        table.setdefault(device, {}).update(plans)
+        note = (
+            f"Tiles of the fused GEMM per GPU and weight shape (N x K), measured at M = {args.m} "
+            "by benchmarks/kernels/tune_gemm_tiles.py; see hi_moe_lora/kernels/gemm_tiles.py."
+        )
+        args.out.write_text(json.dumps(table_json(table, note), indent=1) + "\n")
+        print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

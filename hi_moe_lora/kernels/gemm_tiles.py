@@ -1,0 +1,183 @@
+"""Which tile the fused GEMM (:mod:`.gemm_lora`) takes for a weight shape, on which GPU.
+
+A 64-row GEMM is bound by streaming W: its speed is how many bytes the tile keeps in flight,
+which depends on the GPU, the shape and the tile (columns per program, K step, pipeline depth,
+warps, K splits). So the tiles are measured, per GPU and shape, by
+``benchmarks/kernels/tune_gemm_tiles.py`` into a table (``gemm_tiles.json`` beside this module,
+or the file ``HI_MOE_LORA_GEMM_TILES`` names). Each entry of the table also says
+
+- ``fuse``: whether a one-adapter step's LoRA rides inside the GEMM (it beat cuBLAS then our
+  launch), and
+- ``plain``: the tile that runs the GEMM where no LoRA rides inside it, if one beat cuBLAS
+  (else ``null``: cuBLAS).
+
+A shape the table does not hold takes the rule of thumb (:func:`default_plan`): the tile the
+first sweep found (H200, 2026-11-28), the LoRA inside where the input is not wider than the
+output, and cuBLAS for the plain GEMM.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+ENV_GEMM_TILES = "HI_MOE_LORA_GEMM_TILES"
+#: The table shipped with the package.
+TABLE_FILE = Path(__file__).with_name("gemm_tiles.json")
+
+logger = logging.getLogger(__name__)
+
+
+class GemmTilesError(ValueError):
+    """A tile table that cannot be read or does not hold valid tiles."""
+
+
+@dataclass(frozen=True)
+class GemmTile:
+    """Columns per program, K step, pipeline depth, warps and K splits of one launch.
+
+    With ``split_k`` above one, ``split_k`` programs share a column block, each over its own
+    run of K; each stores its fp32 partial (its share of the LoRA included, by linearity) and
+    the last to arrive sums them in order (deterministic) and stores ``y``: more programs in
+    flight for the same weight bytes.
+    """
+
+    block_n: int
+    block_k: int
+    stages: int
+    warps: int = 4
+    split_k: int = 1
+
+    def __post_init__(self) -> None:
+        for name, value in asdict(self).items():
+            if not (isinstance(value, int) and value >= 1):
+                raise GemmTilesError(f"{name} must be a positive integer, not {value!r}")
+        for name in ("block_n", "block_k", "warps", "split_k"):
+            value = getattr(self, name)
+            if value & (value - 1):
+                raise GemmTilesError(f"{name} must be a power of two, not {value}")
+        if self.block_n < 16 or self.block_k < 16:
+            raise GemmTilesError(f"blocks of at least 16 (tl.dot's least), not {self}")
+
+
+@dataclass(frozen=True)
+class GemmPlan:
+    """How the calls of one weight shape run."""
+
+    #: The tile of the GEMM that carries a one-adapter step's LoRA.
+    lora_tile: GemmTile
+    #: Whether one-adapter steps take it (else: the plain GEMM, then our launch).
+    fuse: bool
+    #: The tile of the GEMM without LoRA inside; None: cuBLAS (``torch.mm``).
+    plain_tile: GemmTile | None
+
+
+def default_tile(n: int, k: int) -> GemmTile:
+    """The tile for an ``(n, k)`` weight at decode sizes (64 rows) without a measured one.
+
+    From the prototype's sweep on an H200 (``benchmarks/kernels/bench_fused_gemm.py``,
+    2026-11-28): 32 columns for square weights (o), 64 columns with a K step of 64 six deep for
+    the widest (gate_up), 64 with a K step of 128 otherwise (qkv).
+    """
+    if n >= 4 * k:
+        return GemmTile(64, 64, 6)
+    if n <= k:
+        return GemmTile(32, 128, 4)
+    return GemmTile(64, 128, 4)
+
+
+def default_plan(n: int, k: int) -> GemmPlan:
+    """The rule of thumb: LoRA inside where the input is not wider than the output (for down
+    the unsplit GEMM was 2.6-13 µs slower than cuBLAS then our launch, H200, 2026-11-28)."""
+    return GemmPlan(default_tile(n, k), fuse=k <= n, plain_tile=None)
+
+
+def shape_key(n: int, k: int) -> str:
+    """The table's key for an ``(n, k)`` weight."""
+    return f"{n}x{k}"
+
+
+def _tile(raw: Any, where: str) -> GemmTile:
+    if not isinstance(raw, dict):
+        raise GemmTilesError(f"{where}: a tile is an object, not {raw!r}")
+    try:
+        return GemmTile(**raw)
+    except TypeError as error:
+        raise GemmTilesError(f"{where}: {error}") from None
+    except GemmTilesError as error:
+        raise GemmTilesError(f"{where}: {error}") from None
+
+
+def parse_table(raw: Any, source: str) -> dict[str, dict[str, GemmPlan]]:
+    """``{device name: {shape key: plan}}`` from a table's JSON (``{"devices": ...}``)."""
+    devices = raw.get("devices") if isinstance(raw, dict) else None
+    if not isinstance(devices, dict):
+        raise GemmTilesError(f'{source}: expected {{"devices": {{name: {{shape: entry}}}}}}')
+    table: dict[str, dict[str, GemmPlan]] = {}
+    for device, shapes in devices.items():
+        if not isinstance(shapes, dict):
+            raise GemmTilesError(f"{source}: {device}: expected {{shape: entry}}")
+        plans = {}
+        for key, entry in shapes.items():
+            where = f"{source}: {device}: {key}"
+            if not isinstance(entry, dict) or not isinstance(entry.get("fuse"), bool):
+                raise GemmTilesError(f'{where}: expected {{"lora", "fuse", "plain"}}')
+            plain = entry.get("plain")
+            plans[key] = GemmPlan(
+                _tile(entry.get("lora"), f"{where}: lora"),
+                entry["fuse"],
+                None if plain is None else _tile(plain, f"{where}: plain"),
+            )
+        table[device] = plans
+    return table
+
+
+def table_json(table: dict[str, dict[str, GemmPlan]], note: str) -> dict[str, Any]:
+    """The JSON form :func:`parse_table` reads (what the tuning script writes)."""
+    return {
+        "note": note,
+        "devices": {
+            device: {
+                key: {
+                    "lora": asdict(plan.lora_tile),
+                    "fuse": plan.fuse,
+                    "plain": None if plan.plain_tile is None else asdict(plan.plain_tile),
+                }
+                for key, plan in plans.items()
+            }
+            for device, plans in table.items()
+        },
+    }
+
+
+def load_table(path: Path) -> dict[str, dict[str, GemmPlan]]:
+    """Read and check a table file."""
+    try:
+        raw = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        raise GemmTilesError(f"{path}: {error}") from None
+    return parse_table(raw, str(path))
+
+
+@functools.cache
+def _active_table() -> dict[str, dict[str, GemmPlan]]:
+    """The shipped table, or the one ``HI_MOE_LORA_GEMM_TILES`` names (read once)."""
+    chosen = os.environ.get(ENV_GEMM_TILES, "")
+    path = Path(chosen) if chosen else TABLE_FILE
+    table = load_table(path)
+    if chosen:
+        logger.info("fused GEMM tiles from %s (%s)", path, ", ".join(sorted(table)) or "empty")
+    return table
+
+
+@functools.cache
+def plan_for(device_name: str, n: int, k: int) -> GemmPlan:
+    """The measured plan of an ``(n, k)`` weight on the GPU named ``device_name`` (as
+    ``torch.cuda.get_device_name`` names it), else :func:`default_plan`."""
+    plan = _active_table().get(device_name, {}).get(shape_key(n, k))
+    return plan if plan is not None else default_plan(n, k)

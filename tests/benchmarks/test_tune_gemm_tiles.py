@@ -1,0 +1,57 @@
+"""tune_gemm_tiles.py's grid and the plan it writes from its measurements (CPU: the timing
+itself needs a GPU)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from hi_moe_lora.kernels.gemm_tiles import GemmPlan, GemmTile, parse_table, table_json
+from tests.support.scripts import load_script
+
+tune = load_script("benchmarks/kernels/tune_gemm_tiles.py")
+
+
+def test_the_grid_holds_only_tiles_that_fit_the_shape_and_an_sm() -> None:
+    for k, widths in tune.SHAPES.values():
+        n = sum(widths)
+        tiles = tune.candidate_tiles(n, k, widths, 64)
+        assert tiles
+        for tile in tiles:
+            assert all(wd % tile.block_n == 0 for wd in widths)
+            assert k % (tile.block_k * tile.split_k) == 0
+            assert k // (tile.block_k * tile.split_k) >= 2
+            assert 96 <= n // tile.block_n * tile.split_k <= 16 * 132
+            smem = tile.stages * 2 * (64 * tile.block_k + tile.block_k * (tile.block_n + 16))
+            assert smem <= tune.SMEM_BYTES
+    # (down is 4,096 columns over K = 14,336: only splits give it more than 64 programs of 64)
+    down = tune.candidate_tiles(4096, 14336, (4096,), 64)
+    assert any(t.split_k > 1 for t in down)
+
+
+def _row(cublas: float, ours: float, plain: float, lora: float) -> dict[str, object]:
+    return {
+        "cublas_us": cublas,
+        "cublas_ours_us": ours,
+        "best_plain": [64, 128, 4, 4, 2, plain, 0.0],
+        "best_lora": [32, 128, 4, 4, 1, lora, 0.0],
+    }
+
+
+def test_the_plan_fuses_where_lora_inside_beat_cublas_then_our_launch() -> None:
+    plan = tune.plan_from(_row(18.5, 26.7, 18.4, 22.0), margin=0.02)
+    assert plan == GemmPlan(GemmTile(32, 128, 4, 4, 1), fuse=True, plain_tile=None)
+    assert not tune.plan_from(_row(18.5, 26.7, 18.4, 27.0), margin=0.02).fuse
+
+
+def test_the_plain_tile_is_kept_only_when_it_beat_cublas_by_the_margin() -> None:
+    plan = tune.plan_from(_row(18.5, 26.7, 15.0, 22.0), margin=0.02)
+    assert plan.plain_tile == GemmTile(64, 128, 4, 4, 2)
+    assert tune.plan_from(_row(18.5, 26.7, 18.3, 22.0), margin=0.02).plain_tile is None
+
+
+def test_the_written_table_reads_back(tmp_path: Path) -> None:
+    plan = tune.plan_from(_row(18.5, 26.7, 15.0, 22.0), margin=0.02)
+    path = tmp_path / "tiles.json"
+    path.write_text(json.dumps(table_json({"NVIDIA H200": {"6144x4096": plan}}, "n")))
+    assert parse_table(json.loads(path.read_text()), str(path))["NVIDIA H200"]["6144x4096"] == plan

@@ -1,0 +1,101 @@
+"""The fused GEMM's tile table: reading, checking, and which plan a shape gets."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hi_moe_lora.kernels import gemm_tiles
+from hi_moe_lora.kernels.gemm_tiles import (
+    ENV_GEMM_TILES,
+    TABLE_FILE,
+    GemmPlan,
+    GemmTile,
+    GemmTilesError,
+    default_plan,
+    load_table,
+    parse_table,
+    plan_for,
+    shape_key,
+    table_json,
+)
+
+TUNED = GemmPlan(GemmTile(64, 128, 4, warps=8, split_k=2), False, GemmTile(32, 256, 3))
+
+
+@pytest.fixture(autouse=True)
+def _fresh_table() -> object:
+    """Each test reads the table again (it is read once per process)."""
+    gemm_tiles._active_table.cache_clear()
+    plan_for.cache_clear()
+    yield None
+    gemm_tiles._active_table.cache_clear()
+    plan_for.cache_clear()
+
+
+def test_a_table_round_trips_through_its_json() -> None:
+    table = {"NVIDIA H200": {shape_key(6144, 4096): TUNED}}
+    raw = json.loads(json.dumps(table_json(table, "test")))
+    assert parse_table(raw, "test") == table
+
+
+def test_the_shipped_table_is_valid() -> None:
+    load_table(TABLE_FILE)
+
+
+def test_a_shape_the_table_lacks_takes_the_rule_of_thumb() -> None:
+    assert plan_for("NVIDIA Nonexistent", 4096, 14336) == default_plan(4096, 14336)
+    assert not default_plan(4096, 14336).fuse  # (down: input wider than output)
+    assert default_plan(6144, 4096) == GemmPlan(GemmTile(64, 128, 4), True, None)
+
+
+def test_the_environment_names_another_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "tiles.json"
+    path.write_text(json.dumps(table_json({"NVIDIA H200": {"6144x4096": TUNED}}, "mine")))
+    monkeypatch.setenv(ENV_GEMM_TILES, str(path))
+    assert plan_for("NVIDIA H200", 6144, 4096) == TUNED
+    assert plan_for("NVIDIA H100 80GB HBM3", 6144, 4096) == default_plan(6144, 4096)
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ([], "expected"),
+        ({"devices": {"gpu": {"1x1": {"lora": {"block_n": 64}, "fuse": True}}}}, "lora"),
+        (
+            {
+                "devices": {
+                    "gpu": {
+                        "1x1": {"lora": {"block_n": 48, "block_k": 64, "stages": 2}, "fuse": True}
+                    }
+                }
+            },
+            "power of two",
+        ),
+        (
+            {
+                "devices": {
+                    "gpu": {
+                        "1x1": {"lora": {"block_n": 64, "block_k": 64, "stages": 0}, "fuse": True}
+                    }
+                }
+            },
+            "positive integer",
+        ),
+        ({"devices": {"gpu": {"1x1": {"lora": {}, "fuse": "yes"}}}}, "fuse"),
+    ],
+)
+def test_a_bad_table_is_refused_with_where_it_is_wrong(raw: object, message: str) -> None:
+    with pytest.raises(GemmTilesError, match=message):
+        parse_table(raw, "bad.json")
+
+
+def test_an_unreadable_table_names_its_file(tmp_path: Path) -> None:
+    path = tmp_path / "tiles.json"
+    path.write_text("{not json")
+    with pytest.raises(GemmTilesError, match=r"tiles\.json"):
+        load_table(path)
