@@ -34,14 +34,16 @@
 #   EXTRA_ARGS="..."    more `vllm serve` arguments (e.g. --quantization fp8; tag with MODEL_TAG)
 #   CONCS="64 8"        `vllm bench serve` concurrencies, each: base / one adapter / many adapters
 #   PROBE=1             greedy + teacher-forced probe first: twice alone, once beside a 16-adapter
-#                       load (vLLM's run-to-run reference: the same request in other batches)
+#                       load (vLLM's run-to-run reference: the same request in other batches);
+#                       PROBE_LABELS="...": only these labels (default: all); each is also compared
+#                       with the reference label's first probe when that label is served
 #   PROFILE="one base"  torch-profile ~1.5 s of a 64-concurrent load each (one adapter, base model,
 #                       many: N adapters) and summarize the steps (step_profile.py); a name ending
 #                       in "-prefill" (one-prefill, ...) sends 1,024-token prompts for 4 tokens
 #                       each instead, so most steps are prefill steps; CONCS="" then skips the
 #                       throughput runs. PROFILE_CONC=64: the load's concurrency (8: the
 #                       8-concurrent pattern, one prefill step per wave); PROFILE_S=1.5: seconds
-#                       profiled
+#                       profiled; KEEP_TRACE=0: keep no trace (1: the "one" load's, when small)
 # One server start per call; a warm-up run first keeps kernel compilation out of the figures.
 # The prefix cache is off: the random model's 1,000-token vocabulary makes about a third of the
 # random prompts collide, and the cache would reuse them per adapter, favouring base and
@@ -199,7 +201,7 @@ for L in $LABELS; do  # every adapter loaded once, then warm-up runs
   bench $L 64 96 "$(tag $L)-warmup.json" --lora-modules $ALL
   bench $L 64 64 "$(tag $L)-warmup1.json" --lora-modules a0   # one-adapter batches meet other sizes
 done
-for L in $LABELS; do
+for L in ${PROBE_LABELS:-$LABELS}; do
   [ "$PROBE" = 1 ] || break
   TAG=$(tag $L)
   probe() { python3 benchmarks/kernels/greedy_probe.py --port ${SERVER_PORT[$L]} --out "$OUT/$TAG-$1.json" > /dev/null; }
@@ -211,8 +213,15 @@ for L in $LABELS; do
     python3 benchmarks/kernels/greedy_probe.py --compare "$OUT/$TAG-probe1.json" "$OUT/$TAG-$other.json"
   done
 done
+for L in ${PROBE_LABELS:-$LABELS}; do  # every label against float64 LoRA, where it was served
+  REF=$OUT/$(tag reference)-probe1.json
+  [ "$PROBE" = 1 ] && [ -f "$REF" ] && [ "$(kind_of $L)" != reference ] || continue
+  echo "$(tag $L) probe1 vs the reference's:"
+  python3 benchmarks/kernels/greedy_probe.py --compare "$REF" "$OUT/$(tag $L)-probe1.json"
+done
 for L in $LABELS; do
   TAG=$(tag $L); PROF=/tmp/hml-prof-$L$I
+  [ "$(kind_of $L)" = reference ] && continue  # (float64 LoRA: its steps are no one's figure)
   for LOAD_NAME in $PROFILE; do
     case $LOAD_NAME in one*) MODS_ARG="--lora-modules a0";; many*) MODS_ARG="--lora-modules $ALL";; *) MODS_ARG="";; esac
     PCONC=${PROFILE_CONC:-64}  # decode-heavy: 60 of 64 requests running before the profile
@@ -230,7 +239,8 @@ for L in $LABELS; do
     GRAPH_MAX=$(echo ${CAPTURE_SIZES:-512} | tr ' ' '\n' | sort -n | tail -1)  # larger steps: no graph
     python3 benchmarks/kernels/step_profile.py "$TRACE" --label "$TAG-$LOAD_NAME" \
       --json "$OUT/$TAG-steps.json" --graph-max-tokens "$GRAPH_MAX"
-    [ "$LOAD_NAME" = one ] && [ $(stat -c %s "$TRACE") -lt 15000000 ] && cp "$TRACE" "$OUT/$TAG-one.trace.json.gz"
+    [ "${KEEP_TRACE:-1}" = 1 ] && [ "$LOAD_NAME" = one ] && [ $(stat -c %s "$TRACE") -lt 15000000 ] \
+      && cp "$TRACE" "$OUT/$TAG-one.trace.json.gz"
     sleep 3
   done
 done
