@@ -8,10 +8,15 @@ the layer's wrapper for the whole output (``base_and_lora_linear(layer, x, bias)
 wrapper has no such method or returns None (quantized bases, a bias, LoRA layers of other
 kinds). Fully sharded layers and vLLM's dual-stream path override ``apply`` and never get here.
 The same method exists in vLLM 0.26 and 0.32.
+
+:func:`enabled` resolves ``HI_MOE_LORA_FUSED_GEMM``: ``auto`` turns it on where the fused GEMM's
+tile table holds measured tiles for this GPU (:mod:`hi_moe_lora.kernels.gemm_tiles`), read by
+name through vLLM's platform (NVML on CUDA: no CUDA context in the processes that only route).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from typing import Any
@@ -23,6 +28,40 @@ logger = logging.getLogger(__name__)
 _LOCK = threading.Lock()
 #: Where the original ``_apply_sync`` is kept on the patched class.
 _MARK = "_hi_moe_lora_apply_sync"
+
+
+def enabled(choice: str) -> bool:
+    """Whether the LoRA layers' base GEMM goes through the wrapper under this setting."""
+    if choice in ("on", "off"):
+        return choice == "on"
+    return measured_gpu() is not None
+
+
+@functools.cache
+def measured_gpu() -> str | None:
+    """This process's first GPU's name when the tile table holds it, else None (no CUDA GPU, a
+    GPU not measured, or a name that cannot be read: the fused GEMM then stays off)."""
+    try:
+        from vllm.platforms import current_platform
+
+        from hi_moe_lora.kernels.gemm_tiles import measured_devices
+
+        if not current_platform.is_cuda():
+            return None
+        name = str(current_platform.get_device_name(0))
+        measured = measured_devices()
+    except Exception:
+        logger.exception("hi-moe-lora: cannot tell whether this GPU's GEMM tiles were measured")
+        return None
+    if name not in measured:
+        logger.info(
+            "hi-moe-lora: no measured GEMM tiles for %s (measured: %s); LoRA stays outside the "
+            "base GEMM (benchmarks/kernels/tune_gemm_tiles.py measures them)",
+            name,
+            ", ".join(sorted(measured)) or "none",
+        )
+        return None
+    return name
 
 
 def install() -> bool:

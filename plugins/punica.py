@@ -101,8 +101,10 @@ def cache_key_tag(qualname: str = WRAPPER_QUALNAME) -> str:
     module = qualname.rpartition(".")[0].rpartition(".")[2]  # plugins.punica_wrapper → …
     source = Path(__file__).with_name(f"{module}.py").read_bytes()
     tag = f"{qualname}:{hashlib.sha256(source).hexdigest()[:16]}"
-    fused_gemm = PluginSettings.from_env_or_defaults().fused_gemm
-    if fused_gemm and qualname == WRAPPER_QUALNAME:  # (the layers trace another op)
+    from plugins import fused_gemm
+
+    choice = PluginSettings.from_env_or_defaults().fused_gemm
+    if qualname == WRAPPER_QUALNAME and fused_gemm.enabled(choice):  # (layers trace another op)
         hook = Path(__file__).with_name("fused_gemm.py").read_bytes()
         tag += f"+fused-gemm:{hashlib.sha256(hook).hexdigest()[:16]}"
     return tag
@@ -175,13 +177,14 @@ def _install_dora(fused: bool) -> None:
         logger.exception("hi-moe-lora DoRA support not installed; vLLM refuses DoRA adapters")
 
 
-def _install_fused_gemm() -> None:
-    """LoRA layers' base GEMM through our wrapper (:mod:`plugins.fused_gemm`); a failure keeps
-    vLLM's base GEMM."""
+def _install_fused_gemm(choice: str) -> None:
+    """LoRA layers' base GEMM through our wrapper (:mod:`plugins.fused_gemm`) when the setting
+    resolves on; a failure keeps vLLM's base GEMM."""
     try:
         from plugins import fused_gemm
 
-        fused_gemm.install()
+        if fused_gemm.enabled(choice):
+            fused_gemm.install()
     except Exception:
         logger.exception("hi-moe-lora fused GEMM not installed; vLLM's base GEMM stays")
 
@@ -212,8 +215,8 @@ def register() -> None:
         logger.info("%s=off: vLLM refuses DoRA adapters", ENV_DORA)
     elif qualname in (CPU_WRAPPER_QUALNAME, WRAPPER_QUALNAME, REFERENCE_QUALNAME):
         _install_dora(fused=qualname != CPU_WRAPPER_QUALNAME)
-    if settings.fused_gemm and qualname == WRAPPER_QUALNAME:
-        _install_fused_gemm()
+    if qualname == WRAPPER_QUALNAME:
+        _install_fused_gemm(settings.fused_gemm)
     try:
         tag_compile_cache_key(qualname)
     except Exception:

@@ -15,11 +15,12 @@ Kept from vLLM on purpose:
   :mod:`hi_moe_lora.kernels.prompt_logits` instead;
 - ``add_lora_embedding``: an expand-only gather, no shrink to fuse.
 
-With ``HI_MOE_LORA_FUSED_GEMM=on``, :meth:`HiMoePunicaWrapperGPU.base_and_lora_linear` also
-serves a LoRA layer's base GEMM (:mod:`plugins.fused_gemm` routes vLLM's layers to it): the
-``hi_moe_lora::gemm_lora_linear`` op, which carries a one-adapter step's LoRA in the GEMM at
-decode sizes (several adapters: our launch after the GEMM). Under vLLM's
-``--specialize-active-lora`` it reads the count of active adapters vLLM captured the graph for.
+With ``HI_MOE_LORA_FUSED_GEMM`` on (``auto``: a GPU with measured tiles),
+:meth:`HiMoePunicaWrapperGPU.base_and_lora_linear` also serves a LoRA layer's base GEMM
+(:mod:`plugins.fused_gemm` routes vLLM's layers to it): the ``hi_moe_lora::gemm_lora_linear``
+op, which carries a one-adapter step's LoRA in the GEMM at decode sizes (several adapters: our
+launch after the GEMM). Under vLLM's ``--specialize-active-lora`` it reads the count of active
+adapters vLLM captured the graph for.
 
 Per step (``update_metadata``, eager, before the forward) the wrapper rebuilds the work list in
 its persistent buffers and refreshes the real ranks of the slots whose adapter changed, and
@@ -53,6 +54,7 @@ from hi_moe_lora.kernels.prompt_logits import LogitsLoRA
 from hi_moe_lora.kernels.ranks import SlotRanks
 from hi_moe_lora.kernels.worklist import MAX_SLICES, WorkListBuffers, token_slots_from_mapping
 from plugins.dora import LIVE_FLAGS, SCALE_TABLE
+from plugins.fused_gemm import enabled as fused_gemm_enabled
 from plugins.settings import PluginSettings
 
 logger = logging.getLogger(__name__)
@@ -75,7 +77,7 @@ class HiMoePunicaWrapperGPU(PunicaWrapperGPU):  # type: ignore[misc]
         lora_config = kwargs["lora_config"]
         num_slots = int(lora_config.max_loras)
         settings = PluginSettings.from_env_or_defaults()
-        narrow_b, fused_gemm = settings.narrow_b, settings.fused_gemm
+        narrow_b, fused_gemm = settings.narrow_b, fused_gemm_enabled(settings.fused_gemm)
         self._hm_work = WorkListBuffers(
             max_num_batched_tokens, num_slots, device, fused_slot=fused_gemm
         )

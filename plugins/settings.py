@@ -20,12 +20,14 @@ Variables (all optional):
 - ``HI_MOE_LORA_NARROW_B``: ``on`` (default) or ``off``: under ``--max-lora-rank`` above 16, keep
   a copy of every slot's first 16 rank columns of B (a quarter of B's memory again under max rank
   64) so adapters of rank 16 or less read B in whole rows (:mod:`hi_moe_lora.kernels.narrow_b`).
-- ``HI_MOE_LORA_FUSED_GEMM``: ``off`` (default) or ``on``: decode-sized calls of unquantized
-  LoRA layers run their base GEMM in our Triton kernel, with the LoRA inside it in steps that
-  serve one adapter (:mod:`hi_moe_lora.kernels.gemm_lora`), instead of cuBLAS then our launch.
-  With vLLM's ``--specialize-active-lora`` the choice is made per CUDA graph (one active adapter:
-  the fused GEMM alone; more: cuBLAS then our launch), else per step on the device.
-  Off until it is measured end to end (benchmarks/README.md).
+- ``HI_MOE_LORA_FUSED_GEMM``: ``auto`` (default), ``on`` or ``off``: decode-sized calls of
+  unquantized LoRA layers run their base GEMM in our Triton kernel, with the LoRA inside it in
+  steps that serve one adapter (:mod:`hi_moe_lora.kernels.gemm_lora`), instead of cuBLAS then our
+  launch, with the tiles measured for the GPU (:mod:`hi_moe_lora.kernels.gemm_tiles`). With
+  vLLM's ``--specialize-active-lora`` the choice is made per CUDA graph (one active adapter: the
+  fused GEMM alone; more: the plain GEMM then our launch), else per step on the device.
+  ``auto``: on where the tile table holds this GPU (:func:`plugins.fused_gemm.enabled`), as
+  measured end to end and probed against float64 LoRA on an H200 (benchmarks/README.md).
 - ``HI_MOE_LORA_ARTIFACT_CACHE_DIR``: an absolute directory where the resolver keeps adapter
   versions it downloads from the control plane (``/admin/v1/artifacts/...``) when the
   registry's path does not exist on this host. Unset: shared file system only (the path must
@@ -53,6 +55,8 @@ ENV_ARTIFACT_CACHE_DIR = "HI_MOE_LORA_ARTIFACT_CACHE_DIR"
 ENV_ARTIFACT_CACHE_BYTES = "HI_MOE_LORA_ARTIFACT_CACHE_BYTES"
 
 KernelsChoice = Literal["ours", "vllm", "reference"]
+FusedGemmChoice = Literal["auto", "on", "off"]
+FUSED_GEMM_CHOICES: tuple[FusedGemmChoice, ...] = ("auto", "on", "off")
 KERNEL_CHOICES: tuple[KernelsChoice, ...] = ("ours", "vllm", "reference")
 DEFAULT_RESOLVER_TIMEOUT_S = 10.0
 DEFAULT_ARTIFACT_CACHE_BYTES = 20 << 30
@@ -77,7 +81,7 @@ class PluginSettings:
     kernels: KernelsChoice = "ours"
     dora: bool = True
     narrow_b: bool = True
-    fused_gemm: bool = False
+    fused_gemm: FusedGemmChoice = "auto"
     #: Never in ``repr`` (the settings may be logged).
     resolver_token: str | None = field(default=None, repr=False)
     #: Where fetched adapter versions are kept; ``None``: shared file system only.
@@ -101,7 +105,7 @@ class PluginSettings:
             kernels=_kernels(env.get(ENV_KERNELS, "")),
             dora=_on_off(ENV_DORA, env.get(ENV_DORA, "")),
             narrow_b=_on_off(ENV_NARROW_B, env.get(ENV_NARROW_B, "")),
-            fused_gemm=_on_off(ENV_FUSED_GEMM, env.get(ENV_FUSED_GEMM, ""), default="off"),
+            fused_gemm=_fused_gemm(env.get(ENV_FUSED_GEMM, "")),
             resolver_token=env.get(ENV_RESOLVER_TOKEN, "").strip() or None,
             artifact_cache_dir=_cache_dir(env.get(ENV_ARTIFACT_CACHE_DIR, "")),
             artifact_cache_bytes=parse_bytes(env.get(ENV_ARTIFACT_CACHE_BYTES, "")),
@@ -123,7 +127,7 @@ class PluginSettings:
             ENV_KERNELS: self.kernels,
             ENV_DORA: "on" if self.dora else "off",
             ENV_NARROW_B: "on" if self.narrow_b else "off",
-            ENV_FUSED_GEMM: "on" if self.fused_gemm else "off",
+            ENV_FUSED_GEMM: self.fused_gemm,
         }
         if self.registry_url is not None:
             env[ENV_REGISTRY_URL] = self.registry_url
@@ -162,6 +166,14 @@ def _on_off(name: str, raw: str, default: str = "on") -> bool:
     if value not in ("on", "off"):
         raise PluginSettingsError(name, raw, "on or off")
     return value == "on"
+
+
+def _fused_gemm(raw: str) -> FusedGemmChoice:
+    value = raw.strip().lower() or "auto"
+    for choice in FUSED_GEMM_CHOICES:
+        if value == choice:
+            return choice
+    raise PluginSettingsError(ENV_FUSED_GEMM, raw, "auto, on or off")
 
 
 def _kernels(raw: str) -> KernelsChoice:

@@ -175,6 +175,11 @@ def _active_table() -> dict[str, dict[str, GemmPlan]]:
     return table
 
 
+def measured_devices() -> frozenset[str]:
+    """The GPUs (by name) the active table holds tiles for."""
+    return frozenset(name for name, plans in _active_table().items() if plans)
+
+
 @functools.cache
 def plan_for(device_name: str, n: int, k: int) -> GemmPlan:
     """The measured plan of an ``(n, k)`` weight on the GPU named ``device_name`` (as

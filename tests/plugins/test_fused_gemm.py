@@ -77,3 +77,44 @@ def test_uninstall_restores_vllms_method() -> None:
     wrapper = _Wrapper(torch.zeros(2, 4))
     _layer(wrapper, torch.eye(4, 3))._apply_sync(torch.ones(2, 3))
     assert wrapper.calls == 0
+
+
+class _Platform:
+    """A platform as ``fused_gemm.measured_gpu`` reads it."""
+
+    def __init__(self, cuda: bool, name: str) -> None:
+        self.cuda, self.name = cuda, name
+
+    def is_cuda(self) -> bool:
+        return self.cuda
+
+    def get_device_name(self, device_id: int = 0) -> str:
+        return self.name
+
+
+@pytest.fixture
+def platform(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """Swap vLLM's current platform for the test; ``measured_gpu`` reads it afresh."""
+    import vllm.platforms
+
+    def use(cuda: bool, name: str) -> None:
+        monkeypatch.setattr(vllm.platforms, "current_platform", _Platform(cuda, name))
+        fused_gemm.measured_gpu.cache_clear()
+
+    yield use
+    fused_gemm.measured_gpu.cache_clear()
+
+
+def test_auto_is_on_only_on_a_gpu_the_tile_table_holds(platform: Any) -> None:
+    from hi_moe_lora.kernels.gemm_tiles import measured_devices
+
+    measured = sorted(measured_devices())
+    assert measured  # (the shipped table holds at least the GPU it was measured on)
+    platform(True, measured[0])
+    assert fused_gemm.enabled("auto")
+    platform(True, "NVIDIA Unmeasured GPU")
+    assert not fused_gemm.enabled("auto")
+    assert fused_gemm.enabled("on")  # (on: the rule-of-thumb tiles where none were measured)
+    platform(False, measured[0])  # (vLLM CPU: no CUDA kernels to fuse)
+    assert not fused_gemm.enabled("auto")
+    assert not fused_gemm.enabled("off")

@@ -25,7 +25,7 @@ def test_defaults_when_nothing_is_set() -> None:
     assert settings.kernels == "ours"
     assert settings.dora
     assert settings.narrow_b
-    assert not settings.fused_gemm
+    assert settings.fused_gemm == "auto"
 
 
 def test_reads_every_variable() -> None:
@@ -45,7 +45,7 @@ def test_reads_every_variable() -> None:
     assert settings.kernels == "vllm"
     assert not settings.dora
     assert not settings.narrow_b
-    assert settings.fused_gemm
+    assert settings.fused_gemm == "on"
 
 
 @pytest.mark.parametrize("choice", ["ours", "vllm", "reference"])
@@ -104,7 +104,8 @@ def test_is_frozen() -> None:
         PluginSettings(registry_url="https://registry:8443", resolver_timeout_s=0.25),
         PluginSettings(registry_url="http://r", kernels="reference", dora=False),
         PluginSettings(narrow_b=False),
-        PluginSettings(fused_gemm=True),
+        PluginSettings(fused_gemm="on"),
+        PluginSettings(fused_gemm="off"),
     ],
 )
 def test_to_env_renders_what_from_env_reads(settings: PluginSettings) -> None:
@@ -131,6 +132,6 @@ def test_resolver_token_round_trips_and_stays_out_of_repr() -> None:
 
 
 def test_from_env_or_defaults_falls_back_to_every_default_on_a_malformed_value() -> None:
-    assert PluginSettings.from_env_or_defaults({ENV_FUSED_GEMM: "on"}).fused_gemm
+    assert PluginSettings.from_env_or_defaults({ENV_FUSED_GEMM: "on"}).fused_gemm == "on"
     fallback = PluginSettings.from_env_or_defaults({ENV_FUSED_GEMM: "on", ENV_NARROW_B: "1"})
     assert fallback == PluginSettings()
