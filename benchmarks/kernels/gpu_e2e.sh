@@ -45,6 +45,8 @@
 #                       8-concurrent pattern, one prefill step per wave); PROFILE_S=1.5: seconds
 #                       profiled; KEEP_TRACE=0: keep no trace (1: the "one" load's, when small)
 # One server start per call; a warm-up run first keeps kernel compilation out of the figures.
+# Servers run with OMP_NUM_THREADS=4 unless it is set: five servers on one 32-core machine, each
+# with a thread per core, loaded an adapter in 18 s instead of 0.1 (2026-11-28, thirteenth window).
 # The prefix cache is off: the random model's 1,000-token vocabulary makes about a third of the
 # random prompts collide, and the cache would reuse them per adapter, favouring base and
 # one-adapter runs over many-adapter runs (issue 20; ../shared/gpu/README.md).
@@ -132,6 +134,7 @@ for L in $LABELS; do
   # its own compile cache (servers starting together must not write one cache at once) and its
   # own range of internal ports (two servers once drew the same torch.distributed port)
   env VLLM_PLUGINS=$PLUGINS "${RESOLVER_ENV[@]}" HI_MOE_LORA_KERNELS=$KERNELS \
+    OMP_NUM_THREADS=${OMP_NUM_THREADS:-4} \
     HI_MOE_LORA_DIRECT_LAUNCH=$DIRECT HI_MOE_LORA_FUSED_GEMM=$FUSED \
     VLLM_LORA_ENABLE_DUAL_STREAM=$DUAL VLLM_CACHE_ROOT=/tmp/vllm-cache-$L$I \
     VLLM_PORT=$((20000 + 10000 * INSTANCE + 1000 * index)) python3 -m vllm.entrypoints.cli.main \
