@@ -25,7 +25,7 @@ def test_defaults_when_nothing_is_set() -> None:
     assert settings.kernels == "ours"
     assert settings.dora
     assert settings.narrow_b
-    assert settings.fused_gemm == "auto"
+    assert settings.fused_gemm == "off"
 
 
 def test_reads_every_variable() -> None:
@@ -105,7 +105,7 @@ def test_is_frozen() -> None:
         PluginSettings(registry_url="http://r", kernels="reference", dora=False),
         PluginSettings(narrow_b=False),
         PluginSettings(fused_gemm="on"),
-        PluginSettings(fused_gemm="off"),
+        PluginSettings(fused_gemm="auto"),
     ],
 )
 def test_to_env_renders_what_from_env_reads(settings: PluginSettings) -> None:
@@ -135,3 +135,8 @@ def test_from_env_or_defaults_falls_back_to_every_default_on_a_malformed_value()
     assert PluginSettings.from_env_or_defaults({ENV_FUSED_GEMM: "on"}).fused_gemm == "on"
     fallback = PluginSettings.from_env_or_defaults({ENV_FUSED_GEMM: "on", ENV_NARROW_B: "1"})
     assert fallback == PluginSettings()
+
+
+@pytest.mark.parametrize("choice", ["auto", "on", "off"])
+def test_every_fused_gemm_choice_is_accepted(choice: str) -> None:
+    assert PluginSettings.from_env({ENV_FUSED_GEMM: f" {choice.upper()} "}).fused_gemm == choice
