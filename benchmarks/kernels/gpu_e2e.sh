@@ -36,7 +36,10 @@
 #   PROBE=1             greedy + teacher-forced probe first: twice alone, once beside a 16-adapter
 #                       load (vLLM's run-to-run reference: the same request in other batches);
 #                       PROBE_LABELS="...": only these labels (default: all); each is also compared
-#                       with the reference label's first probe when that label is served
+#                       with the reference label's first probe when that label is served.
+#                       PROBE_COPIES=48: also a "probe-batch" probe, each greedy request sent 48
+#                       times at once (decode batches of 48 rows of one adapter: the steps the
+#                       LoRA-in-the-GEMM path serves), compared with the reference label's
 #   PROFILE="one base"  torch-profile ~1.5 s of a 64-concurrent load each (one adapter, base model,
 #                       many: N adapters) and summarize the steps (step_profile.py); a name ending
 #                       in "-prefill" (one-prefill, ...) sends 1,024-token prompts for 4 tokens
@@ -207,10 +210,14 @@ done
 for L in ${PROBE_LABELS:-$LABELS}; do
   [ "$PROBE" = 1 ] || break
   TAG=$(tag $L)
-  probe() { python3 benchmarks/kernels/greedy_probe.py --port ${SERVER_PORT[$L]} --out "$OUT/$TAG-$1.json" > /dev/null; }
+  probe() {  # probe NAME [greedy_probe.py options]
+    local name=$1; shift
+    python3 benchmarks/kernels/greedy_probe.py --port ${SERVER_PORT[$L]} --out "$OUT/$TAG-$name.json" "$@" > /dev/null
+  }
   probe probe1; probe probe2
   RESULTS=/tmp RESIDENT=0 bench $L 64 512 "$TAG-probe-load.json" --lora-modules $(first 16) & LOAD=$!
   wait_running $L 48; probe probe-load; stop_load $L
+  [ "${PROBE_COPIES:-1}" -gt 1 ] && probe probe-batch --copies "$PROBE_COPIES"
   for other in probe2 probe-load; do
     echo "$TAG probe1 vs $other:"
     python3 benchmarks/kernels/greedy_probe.py --compare "$OUT/$TAG-probe1.json" "$OUT/$TAG-$other.json"
@@ -221,6 +228,10 @@ for L in ${PROBE_LABELS:-$LABELS}; do  # every label against float64 LoRA, where
   [ "$PROBE" = 1 ] && [ -f "$REF" ] && [ "$(kind_of $L)" != reference ] || continue
   echo "$(tag $L) probe1 vs the reference's:"
   python3 benchmarks/kernels/greedy_probe.py --compare "$REF" "$OUT/$(tag $L)-probe1.json"
+  BATCH=$OUT/$(tag $L)-probe-batch.json; REF_BATCH=$OUT/$(tag reference)-probe-batch.json
+  [ -f "$BATCH" ] && [ -f "$REF_BATCH" ] || continue
+  echo "$(tag $L) probe-batch vs the reference's:"
+  python3 benchmarks/kernels/greedy_probe.py --compare "$REF_BATCH" "$BATCH"
 done
 for L in $LABELS; do
   TAG=$(tag $L); PROF=/tmp/hml-prof-$L$I

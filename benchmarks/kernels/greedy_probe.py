@@ -7,7 +7,11 @@ token after its prefix), so two servers can be compared at every position: a gre
 stops at the first divergence, after which the contexts differ. ``--compare A.json B.json``
 prints how far two such files agree (exact token match and max logprob difference before the
 first divergence; max and median difference over the teacher-forced positions).
-Usage: python greedy_probe.py --port 8000 --out probe.json --models base,a0,a1,a2
+With ``--copies N`` each greedy request is sent N times at once, so the server decodes it in
+batches of N rows of one adapter (the LoRA-in-the-GEMM path serves one-adapter steps of 33-64
+rows; a lone request decodes one row and never reaches it). The first copy's tokens are kept,
+and ``copies_identical`` records, per model, the share of copies whose tokens equal the first's.
+Usage: python greedy_probe.py --port 8000 --out probe.json --models base,a0,a1,a2 [--copies 48]
        python greedy_probe.py --compare native.json ours.json
 """
 
@@ -16,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -68,9 +73,28 @@ def _forced_logprobs(port: int, model: str) -> list[float]:
     return [float(v) for v in lp["token_logprobs"][1 : len(FORCED_IDS)]]
 
 
-def probe(port: int, models: list[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {m: [_complete(port, m, p) for p in PROMPTS] for m in models}
+def _complete_copies(port: int, model: str, prompt: str, copies: int) -> list[dict[str, Any]]:
+    """``copies`` identical greedy requests sent at once (decoded in one batch)."""
+    with ThreadPoolExecutor(copies) as pool:
+        return list(pool.map(lambda _: _complete(port, model, prompt), range(copies)))
+
+
+def identical_share(runs: list[list[dict[str, Any]]]) -> float:
+    """Share of copies (over every prompt) whose tokens equal their prompt's first copy's."""
+    pairs = [(copies[0]["tokens"], run["tokens"]) for copies in runs for run in copies]
+    return sum(first == other for first, other in pairs) / len(pairs)
+
+
+def probe(port: int, models: list[str], copies: int = 1) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    shares = {}
+    for model in models:
+        runs = [_complete_copies(port, model, p, copies) for p in PROMPTS]
+        out[model] = [copies_of_prompt[0] for copies_of_prompt in runs]
+        shares[model] = identical_share(runs)
     out["forced"] = {m: _forced_logprobs(port, m) for m in models}
+    if copies > 1:
+        out["copies_identical"] = shares
     return out
 
 
@@ -83,7 +107,7 @@ def forced_difference(first: list[float], second: list[float]) -> dict[str, floa
 def compare(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     lines = []
     for model in a:
-        if model == "forced":
+        if model in ("forced", "copies_identical"):
             continue
         same = total = 0
         worst = 0.0
@@ -98,6 +122,9 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
             f"{model}: {same}/{total} greedy tokens identical before any divergence, "
             f"max |logprob diff| on identical prefix {worst:.4f}"
         )
+    for name, result in (("first", a), ("second", b)):
+        for model, share in result.get("copies_identical", {}).items():
+            lines.append(f"{model} ({name} file): {100 * share:.0f} % of copies equal the first")
     forced_a, forced_b = a.get("forced", {}), b.get("forced", {})
     for model in forced_a:
         if model not in forced_b:
@@ -116,15 +143,18 @@ def main() -> int:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--models", default="base,a0,a1,a2,a3")
     parser.add_argument("--compare", nargs=2, type=Path)
+    parser.add_argument("--copies", type=int, default=1, help="greedy requests sent at once")
     args = parser.parse_args()
     if args.compare:
         first, second = (json.loads(p.read_text()) for p in args.compare)
         print("\n".join(compare(first, second)))
         return 0
-    result = probe(args.port, args.models.split(","))
+    if args.copies < 1:
+        parser.error("--copies must be at least 1")
+    result = probe(args.port, args.models.split(","), args.copies)
     if args.out:
         args.out.write_text(json.dumps(result))
-    greedy = {m: rs for m, rs in result.items() if m != "forced"}
+    greedy = {m: rs for m, rs in result.items() if m not in ("forced", "copies_identical")}
     print(json.dumps({m: [r["tokens"][:6] for r in rs] for m, rs in greedy.items()}))
     return 0
 
