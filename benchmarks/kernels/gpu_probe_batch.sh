@@ -13,7 +13,7 @@ COPIES=${COPIES:-48}; OUT=${OUT:-/tmp/hml-probe-batch}; MODEL=${MODEL:-/tmp/m8b}
 mkdir -p "$OUT"
 export PYTHONPATH=/tmp/site VLLM_USE_FLASHINFER_SAMPLER=0 HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-4}
-[ -f "$MODEL/config.json" ] || python3 .kit/run/make-random-llama.py "$MODEL" 16 16 > /dev/null 2>&1
+[ -f "$MODEL/config.json" ] || python3 .kit/run/make-random-llama.py "$MODEL" 2 16 > /dev/null 2>&1
 [ -f "$MODEL-adapters/a1/adapter_config.json" ] \
   || python3 benchmarks/kernels/make_lora_adapters.py "$MODEL" "$MODEL-adapters" 2 | tail -1
 declare -A PORT=([reference]=8400 [fused]=8401 [unfused]=8402) INNER=([reference]=21000 [fused]=22000 [unfused]=23000) PID
