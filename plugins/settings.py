@@ -20,15 +20,15 @@ Variables (all optional):
 - ``HI_MOE_LORA_NARROW_B``: ``on`` (default) or ``off``: under ``--max-lora-rank`` above 16, keep
   a copy of every slot's first 16 rank columns of B (a quarter of B's memory again under max rank
   64) so adapters of rank 16 or less read B in whole rows (:mod:`hi_moe_lora.kernels.narrow_b`).
-- ``HI_MOE_LORA_FUSED_GEMM``: ``off`` (default), ``auto`` or ``on``: decode-sized calls of
+- ``HI_MOE_LORA_FUSED_GEMM``: ``auto`` (default), ``on`` or ``off``: decode-sized calls of
   unquantized LoRA layers run their base GEMM in our Triton kernel, with the LoRA inside it in
   steps that serve one adapter (:mod:`hi_moe_lora.kernels.gemm_lora`), instead of cuBLAS then our
   launch, with the tiles measured for the GPU (:mod:`hi_moe_lora.kernels.gemm_tiles`). With
   vLLM's ``--specialize-active-lora`` the choice is made per CUDA graph (one active adapter: the
   fused GEMM alone; more: the plain GEMM then our launch), else per step on the device.
-  ``auto``: on where the tile table holds this GPU (:func:`plugins.fused_gemm.enabled`). Off by
-  default until vLLM's outputs are probed in the steps it serves (one adapter, 33-64 rows;
-  benchmarks/README.md, thirteenth window).
+  ``auto``: on where the tile table holds this GPU (:func:`plugins.fused_gemm.enabled`; an
+  H200 today), as measured end to end and probed inside vLLM against float64 LoRA in the steps
+  it serves (benchmarks/README.md, thirteenth window); off elsewhere.
 - ``HI_MOE_LORA_ARTIFACT_CACHE_DIR``: an absolute directory where the resolver keeps adapter
   versions it downloads from the control plane (``/admin/v1/artifacts/...``) when the
   registry's path does not exist on this host. Unset: shared file system only (the path must
@@ -82,7 +82,7 @@ class PluginSettings:
     kernels: KernelsChoice = "ours"
     dora: bool = True
     narrow_b: bool = True
-    fused_gemm: FusedGemmChoice = "off"
+    fused_gemm: FusedGemmChoice = "auto"
     #: Never in ``repr`` (the settings may be logged).
     resolver_token: str | None = field(default=None, repr=False)
     #: Where fetched adapter versions are kept; ``None``: shared file system only.
@@ -170,7 +170,7 @@ def _on_off(name: str, raw: str, default: str = "on") -> bool:
 
 
 def _fused_gemm(raw: str) -> FusedGemmChoice:
-    value = raw.strip().lower() or "off"
+    value = raw.strip().lower() or "auto"
     for choice in FUSED_GEMM_CHOICES:
         if value == choice:
             return choice

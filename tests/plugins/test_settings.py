@@ -25,7 +25,7 @@ def test_defaults_when_nothing_is_set() -> None:
     assert settings.kernels == "ours"
     assert settings.dora
     assert settings.narrow_b
-    assert settings.fused_gemm == "off"
+    assert settings.fused_gemm == "auto"
 
 
 def test_reads_every_variable() -> None:
@@ -105,7 +105,7 @@ def test_is_frozen() -> None:
         PluginSettings(registry_url="http://r", kernels="reference", dora=False),
         PluginSettings(narrow_b=False),
         PluginSettings(fused_gemm="on"),
-        PluginSettings(fused_gemm="auto"),
+        PluginSettings(fused_gemm="off"),
     ],
 )
 def test_to_env_renders_what_from_env_reads(settings: PluginSettings) -> None:
