@@ -20,7 +20,11 @@ tried on the whole grid, LoRA tiles on the ``--lora-candidates`` fastest plain o
 rule of thumb's.
 
     python benchmarks/kernels/tune_gemm_tiles.py [--m 64] [--out tiles.json] \\
-        [--results results.json] [--shapes qkv o gate_up down]
+        [--results results.json] [--shapes qkv o gate_up down] [--shape NAME=K:W1,W2 ...]
+
+``--shape`` adds a projection of another model or tensor-parallel split: its input width K and
+its output slices (qkv at tensor parallel 2: ``qkv_tp2=4096:2048,512,512``). On a GPU the table
+holds, a shape it does not hold is not fused.
 
 ``--out`` writes the table (merged into the file if it exists; serve it with
 ``HI_MOE_LORA_GEMM_TILES=tiles.json``, or copy the device's entry into
@@ -91,6 +95,19 @@ GRID = {
 }
 
 
+def parse_shape(text: str) -> tuple[str, tuple[int, tuple[int, ...]]]:
+    """``NAME=K:W1,W2,...`` as a (name, (K, slices)) entry of :data:`SHAPES`."""
+    try:
+        name, spec = text.split("=", 1)
+        k, widths = spec.split(":", 1)
+        entry = (int(k), tuple(int(w) for w in widths.split(",")))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME=K:W1[,W2...]") from None
+    if not name or entry[0] < 1 or not all(w >= 1 for w in entry[1]):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a name and positive widths")
+    return name, entry
+
+
 def candidate_tiles(n: int, k: int, widths: tuple[int, ...], m: int) -> list[GemmTile]:
     """The grid, less the tiles that do not fit the shape, that ask for more shared memory
     than an SM has, that leave fewer programs than about one an SM or more than 16, or that
@@ -110,9 +127,10 @@ def candidate_tiles(n: int, k: int, widths: tuple[int, ...], m: int) -> list[Gem
     return tiles
 
 
-def _case(shape: str, m: int, copies: int, seed: int = 0) -> list[dict[str, Any]]:
+def _case(
+    k: int, widths: tuple[int, ...], m: int, copies: int, seed: int = 0
+) -> list[dict[str, Any]]:
     """``copies`` sets of x, W, the slices' A and B (16 slots) and y, on the GPU."""
-    k, widths = SHAPES[shape]
     gen = torch.Generator(device="cuda").manual_seed(seed)
 
     def rand(*size: int, std: float) -> torch.Tensor:
@@ -130,10 +148,10 @@ def _case(shape: str, m: int, copies: int, seed: int = 0) -> list[dict[str, Any]
     ]
 
 
-def _compile(job: tuple[str, int, list[tuple[int, ...]], bool]) -> int:
+def _compile(job: tuple[int, tuple[int, ...], int, list[tuple[int, ...]], bool]) -> int:
     """In a worker: launch each tile once (Triton compiles it into the shared cache)."""
-    shape, m, tiles, lora = job
-    case = _case(shape, m, 1)[0]
+    k, widths, m, tiles, lora = job
+    case = _case(k, widths, m, 1)[0]
     token_slot = torch.full((m,), SLOT, dtype=torch.int32, device="cuda")
     fused_slot = torch.tensor([SLOT], dtype=torch.int32, device="cuda")
     arrivals = arrival_counters("cuda")
@@ -168,9 +186,11 @@ class Compiler:
     def compile(self, shape: str, m: int, tiles: list[GemmTile], lora: bool) -> None:
         if self.pool is None:
             return
+        k, widths = SHAPES[shape]  # (the workers hold only the built-in shapes)
         fields = [tuple(_fields(t)) for t in tiles]
         chunks = [fields[i :: self.workers] for i in range(self.workers)]
-        list(self.pool.map(_compile, [(shape, m, chunk, lora) for chunk in chunks if chunk]))
+        jobs = [(k, widths, m, chunk, lora) for chunk in chunks if chunk]
+        list(self.pool.map(_compile, jobs))
 
     def close(self) -> None:
         if self.pool is not None:
@@ -183,7 +203,7 @@ def tune_shape(
     k, widths = SHAPES[shape]
     n = sum(widths)
     copies = max(2, -(-POOL_BYTES // (n * k * 2)))
-    cases = _case(shape, m, copies, seed=m + k)
+    cases = _case(k, widths, m, copies, seed=m + k)
     token_slot = torch.full((m,), SLOT, dtype=torch.int32, device="cuda")
     fused_slot = torch.tensor([SLOT], dtype=torch.int32, device="cuda")
     arrivals = arrival_counters("cuda")
@@ -284,7 +304,8 @@ def plan_from(row: dict[str, Any], margin: float) -> GemmPlan:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--m", type=int, default=64, help="token rows (the plans serve 33-64)")
-    parser.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES))
+    parser.add_argument("--shapes", nargs="*", default=list(SHAPES), choices=list(SHAPES))
+    parser.add_argument("--shape", type=parse_shape, action="append", default=[], dest="extra")
     parser.add_argument("--replays", type=int, default=20)
     parser.add_argument("--candidates", type=int, default=12, dest="lora_candidates")
     parser.add_argument("--margin", type=float, default=0.02, help="plain tile must beat cuBLAS by")
@@ -292,6 +313,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="the table to write (merged)")
     parser.add_argument("--results", type=Path, help="every tile's time, as JSON")
     args = parser.parse_args(argv)
+    SHAPES.update(dict(args.extra))
+    shapes = [*args.shapes, *(name for name, _ in args.extra)]
+    if not shapes:
+        parser.error("no shape to measure")
     if not torch.cuda.is_available():
         parser.error("needs a CUDA GPU")
     device = torch.cuda.get_device_name()
@@ -305,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print("|---|---|---|---|---|---|---|")
     try:
-        for shape in args.shapes:
+        for shape in shapes:
             row = tune_shape(shape, args.m, args.replays, args.lora_candidates, compiler)
             rows.append(row)
             plan = plan_from(row, args.margin)

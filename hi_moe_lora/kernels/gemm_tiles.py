@@ -11,9 +11,12 @@ or the file ``HI_MOE_LORA_GEMM_TILES`` names). Each entry of the table also says
 - ``plain``: the tile that runs the GEMM where no LoRA rides inside it, if one beat cuBLAS
   (else ``null``: cuBLAS).
 
-A shape the table does not hold takes the rule of thumb (:func:`default_plan`): the tile the
-first sweep found (H200, 2026-11-28), the LoRA inside where the input is not wider than the
-output, and cuBLAS for the plain GEMM.
+On a GPU the table holds, a shape it does not hold (another model, another tensor-parallel
+split) is not fused: cuBLAS then our launch, as without the fused GEMM, until the sweep measures
+it (``--shape``). On a GPU the table does not hold (``HI_MOE_LORA_FUSED_GEMM=on`` there), every
+shape takes the rule of thumb (:func:`default_plan`): the tile the first sweep found (H200,
+2026-11-28), the LoRA inside where the input is not wider than the output, and cuBLAS for the
+plain GEMM.
 """
 
 from __future__ import annotations
@@ -182,7 +185,11 @@ def measured_devices() -> frozenset[str]:
 
 @functools.cache
 def plan_for(device_name: str, n: int, k: int) -> GemmPlan:
-    """The measured plan of an ``(n, k)`` weight on the GPU named ``device_name`` (as
-    ``torch.cuda.get_device_name`` names it), else :func:`default_plan`."""
-    plan = _active_table().get(device_name, {}).get(shape_key(n, k))
-    return plan if plan is not None else default_plan(n, k)
+    """The plan of an ``(n, k)`` weight on the GPU named ``device_name`` (as
+    ``torch.cuda.get_device_name`` names it): the measured one; not fused where the table holds
+    the GPU but not the shape; :func:`default_plan` on a GPU the table does not hold."""
+    plans = _active_table().get(device_name)
+    if not plans:
+        return default_plan(n, k)
+    plan = plans.get(shape_key(n, k))
+    return plan if plan is not None else GemmPlan(default_tile(n, k), fuse=False, plain_tile=None)

@@ -3,8 +3,11 @@ itself needs a GPU)."""
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
+
+import pytest
 
 from hi_moe_lora.kernels.gemm_tiles import GemmPlan, GemmTile, parse_table, table_json
 from tests.support.scripts import load_script
@@ -55,3 +58,10 @@ def test_the_written_table_reads_back(tmp_path: Path) -> None:
     path = tmp_path / "tiles.json"
     path.write_text(json.dumps(table_json({"NVIDIA H200": {"6144x4096": plan}}, "n")))
     assert parse_table(json.loads(path.read_text()), str(path))["NVIDIA H200"]["6144x4096"] == plan
+
+
+def test_a_shape_of_another_model_is_read_from_the_command_line() -> None:
+    assert tune.parse_shape("qkv_tp2=4096:2048,512,512") == ("qkv_tp2", (4096, (2048, 512, 512)))
+    for bad in ("qkv", "qkv=4096", "qkv=4096:", "=4096:64", "qkv=0:64", "qkv=4096:64,x"):
+        with pytest.raises(argparse.ArgumentTypeError, match="expected"):
+            tune.parse_shape(bad)

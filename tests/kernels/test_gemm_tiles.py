@@ -61,6 +61,18 @@ def test_the_environment_names_another_table(
     assert plan_for("NVIDIA H100 80GB HBM3", 6144, 4096) == default_plan(6144, 4096)
 
 
+def test_a_measured_gpu_fuses_no_shape_the_sweep_did_not_measure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another model (or tensor-parallel split) on a measured GPU: cuBLAS then our launch."""
+    path = tmp_path / "tiles.json"
+    path.write_text(json.dumps(table_json({"NVIDIA H200": {"6144x4096": TUNED}}, "mine")))
+    monkeypatch.setenv(ENV_GEMM_TILES, str(path))
+    plan = plan_for("NVIDIA H200", 3072, 4096)  # (qkv at tensor parallel 2)
+    assert not plan.fuse
+    assert plan.plain_tile is None
+
+
 @pytest.mark.parametrize(
     ("raw", "message"),
     [
