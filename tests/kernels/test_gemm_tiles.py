@@ -35,6 +35,15 @@ def _fresh_table() -> object:
     plan_for.cache_clear()
 
 
+def _serve(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, table: dict[str, dict[str, GemmPlan]]
+) -> None:
+    """Write ``table`` and name it in ``HI_MOE_LORA_GEMM_TILES``."""
+    path = tmp_path / "tiles.json"
+    path.write_text(json.dumps(table_json(table, "test")))
+    monkeypatch.setenv(ENV_GEMM_TILES, str(path))
+
+
 def test_a_table_round_trips_through_its_json() -> None:
     table = {"NVIDIA H200": {shape_key(6144, 4096): TUNED}}
     raw = json.loads(json.dumps(table_json(table, "test")))
@@ -54,9 +63,7 @@ def test_a_shape_the_table_lacks_takes_the_rule_of_thumb() -> None:
 def test_the_environment_names_another_table(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path = tmp_path / "tiles.json"
-    path.write_text(json.dumps(table_json({"NVIDIA H200": {"6144x4096": TUNED}}, "mine")))
-    monkeypatch.setenv(ENV_GEMM_TILES, str(path))
+    _serve(tmp_path, monkeypatch, {"NVIDIA H200": {"6144x4096": TUNED}})
     assert plan_for("NVIDIA H200", 6144, 4096) == TUNED
     assert plan_for("NVIDIA H100 80GB HBM3", 6144, 4096) == default_plan(6144, 4096)
 
@@ -65,9 +72,7 @@ def test_a_measured_gpu_fuses_no_shape_the_sweep_did_not_measure(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Another model (or tensor-parallel split) on a measured GPU: cuBLAS then our launch."""
-    path = tmp_path / "tiles.json"
-    path.write_text(json.dumps(table_json({"NVIDIA H200": {"6144x4096": TUNED}}, "mine")))
-    monkeypatch.setenv(ENV_GEMM_TILES, str(path))
+    _serve(tmp_path, monkeypatch, {"NVIDIA H200": {"6144x4096": TUNED}})
     plan = plan_for("NVIDIA H200", 3072, 4096)  # (qkv at tensor parallel 2)
     assert not plan.fuse
     assert plan.plain_tile is None
