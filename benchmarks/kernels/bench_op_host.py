@@ -36,6 +36,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from hi_moe_lora.kernels import ops
+from hi_moe_lora.kernels.op_registry import writes_in_place
 from hi_moe_lora.kernels.ranks import SlotRanks
 
 SLOTS, RANK, HIDDEN, SLICE_OUT, TOKENS = 16, 16, 4096, 14336, 64
@@ -46,7 +47,7 @@ BENCH_OP = "hi_moe_lora_bench::lora_linear"
 def _custom_op_twin() -> Callable[..., None]:
     """The package's op function, registered the old way (``torch.library.custom_op``)."""
     twin = torch.library.custom_op(BENCH_OP, mutates_args=("y", "counters"))(ops.lora_linear_impl)
-    twin.register_fake(ops._lora_linear_fake)
+    twin.register_fake(writes_in_place)
     return torch.ops.hi_moe_lora_bench.lora_linear  # type: ignore[no-any-return]
 
 

@@ -92,33 +92,4 @@ def gemm_lora_linear_impl(
     )  # fmt: skip
 
 
-def _gemm_lora_linear_fake(
-    y: torch.Tensor,
-    x: torch.Tensor,
-    weight: torch.Tensor,
-    lora_a: list[torch.Tensor],
-    lora_b: list[torch.Tensor],
-    tiles_small: torch.Tensor,
-    tiles_large: torch.Tensor,
-    rest_small: torch.Tensor,
-    rest_large: torch.Tensor,
-    token_slot: torch.Tensor,
-    fused_slot: torch.Tensor,
-    slot_rank: torch.Tensor,
-    counters: torch.Tensor,
-    gemm_arrivals: torch.Tensor,
-    no_lora: torch.Tensor,
-    scale: float,
-    min_rows: int,
-    max_rows: int,
-    active_loras: torch.Tensor,
-    specialized: bool,
-    dora_scales: torch.Tensor | None = None,
-    dora_live: torch.Tensor | None = None,
-) -> None:
-    return None
-
-
-gemm_lora_linear = register_op(
-    OP_NAME, gemm_lora_linear_impl, ("y", "counters", "gemm_arrivals"), _gemm_lora_linear_fake
-)
+gemm_lora_linear = register_op(OP_NAME, gemm_lora_linear_impl, ("y", "counters", "gemm_arrivals"))

@@ -100,23 +100,4 @@ def lora_linear_impl(
     )  # fmt: skip
 
 
-def _lora_linear_fake(
-    y: torch.Tensor,
-    x: torch.Tensor,
-    lora_a: list[torch.Tensor],
-    lora_b: list[torch.Tensor],
-    tiles_small: torch.Tensor,
-    tiles_large: torch.Tensor,
-    slot_rank: torch.Tensor,
-    counters: torch.Tensor,
-    no_lora: torch.Tensor,
-    scale: float,
-    offset_start: int,
-    add_inputs: bool,
-    dora_scales: torch.Tensor | None = None,
-    dora_live: torch.Tensor | None = None,
-) -> None:
-    return None
-
-
-lora_linear = register_op(OP_NAME, lora_linear_impl, ("y", "counters"), _lora_linear_fake)
+lora_linear = register_op(OP_NAME, lora_linear_impl, ("y", "counters"))

@@ -82,20 +82,4 @@ def _lora_linear_float64(
         col += n
 
 
-def _lora_linear_float64_fake(
-    y: torch.Tensor,
-    x: torch.Tensor,
-    lora_a: list[torch.Tensor],
-    lora_b: list[torch.Tensor],
-    token_slots: torch.Tensor,
-    no_lora: torch.Tensor,
-    scale: float,
-    offset_start: int,
-    add_inputs: bool,
-    dora_scales: torch.Tensor | None = None,
-    dora_live: torch.Tensor | None = None,
-) -> None:
-    return None
-
-
-lora_linear_float64 = register_op(OP_NAME, _lora_linear_float64, ("y",), _lora_linear_float64_fake)
+lora_linear_float64 = register_op(OP_NAME, _lora_linear_float64, ("y",))

@@ -16,13 +16,7 @@ def _scaled_add(y: torch.Tensor, x: torch.Tensor, scale: float, rows: list[torch
         y.add_(row)
 
 
-def _scaled_add_fake(
-    y: torch.Tensor, x: torch.Tensor, scale: float, rows: list[torch.Tensor]
-) -> None:
-    return None
-
-
-OP = register_op("hi_moe_lora::test_scaled_add", _scaled_add, ("y",), _scaled_add_fake)
+OP = register_op("hi_moe_lora::test_scaled_add", _scaled_add, ("y",))
 
 
 def test_schema_marks_the_mutated_argument_only() -> None:
@@ -60,4 +54,14 @@ def test_runs_under_torch_compile_fullgraph() -> None:
 @pytest.mark.parametrize("name", ["other::op", "hi_moe_lora::", "lora_linear"])
 def test_refuses_names_outside_the_namespace(name: str) -> None:
     with pytest.raises(OpRegistrationError, match="hi_moe_lora::<name>"):
-        register_op(name, _scaled_add, ("y",), _scaled_add_fake)
+        register_op(name, _scaled_add, ("y",))
+
+
+def test_refuses_an_op_that_returns_a_value() -> None:
+    """Its fake would have to build the value; the package's ops write in place."""
+
+    def doubled(x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    with pytest.raises(OpRegistrationError, match="returns a value"):
+        register_op("hi_moe_lora::test_doubled", doubled, ())
