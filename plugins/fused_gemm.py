@@ -2,8 +2,8 @@
 
 vLLM's ``BaseLinearLayerWithLoRA._apply_sync`` runs the base layer's quantization method, then
 the wrapper's ``add_lora_linear``: two launches (three with vLLM's kernels), and the base GEMM
-never sees the LoRA. Installed (``HI_MOE_LORA_FUSED_GEMM=on``, our CUDA wrapper), it first asks
-the layer's wrapper for the whole output (``base_and_lora_linear(layer, x, bias)``,
+never sees the LoRA. Installed (``HI_MOE_LORA_FUSED_GEMM`` resolved on, our CUDA wrapper), it
+first asks the layer's wrapper for the whole output (``base_and_lora_linear(layer, x, bias)``,
 :class:`plugins.punica_wrapper.HiMoePunicaWrapperGPU`) and keeps vLLM's path wherever the
 wrapper has no such method or returns None (quantized bases, a bias, LoRA layers of other
 kinds). Fully sharded layers and vLLM's dual-stream path override ``apply`` and never get here.

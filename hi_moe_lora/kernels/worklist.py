@@ -197,11 +197,15 @@ class WorkListBuffers:
             bm: self._dev[off : off + size]
             for (bm, off), size in zip(self._offsets.items(), sizes, strict=False)
         }
-        #: The rest's tile lists and the fused slot (``fused_slot=True`` only).
+        #: The rest's tile lists, the fused slot and the fused GEMM's arrival counters (for its
+        #: tiles that split K), ``fused_slot=True`` only.
         self.rest_tiles: dict[int, torch.Tensor] = {}
         self.fused_slot: torch.Tensor | None = None
+        self.gemm_arrivals: torch.Tensor | None = None
         self._rest_offsets: dict[int, int] = {}
         if fused_slot:
+            from .gemm_lora import arrival_counters
+
             self._rest_offsets = dict(zip(BLOCK_M_CHOICES, starts[lists:-1], strict=True))
             self.rest_tiles = {
                 bm: self._dev[off : off + size]
@@ -209,15 +213,10 @@ class WorkListBuffers:
             }
             self.fused_slot = self._dev[starts[-1] : starts[-1] + 1]
             self._fused_offset = starts[-1]
+            self.gemm_arrivals = arrival_counters(device)
         self.counters = torch.zeros(
             counter_size(max_tokens, max_slots), dtype=torch.int32, device=device
         )
-        #: The fused GEMM's arrival counters (its tiles that split K; ``fused_slot=True`` only).
-        self.gemm_arrivals: torch.Tensor | None = None
-        if fused_slot:
-            from .gemm_lora import arrival_counters
-
-            self.gemm_arrivals = arrival_counters(device)
         self._pinned = self._dev.device.type == "cuda"
         self._ring = [
             torch.zeros(sum(sizes), dtype=torch.int32, pin_memory=self._pinned)
