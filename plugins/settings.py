@@ -162,8 +162,8 @@ def _timeout(raw: str) -> float:
     return seconds
 
 
-def _on_off(name: str, raw: str, default: str = "on") -> bool:
-    value = raw.strip().lower() or default
+def _on_off(name: str, raw: str) -> bool:
+    value = raw.strip().lower() or "on"
     if value not in ("on", "off"):
         raise PluginSettingsError(name, raw, "on or off")
     return value == "on"
@@ -171,10 +171,9 @@ def _on_off(name: str, raw: str, default: str = "on") -> bool:
 
 def _fused_gemm(raw: str) -> FusedGemmChoice:
     value = raw.strip().lower() or "auto"
-    for choice in FUSED_GEMM_CHOICES:
-        if value == choice:
-            return choice
-    raise PluginSettingsError(ENV_FUSED_GEMM, raw, "auto, on or off")
+    if value not in FUSED_GEMM_CHOICES:
+        raise PluginSettingsError(ENV_FUSED_GEMM, raw, "auto, on or off")
+    return value
 
 
 def _kernels(raw: str) -> KernelsChoice:
