@@ -23,12 +23,13 @@ work list), bf16, no quantized bases; serving would need the plugin to replace v
 linear layers' base ``apply``, which the Punica wrapper does not see.
 
 With ``--product`` it times the product instead (:mod:`hi_moe_lora.kernels.gemm_op`, what
-``HI_MOE_LORA_FUSED_GEMM=on`` serves): the ``hi_moe_lora::gemm_lora_linear`` op with 16 slots
-of rank 16 and the projection's real slices, one adapter for all rows or 16 adapters in turn
-(one adapter: its LoRA in the GEMM; several: the GEMM, then our launch on the whole list), and
-the op as vLLM's ``--specialize-active-lora`` graphs run it (the count of adapters known: one
-adapter, the GEMM alone; several, cuBLAS then our launch), against cuBLAS then the
-``hi_moe_lora::lora_linear`` op (serving without it).
+``HI_MOE_LORA_FUSED_GEMM`` serves): the ``hi_moe_lora::gemm_lora_linear`` op with 16 slots of
+rank 16 and the projection's real slices, one adapter for all rows or 16 adapters in turn (one
+adapter: its LoRA in the GEMM; several: the split form, a shrink launch then the expand in the
+GEMM's epilogue), and the op as vLLM's ``--specialize-active-lora`` graphs run it (the count of
+adapters known), against cuBLAS then the ``hi_moe_lora::lora_linear`` op (serving without it),
+against the form before the split form (the fused GEMM, then our launch on the rest list), and
+the split form's shrink launch alone.
 
     python benchmarks/kernels/bench_fused_gemm.py [--ms 8 64] [--out results.json]
     python benchmarks/kernels/bench_fused_gemm.py --product [--ms 32 64] [--adapters 1 16]
@@ -56,6 +57,8 @@ import hi_moe_lora.kernels.gemm_op  # (registers hi_moe_lora::gemm_lora_linear)
 import hi_moe_lora.kernels.ops  # noqa: F401  (registers hi_moe_lora::lora_linear)
 import hi_moe_lora.kernels.triton_kernel as fused_launcher
 from hi_moe_lora.kernels.config import BLOCK_M_LARGE, BLOCK_M_SMALL
+from hi_moe_lora.kernels.gemm_lora import fusable, launch_gemm_lora
+from hi_moe_lora.kernels.gemm_shrink import launch_gemm_shrink
 from hi_moe_lora.kernels.worklist import WorkListBuffers
 
 # Serving compiles a layer's prefill variants on its first call; this benchmark times decode
@@ -292,13 +295,26 @@ def run_product_case(shape: str, m: int, adapters: int, replays: int) -> dict[st
             1.0, 1, 64, active, specialized, None, None,
         )  # fmt: skip
 
+    plan = fusable(pool[0]["x"], pool[0]["w"], pool[0]["b"], 64)
+    assert plan is not None, f"{shape} at {m} rows: not fusable"
+
+    def fused_then_ours(c: dict[str, Any]) -> None:  # (the form before the split form)
+        launch_gemm_lora(
+            c["y"], c["x"], c["w"], c["a"], c["b"], token_slot, work.fused_slot, 1.0, None,
+            plan.lora_tile, work.gemm_arrivals,
+        )  # fmt: skip
+        torch.ops.hi_moe_lora.lora_linear(
+            c["y"], c["x"], c["a"], c["b"], rest_small, rest_large, ranks, work.counters,
+            no_lora, 1.0, 0, True, None, None,
+        )  # fmt: skip
+
     c = pool[0]
     unfused(c)
     expected = c["y"].double()
-    fused(c)
-    deviation = float((c["y"].double() - expected).abs().max())
-    fused(c, specialized=True)
-    deviation = max(deviation, float((c["y"].double() - expected).abs().max()))
+    deviation = 0.0
+    for form in (fused, lambda c: fused(c, specialized=True), fused_then_ours):
+        form(c)
+        deviation = max(deviation, float((c["y"].double() - expected).abs().max()))
     times = {
         "cublas": _graph_time(
             [lambda c=c: torch.mm(c["x"], c["w"].T, out=c["y"]) for c in pool], replays
@@ -307,6 +323,16 @@ def run_product_case(shape: str, m: int, adapters: int, replays: int) -> dict[st
         "fused": _graph_time([lambda c=c: fused(c) for c in pool], replays),
         "fused, specialized": _graph_time(
             [lambda c=c: fused(c, specialized=True) for c in pool], replays
+        ),
+        "fused then ours": _graph_time([lambda c=c: fused_then_ours(c) for c in pool], replays),
+        "shrink alone": _graph_time(
+            [
+                lambda c=c: launch_gemm_shrink(
+                    c["x"], c["a"], rest_small, BLOCK_M_SMALL, PRODUCT_SLOTS
+                )
+                for c in pool
+            ],
+            replays,
         ),
     }
     return {
@@ -322,10 +348,11 @@ def run_product_case(shape: str, m: int, adapters: int, replays: int) -> dict[st
 def product_main(args: argparse.Namespace) -> int:
     rows = []
     print(
-        "| shape | M | adapters | cuBLAS | cuBLAS + ours | fused op | fused op, specialized "
-        "| LoRA adds, ours | LoRA adds, fused | LoRA adds, specialized | max diff |"
+        "| shape | M | adapters | cuBLAS | cuBLAS + ours | fused GEMM then ours (before) "
+        "| fused op | fused op, specialized | shrink alone | LoRA adds, ours "
+        "| LoRA adds, before | LoRA adds, fused | LoRA adds, specialized | max diff |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for shape in args.shapes:
         for m in args.ms:
             for adapters in args.adapters:
@@ -334,11 +361,13 @@ def product_main(args: argparse.Namespace) -> int:
                 if args.out is not None:
                     args.out.write_text(json.dumps(rows, indent=1))
                 t = row["us"]
+                base = t["cublas"]
                 print(
-                    f"| {shape} | {m} | {adapters} | {t['cublas']:.1f} | {t['cublas+ours']:.1f} "
-                    f"| {t['fused']:.1f} | {t['fused, specialized']:.1f} "
-                    f"| {t['cublas+ours'] - t['cublas']:.1f} | {t['fused'] - t['cublas']:.1f} "
-                    f"| {t['fused, specialized'] - t['cublas']:.1f} "
+                    f"| {shape} | {m} | {adapters} | {base:.1f} | {t['cublas+ours']:.1f} "
+                    f"| {t['fused then ours']:.1f} | {t['fused']:.1f} "
+                    f"| {t['fused, specialized']:.1f} | {t['shrink alone']:.1f} "
+                    f"| {t['cublas+ours'] - base:.1f} | {t['fused then ours'] - base:.1f} "
+                    f"| {t['fused'] - base:.1f} | {t['fused, specialized'] - base:.1f} "
                     f"| {row['max_diff_fused_vs_unfused']:.3f} |",
                     flush=True,
                 )

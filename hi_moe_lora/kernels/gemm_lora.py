@@ -10,12 +10,14 @@ the rows whose token belongs to that slot, before the one store. Every program c
 rows' intermediate itself (A is small: 128 KiB a slice at rank 16 and K = 4,096, read from L2
 by most programs).
 
-A step of several adapters has no fused slot (-1): the kernel is then a plain GEMM (a second K
-loop, without A's loads) and our launch after it serves every LoRA token, from the step's
-*rest* work list (:class:`.worklist.WorkListBuffers`), which is the whole list then and empty in
-a one-adapter step. Moving only the most frequent adapter into the GEMM did not pay: the launch
-after it costs about what it costs for all of them (H200, 2026-11-28, 16 adapters: 3-6 µs a
-projection slower than cuBLAS then our launch). Both values are per-step device data, so a
+A step of several adapters has no fused slot (-1): its K loop is then a plain GEMM's (a second
+K loop, without A's loads). Their LoRA takes the *split form* (:class:`GemmExpand`): a short
+launch ahead shrinks every token of the step's *rest* work list (:mod:`.gemm_shrink`; the whole
+list then, none in a one-adapter step) and this kernel's epilogue adds each token's expand by its
+own adapter's B, one ``tl.dot`` per adapter in the step, masked to its rows. That replaces our
+launch after the GEMM, which cost 12-20 µs a projection at 16 adapters (H200, 2026-11-28; moving
+only the most frequent adapter into the GEMM did not pay then: the launch after it cost about what
+it cost for all of them). The fused slot and the rest list are per-step device data, so a
 captured CUDA graph stays valid whatever the batch holds.
 
 The same kernel with ``FUSED`` off is a plain GEMM (:func:`launch_plain_gemm`), for the calls
@@ -39,15 +41,18 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 import triton
 import triton.language as tl
 
+from .gemm_shrink import rank_padding
 from .gemm_tiles import GemmPlan, GemmTile, plan_for
 from .layout import DoraEpilogue
 from .tensor_table import element_offsets
+from .worklist import HEADER_SIZE
 
 #: Token rows (least, most) of the calls that take the fused GEMM. Decode steps of up to 64
 #: requests fit one row tile; below 33 rows the prototype's LoRA cost 4.5-20 µs inside the GEMM
@@ -82,6 +87,8 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
     dora_live_ptr,
     partials_ptr,
     arrivals_ptr,
+    rest_ptr,
+    shrunk_ptr,
     m,
     n,
     k,
@@ -94,6 +101,11 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
     SPLIT_K: tl.constexpr,
     FUSED: tl.constexpr,
     DORA: tl.constexpr,
+    EXPAND: tl.constexpr,
+    SHRINK_RUNS: tl.constexpr,
+    SLICES: tl.constexpr,
+    REST_TILE_M: tl.constexpr,
+    HEADER: tl.constexpr,
     UPCAST_DOT: tl.constexpr,
 ):
     """One program: ``BLOCK_N`` output columns (inside one slice) for all ``m`` rows, over
@@ -165,6 +177,33 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
                 xt = xt.to(tl.float32)
                 wt = wt.to(tl.float32)
             acc = tl.dot(xt, wt, acc)
+    if EXPAND:
+        # The split form: the rest list's adapters, shrunk ahead (:mod:`.gemm_shrink`), expanded
+        # here for these columns. K's first run adds it (the runs' sum is linear). The list's
+        # tiles of ``REST_TILE_M`` >= m rows hold one adapter each, so a token's slot tells
+        # whose rows are whose.
+        rest = tl.load(rest_ptr)
+        if (rest > 0) & (tl.program_id(1) == 0):
+            piece = tl.where(n0 >= end1, 2, tl.where(n0 >= end0, 1, 0))
+            shrunk = shrunk_ptr + (offs_m[:, None] * SLICES + piece) * R_PAD + ranks[None, :]
+            total = tl.full((BLOCK_M, R_PAD), 0.0, tl.float32)
+            for run in tl.static_range(SHRINK_RUNS):  # (in run order: a fixed sum)
+                total += tl.load(shrunk + run * m * SLICES * R_PAD, mask=row_ok[:, None], other=0.0)
+            inter = (total * scale).to(x_ptr.dtype.element_ty)  # (rounded, as vLLM does)
+            row_slot = tl.load(token_slot_ptr + offs_m, mask=row_ok, other=-1)
+            b_cols = b_off + (offs_n - first)[None, :].to(tl.int64) * rank + ranks[:, None]
+            for t in range(0, rest):
+                owner = tl.load(rest_ptr + HEADER + t * (3 + REST_TILE_M))
+                bt = tl.load(
+                    lora_base_ptr + b_cols + owner.to(tl.int64) * width * rank,
+                    mask=rank_ok[:, None],
+                    other=0.0,
+                )
+                theirs = tl.where((row_slot == owner)[:, None], inter, 0.0)
+                if UPCAST_DOT:
+                    theirs = theirs.to(tl.float32)
+                    bt = bt.to(tl.float32)
+                acc = tl.dot(theirs, bt, acc)
     y_ptrs = y_ptr + offs_m[:, None] * n + offs_n[None, :]
     if SPLIT_K == 1:
         tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=row_ok[:, None])
@@ -251,6 +290,27 @@ def _whole_tiles(widths: Sequence[int], n: int, k: int, tile: GemmTile) -> bool:
     )
 
 
+@dataclass(frozen=True)
+class GemmExpand:
+    """The split form's inputs to the GEMM's epilogue: the step's rest list of ``tile_m``-row
+    tiles (one adapter a tile, for calls of at most ``tile_m`` rows) and its shrink's partials
+    (:func:`.gemm_shrink.launch_gemm_shrink`, unscaled)."""
+
+    rest_tiles: torch.Tensor
+    tile_m: int
+    shrunk: torch.Tensor
+
+    def check(self, m: int, slices: int, rank: int) -> None:
+        """Refuse partials of another shape, or a call too tall for one tile an adapter."""
+        if m > self.tile_m:
+            raise GemmLoRAShapeError(f"{m} rows: the split form takes at most {self.tile_m}")
+        runs = self.shrunk.shape[0]
+        if self.shrunk.shape != (runs, m, slices, rank_padding(rank)):
+            raise GemmLoRAShapeError(
+                f"partials {tuple(self.shrunk.shape)} for {m} rows, {slices} slices, rank {rank}"
+            )
+
+
 #: Arrival counters a K-split launch may use (one per column block).
 GEMM_ARRIVALS = 8192
 
@@ -273,11 +333,12 @@ def launch_gemm_lora(
     dora: DoraEpilogue | None = None,
     tile: GemmTile | None = None,
     arrivals: torch.Tensor | None = None,
+    expand: GemmExpand | None = None,
 ) -> None:
     """``y = x W^T``, plus ``scale (x A_s^T) B_s^T`` on the rows whose ``token_slot`` is
     ``fused_slot[0]`` (``s``; none when it is negative), per slice. ``tile``: the plan's (by
     default the table's for this GPU and shape); ``arrivals``: :func:`arrival_counters`, needed
-    when the tile splits K."""
+    when the tile splits K; ``expand``: the rest list's adapters, shrunk ahead (split form)."""
     k = x.shape[1]
     n = w.shape[0]
     if not 1 <= len(lora_a) == len(lora_b) <= MAX_GEMM_SLICES:
@@ -301,10 +362,14 @@ def launch_gemm_lora(
     ends = [sum(widths[: i + 1]) if i + 1 < slices else n for i in range(2)]
     dora_scales = dora.scales if dora is not None else y
     dora_live = dora.live if dora is not None else token_slot
+    if expand is not None:
+        if dora is not None:
+            raise GemmLoRAShapeError("the split form has no DoRA epilogue")
+        expand.check(x.shape[0], slices, rank)
     _launch(
         y, x, w, widths, tile, arrivals,
         (base, *a_offs, *b_offs, *ends, token_slot, fused_slot),
-        (dora_scales, dora_live), rank, scale, fused=True, dora=dora is not None,
+        (dora_scales, dora_live), rank, scale, fused=True, dora=dora is not None, expand=expand,
     )  # fmt: skip
 
 
@@ -334,6 +399,7 @@ def _launch(
     scale: float,
     fused: bool,
     dora: bool,
+    expand: GemmExpand | None = None,
 ) -> None:
     m, k = x.shape
     n = w.shape[0]
@@ -352,11 +418,13 @@ def _launch(
             )
         partials = torch.empty((tile.split_k, m, n), dtype=torch.float32, device=y.device)
     kernel, upcast = _kernel_for(x)
+    shrunk = expand.shrunk if expand is not None else y
     kernel[(column_blocks, tile.split_k)](
         x, w, *lora_args, y, *dora_args, partials, arrivals if arrivals is not None else y,
-        m, n, k, rank, scale,
+        expand.rest_tiles if expand is not None else y, shrunk, m, n, k, rank, scale,
         BLOCK_M=max(MIN_DOT, triton.next_power_of_2(m)), BLOCK_N=tile.block_n,
-        BLOCK_K=tile.block_k, R_PAD=max(MIN_DOT, triton.next_power_of_2(rank)),
-        SPLIT_K=tile.split_k, FUSED=fused, DORA=dora, UPCAST_DOT=upcast,
-        num_warps=tile.warps, num_stages=tile.stages,
+        BLOCK_K=tile.block_k, R_PAD=rank_padding(rank), SPLIT_K=tile.split_k, FUSED=fused,
+        DORA=dora, EXPAND=expand is not None, SHRINK_RUNS=shrunk.shape[0] if expand else 1,
+        SLICES=shrunk.shape[2] if expand else 1, REST_TILE_M=expand.tile_m if expand else 1,
+        HEADER=HEADER_SIZE, UPCAST_DOT=upcast, num_warps=tile.warps, num_stages=tile.stages,
     )  # fmt: skip

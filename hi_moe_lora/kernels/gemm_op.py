@@ -7,12 +7,16 @@ GPU) decides. Where it fuses, the base GEMM carries the LoRA of a step that serv
 
 - ``specialized`` (vLLM's ``--specialize-active-lora``: a CUDA graph per count of active
   adapters, the count in ``active_loras``, a CPU tensor read when the op runs, so at capture):
-  one active adapter takes the fused GEMM alone; more take ``torch.mm`` then our launch, as
-  without the fused GEMM. No launch is spent on an empty list and no several-adapter step pays
-  for the Triton GEMM;
-- otherwise the step's fused slot decides on the device (-1 when it is not a one-adapter step),
-  and our launch (:func:`.ops.lora_linear_impl`) follows the GEMM on the rest work list, empty
-  in a one-adapter step (about 1.6 µs a call, measured served on an H200).
+  one active adapter takes the fused GEMM alone;
+- otherwise, and for several active adapters, the step's fused slot decides on the device (-1
+  when it is not a one-adapter step) and the rest of the step's LoRA tokens take the split form:
+  a shrink launch ahead (:func:`.gemm_shrink.launch_gemm_shrink`, over the rest work list, empty
+  in a one-adapter step) and their expand in the GEMM's epilogue. No launch follows the GEMM.
+
+A DoRA layer's several-adapter step (the split form has no DoRA epilogue), and a call of more
+rows than a rest tile holds, keep the form before it: the fused slot in the GEMM where the count
+is not known, cuBLAS or the plain tile where it is, and our launch (:func:`.ops.lora_linear_impl`)
+after it on the matching work list.
 
 Every other call runs ``x W^T`` by the plan's plain GEMM (:func:`.gemm_lora.launch_plain_gemm`)
 where it has one, which beat cuBLAS on that GPU, else by ``torch.mm`` (cuBLAS on CUDA, as vLLM's
@@ -27,7 +31,9 @@ from __future__ import annotations
 
 import torch
 
-from .gemm_lora import fusable, launch_gemm_lora, launch_plain_gemm
+from .config import BLOCK_M_LARGE, BLOCK_M_SMALL
+from .gemm_lora import GemmExpand, fusable, launch_gemm_lora, launch_plain_gemm
+from .gemm_shrink import launch_gemm_shrink, shrink_runs
 from .layout import DoraEpilogue
 from .op_registry import register_op
 from .ops import lora_linear_impl, use_triton
@@ -65,20 +71,28 @@ def gemm_lora_linear_impl(
     if x.shape[0] >= min_rows and use_triton(x):
         plan = fusable(x, weight, lora_b, max_rows)
     alone = specialized and int(active_loras.item()) == 1
-    with_lora = not bool(no_lora.item())
-    if plan is not None and plan.fuse and with_lora and (alone or not specialized):
-        dora = None
-        if dora_scales is not None and dora_live is not None:
-            dora = DoraEpilogue(dora_scales, dora_live)
+    fused = plan is not None and plan.fuse and not bool(no_lora.item())
+    dora = None
+    if dora_scales is not None and dora_live is not None:
+        dora = DoraEpilogue(dora_scales, dora_live)
+    if plan is not None and fused and (alone or (dora is None and _split_form_fits(x))):
+        expand = None
+        if not alone:  # (several adapters, or a count not known: the rest list shrunk ahead)
+            shrunk = launch_gemm_shrink(x, lora_a, rest_small, BLOCK_M_SMALL, slot_rank.numel())
+            expand = GemmExpand(rest_large, BLOCK_M_LARGE, shrunk)
+        launch_gemm_lora(
+            y, x, weight, lora_a, lora_b, token_slot, fused_slot, scale, dora,
+            plan.lora_tile, gemm_arrivals, expand,
+        )  # fmt: skip
+        tracker = tracker_for(slot_rank)  # (our launch, which would, is not made)
+        if tracker is not None:
+            tracker.observe(lora_a, lora_b)
+        return
+    if plan is not None and fused and not specialized:  # (DoRA: the rest by our launch)
         launch_gemm_lora(
             y, x, weight, lora_a, lora_b, token_slot, fused_slot, scale, dora,
             plan.lora_tile, gemm_arrivals,
         )  # fmt: skip
-        if alone:  # (one adapter: nothing left for our launch)
-            tracker = tracker_for(slot_rank)
-            if tracker is not None:
-                tracker.observe(lora_a, lora_b)
-            return
         tiles = (rest_small, rest_large)
     else:
         if plan is not None and plan.plain_tile is not None:
@@ -90,6 +104,12 @@ def gemm_lora_linear_impl(
         y, x, lora_a, lora_b, *tiles, slot_rank, counters, no_lora, scale, 0, True,
         dora_scales, dora_live,
     )  # fmt: skip
+
+
+def _split_form_fits(x: torch.Tensor) -> bool:
+    """Whether the split form takes a call of this shape: every adapter's rows in one tile of
+    the rest list, and K in whole shrink steps."""
+    return x.shape[0] <= BLOCK_M_LARGE and shrink_runs(x.shape[1]) is not None
 
 
 gemm_lora_linear = register_op(OP_NAME, gemm_lora_linear_impl, ("y", "counters", "gemm_arrivals"))

@@ -3,22 +3,29 @@ against a float64 reference."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
+from hi_moe_lora.kernels.config import BLOCK_M_LARGE, BLOCK_M_SMALL
 from hi_moe_lora.kernels.gemm_lora import (
+    GemmExpand,
     GemmLoRAShapeError,
     arrival_counters,
     fusable,
     launch_gemm_lora,
     launch_plain_gemm,
 )
+from hi_moe_lora.kernels.gemm_shrink import launch_gemm_shrink
 from hi_moe_lora.kernels.gemm_tiles import GemmPlan, GemmTile, default_plan
 from hi_moe_lora.kernels.layout import DoraEpilogue
+from hi_moe_lora.kernels.worklist import WorkListBuffers
 
 SLOTS = 3
 #: A tile that splits K = 128 into four runs of one 32-wide step each.
 SPLIT = GemmTile(32, 32, 2, split_k=4)
+#: A tile that splits K = 1,024 into two runs of four 128-wide steps.
+SPLIT_1024 = GemmTile(32, 128, 2, split_k=2)
 
 
 def _case(
@@ -143,6 +150,81 @@ def test_a_tile_that_splits_k_adds_every_runs_share_of_base_and_lora(
         )  # fmt: skip
         assert float((y.double() - ref).abs().max()) < tol * max(1.0, float(ref.abs().max()))
         assert int(arrivals.abs().sum()) == 0
+
+
+def _several_reference(
+    x: torch.Tensor,
+    w: torch.Tensor,
+    a: list[torch.Tensor],
+    b: list[torch.Tensor],
+    slots: list[int],
+    scale: float,
+) -> torch.Tensor:
+    """float64, every token its own adapter's LoRA, the intermediate rounded to the input dtype
+    (the split form rounds the whole shrink, as vLLM does)."""
+    out = x.double() @ w.double().T
+    col = 0
+    for a_i, b_i in zip(a, b, strict=True):
+        width = b_i.shape[2]
+        for row, slot in enumerate(slots):
+            if slot >= 0:
+                inter = ((x[row].double() @ a_i[slot, 0].double().T) * scale).to(x.dtype)
+                out[row, col : col + width] += inter.double() @ b_i[slot, 0].double().T
+        col += width
+    return out
+
+
+@pytest.mark.parametrize(
+    ("m", "k", "widths", "rank", "tile"),
+    [
+        (10, 128, [64, 32, 32], 16, GemmTile(32, 64, 2)),  # qkv-like, one shrink run
+        (64, 1024, [64, 64], 8, SPLIT_1024),  # 64 rows, two shrink runs, K split in the GEMM
+        (33, 512, [64], 64, GemmTile(64, 64, 2)),  # a wide rank
+    ],
+)
+def test_the_split_form_expands_every_tokens_own_adapter_in_the_epilogue(
+    m: int, k: int, widths: list[int], rank: int, tile: GemmTile, device: str
+) -> None:
+    """Several adapters: the shrink ahead, each token's expand by its own adapter's B."""
+    dtype = torch.float32 if device == "cpu" else torch.bfloat16
+    x, w, a, b = _case(m, k, widths, rank, device, dtype, seed=m)
+    slots = [i % (SLOTS + 1) - 1 for i in range(m)]  # (every slot, tokens without an adapter)
+    work = WorkListBuffers(64, SLOTS, device, fused_slot=True)
+    work.update(np.array(slots), [rank] * SLOTS)
+    assert work.fused_slot is not None
+    shrunk = launch_gemm_shrink(x, a, work.rest_tiles[BLOCK_M_SMALL], BLOCK_M_SMALL, SLOTS)
+    expand = GemmExpand(work.rest_tiles[BLOCK_M_LARGE], BLOCK_M_LARGE, shrunk)
+    token_slot = torch.tensor(slots, dtype=torch.int32, device=device)
+    ref = _several_reference(x, w, a, b, slots, 0.5)
+    tol = 1e-4 if dtype == torch.float32 else 4e-2
+    arrivals = arrival_counters(device)
+    for _ in range(2):  # (the second call finds the counters as the first left them)
+        y = torch.full((m, sum(widths)), float("nan"), dtype=dtype, device=device)
+        launch_gemm_lora(
+            y, x, w, a, b, token_slot, work.fused_slot, 0.5, tile=tile, arrivals=arrivals,
+            expand=expand,
+        )  # fmt: skip
+        assert float((y.double() - ref).abs().max()) < tol * max(1.0, float(ref.abs().max()))
+
+
+def test_the_split_form_refuses_partials_of_another_shape_and_dora(device: str) -> None:
+    x, w, a, b = _case(4, 128, [64], 16, device, torch.float32)
+    work = WorkListBuffers(64, SLOTS, device, fused_slot=True)
+    work.update(np.array([0, 1, 2, 0]), [16] * SLOTS)
+    assert work.fused_slot is not None
+    token_slot = torch.tensor([0, 1, 2, 0], dtype=torch.int32, device=device)
+    y = torch.empty(4, 64, device=device)
+    rest = work.rest_tiles[BLOCK_M_LARGE]
+    wrong = GemmExpand(rest, BLOCK_M_LARGE, torch.zeros(1, 4, 2, 16, device=device))
+    with pytest.raises(GemmLoRAShapeError, match="partials"):
+        launch_gemm_lora(y, x, w, a, b, token_slot, work.fused_slot, 1.0, expand=wrong)
+    short = GemmExpand(rest, 2, torch.zeros(1, 4, 1, 16, device=device))
+    with pytest.raises(GemmLoRAShapeError, match="at most 2"):
+        launch_gemm_lora(y, x, w, a, b, token_slot, work.fused_slot, 1.0, expand=short)
+    right = GemmExpand(rest, BLOCK_M_LARGE, torch.zeros(1, 4, 1, 16, device=device))
+    dora = DoraEpilogue(torch.ones(SLOTS, 64, device=device), torch.ones(SLOTS, device=device))
+    with pytest.raises(GemmLoRAShapeError, match="DoRA"):
+        launch_gemm_lora(y, x, w, a, b, token_slot, work.fused_slot, 1.0, dora, expand=right)
 
 
 @pytest.mark.parametrize("tile", [GemmTile(32, 64, 2), SPLIT, GemmTile(64, 32, 2, split_k=2)])

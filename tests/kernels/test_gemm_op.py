@@ -27,9 +27,15 @@ def _rule_of_thumb_plans(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _run(
-    slots: list[int], device: str, min_rows: int, no_lora: bool = False, specialized: bool = False
+    slots: list[int],
+    device: str,
+    min_rows: int,
+    no_lora: bool = False,
+    specialized: bool = False,
+    unit_dora: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The op's output and a float64 reference for qkv-like slices of 64 + 32 + 32 columns."""
+    """The op's output and a float64 reference for qkv-like slices of 64 + 32 + 32 columns
+    (``unit_dora``: as a DoRA layer whose every slot is live with magnitude ratios of one)."""
     gen = torch.Generator().manual_seed(len(slots))
     dtype = torch.bfloat16  # (the fused GEMM takes half precision only)
     m, k, widths = len(slots), 128, (64, 32, 32)
@@ -39,7 +45,7 @@ def _run(
     b = [torch.randn(SLOTS, 1, wd, RANK, generator=gen) / RANK**0.5 for wd in widths]
     x, w = x.to(device, dtype), w.to(device, dtype)
     a, b = [t.to(device, dtype) for t in a], [t.to(device, dtype) for t in b]
-    work = WorkListBuffers(64, SLOTS, device, fused_slot=True)
+    work = WorkListBuffers(128, SLOTS, device, fused_slot=True)
     work.update(np.array(slots), [RANK] * SLOTS)
     assert work.fused_slot is not None
     y = torch.full((m, sum(widths)), float("nan"), dtype=dtype, device=device)
@@ -49,7 +55,8 @@ def _run(
         torch.tensor(slots, dtype=torch.int32, device=device), work.fused_slot,
         torch.full((SLOTS,), RANK, dtype=torch.int32, device=device), work.counters,
         work.gemm_arrivals, torch.tensor([no_lora]), 1.0, min_rows, 64,
-        torch.tensor([len(set(slots))], dtype=torch.int32), specialized, None, None,
+        torch.tensor([len(set(slots))], dtype=torch.int32), specialized,
+        *_unit_dora(sum(widths), device, unit_dora),
     )  # fmt: skip
     ref = x.double() @ w.double().T
     if not no_lora:
@@ -63,12 +70,24 @@ def _run(
     return y, ref
 
 
+def _unit_dora(
+    n: int, device: str, on: bool
+) -> tuple[torch.Tensor, torch.Tensor] | tuple[None, None]:
+    if not on:
+        return None, None
+    live = torch.ones(SLOTS, dtype=torch.int32, device=device)
+    return torch.ones(SLOTS, n, dtype=torch.float32, device=device), live
+
+
+SEVERAL = [0, 3, 3, -1, 2, 3, 0, 3, 1, 1]
+
+
 @pytest.mark.parametrize(
     "slots",
     [
         [1] * 8,  # one adapter: the rest list is empty (vLLM counts one active adapter)
         [1] * 6 + [-1, 1],  # one adapter and a base row (vLLM counts two ids)
-        [0, 3, 3, -1, 2, 3, 0, 3, 1, 1],  # slot 3 in the GEMM, the others in our launch
+        SEVERAL,  # several adapters: the split form (shrink ahead, expand in the GEMM)
     ],
 )
 @pytest.mark.parametrize("min_rows", [1, 65])  # fused, and the base GEMM then our launch
@@ -85,19 +104,61 @@ def test_a_step_without_lora_runs_the_base_gemm_alone(device: str) -> None:
     assert float((y.double() - ref).abs().max()) < 4e-2 * max(1.0, float(ref.abs().max()))
 
 
-def test_a_graph_for_one_active_adapter_runs_no_launch_after_the_gemm(
-    device: str, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("slots", [[2] * 6, SEVERAL])
+@pytest.mark.parametrize("specialized", [False, True])
+def test_a_fusable_call_makes_no_launch_after_the_gemm(
+    slots: list[int], specialized: bool, device: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Specialized, one active adapter: the GEMM carries it all; the launch is not made."""
+    """One adapter rides inside the GEMM, several are shrunk ahead and expanded inside it:
+    our launch is not made, whether or not vLLM counts the adapters."""
     import hi_moe_lora.kernels.gemm_op as gemm_op
 
     calls: list[int] = []
     monkeypatch.setattr(gemm_op, "lora_linear_impl", lambda *args: calls.append(1))
-    y, ref = _run([2] * 6, device, 1, specialized=True)
+    y, ref = _run(slots, device, 1, specialized=specialized)
     assert calls == []
     assert float((y.double() - ref).abs().max()) < 4e-2 * max(1.0, float(ref.abs().max()))
-    _run([2] * 6, device, 1, specialized=False)  # (not specialized: the rest launch runs)
+
+
+@pytest.mark.parametrize("specialized", [False, True])
+def test_a_dora_layers_several_adapters_take_our_launch(specialized: bool, device: str) -> None:
+    """The split form has no DoRA epilogue: a DoRA layer's several-adapter step runs our launch
+    (after the GEMM, which carries no LoRA then) and is still right."""
+    import hi_moe_lora.kernels.gemm_op as gemm_op
+
+    shrinks: list[int] = []
+    real_shrink = gemm_op.launch_gemm_shrink
+
+    def counted_shrink(*args: Any) -> torch.Tensor:
+        shrinks.append(1)
+        return real_shrink(*args)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(gemm_op, "launch_gemm_shrink", counted_shrink)
+        y, ref = _run(SEVERAL, device, 1, specialized=specialized, unit_dora=True)
+    assert shrinks == []
+    assert float((y.double() - ref).abs().max()) < 4e-2 * max(1.0, float(ref.abs().max()))
+
+
+@pytest.mark.parametrize("specialized", [False, True])
+def test_a_call_taller_than_a_rest_tile_takes_our_launch(specialized: bool, device: str) -> None:
+    """Above 64 rows an adapter's tokens may span two tiles of the rest list, which the
+    expand's one-tile-an-adapter rule does not allow: our launch serves them."""
+    import hi_moe_lora.kernels.gemm_op as gemm_op
+
+    calls: list[int] = []
+    real_impl = gemm_op.lora_linear_impl
+
+    def counted_impl(*args: Any) -> None:
+        calls.append(1)
+        real_impl(*args)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(gemm_op, "lora_linear_impl", counted_impl)
+        patch.setattr(gemm_op, "fusable", lambda x, w, b, rows: default_plan(*w.shape))
+        y, ref = _run([0, 1] * 40, device, 1, specialized=specialized)
     assert calls == [1]
+    assert float((y.double() - ref).abs().max()) < 4e-2 * max(1.0, float(ref.abs().max()))
 
 
 SPLIT_PLAN = GemmPlan(GemmTile(32, 32, 2, split_k=2), True, GemmTile(32, 32, 2, split_k=4))
@@ -107,7 +168,8 @@ SPLIT_PLAN = GemmPlan(GemmTile(32, 32, 2, split_k=2), True, GemmTile(32, 32, 2, 
     ("slots", "no_lora", "specialized"),
     [
         ([1] * 8, False, True),  # one adapter in the split GEMM alone
-        ([0, 3, 3, -1, 2, 3, 0, 3, 1, 1], False, True),  # the plain GEMM, then our launch
+        (SEVERAL, False, True),  # the split form: its expand once, in K's first run
+        (SEVERAL, False, False),  # the same, the count of adapters not known
         ([0, 1, 2], True, False),  # no LoRA: the plain GEMM alone
     ],
 )

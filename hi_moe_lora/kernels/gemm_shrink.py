@@ -1,0 +1,162 @@
+"""The shrink of a several-adapter step, ahead of the base GEMM that expands it (split form).
+
+A step that serves several adapters cannot carry their shrinks inside the base GEMM the way
+:mod:`.gemm_lora` carries one adapter's: every program would read every active adapter's A. So
+such a step runs its shrink first, in a short launch of its own, and the GEMM then adds each
+token's expand in its epilogue (:class:`.gemm_lora.GemmExpand`), in place of our launch after
+the GEMM (a chain of dependent round trips that cost 12-20 µs a projection at 16 adapters, H200,
+benchmarks/README.md, thirteenth window).
+
+One program per (token tile of the work list, slice, run of K): it multiplies its tile's rows of
+``x`` by the tile's adapter's A over its run of K and stores the fp32 partial at
+``out[run, token, slice, :]``. The partials of the runs are summed in run order by the GEMM's
+epilogue, so the result does not depend on which program ends first, and no buffer needs zeroing:
+rows of tokens without an adapter are never read. Programs past the step's tile count (the grid
+is sized for the most tiles a call can meet) return at once, so an empty list (a one-adapter
+step, whose LoRA rides inside the GEMM) costs one near-empty launch.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+
+from .tensor_table import element_offsets
+from .worklist import HEADER_SIZE, upper_bound_tiles
+
+#: K elements a shrink program loads a step.
+SHRINK_BLOCK_K = 64
+#: Most runs K is cut into (more programs, each a shorter chain of loads; the GEMM's epilogue
+#: sums one partial per run).
+MAX_SHRINK_RUNS = 8
+#: K elements a run should hold at least (fewer runs for short K).
+MIN_RUN_K = 512
+
+
+class GemmShrinkShapeError(ValueError):
+    """The call's tensors do not fit the shrink's layout."""
+
+
+def shrink_runs(k: int) -> int | None:
+    """How many runs of K the shrink takes for this K (each a whole number of its K steps);
+    None where K is not a whole number of steps (the split form then does not apply)."""
+    if k % SHRINK_BLOCK_K:
+        return None
+    runs = max(1, min(MAX_SHRINK_RUNS, k // MIN_RUN_K))
+    while k % (runs * SHRINK_BLOCK_K):
+        runs -= 1
+    return runs
+
+
+def _gemm_shrink_kernel(  # type: ignore[no-untyped-def]
+    x_ptr,
+    lora_base_ptr,
+    a_off0,
+    a_off1,
+    a_off2,
+    tiles_ptr,
+    out_ptr,
+    m,
+    k,
+    rank,
+    TILE_M: tl.constexpr,
+    HEADER: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    R_PAD: tl.constexpr,
+    SLICES: tl.constexpr,
+    UPCAST_DOT: tl.constexpr,
+):
+    """One program: a token tile's rows times its adapter's A of one slice, over one run of K."""
+    tile = tl.program_id(0)
+    if tile < tl.load(tiles_ptr):
+        piece = tl.program_id(1)
+        run = tl.program_id(2)
+        record = tiles_ptr + HEADER + tile * (3 + TILE_M)
+        slot = tl.load(record).to(tl.int64)
+        length = tl.load(record + 2)
+        within = tl.arange(0, TILE_M)
+        row_ok = within < length
+        rows = tl.load(record + 3 + within, mask=row_ok, other=0).to(tl.int64)
+        a_off = tl.where(piece == 2, a_off2, tl.where(piece == 1, a_off1, a_off0))
+        k_run = k // tl.num_programs(2)
+        k_first = run * k_run
+        ranks = tl.arange(0, R_PAD)
+        steps = tl.arange(0, BLOCK_K)
+        x_ptrs = x_ptr + rows[:, None] * k + k_first + steps[None, :]
+        a_ptrs = (
+            lora_base_ptr + a_off + slot * rank * k + ranks[None, :] * k
+            + k_first + steps[:, None]
+        )  # fmt: skip
+        rank_ok = ranks < rank
+        acc = tl.full((TILE_M, R_PAD), 0.0, tl.float32)
+        for k0 in range(0, k_run, BLOCK_K):
+            xt = tl.load(x_ptrs + k0, mask=row_ok[:, None], other=0.0)
+            at = tl.load(a_ptrs + k0, mask=rank_ok[None, :], other=0.0)
+            if UPCAST_DOT:
+                xt = xt.to(tl.float32)
+                at = at.to(tl.float32)
+            acc = tl.dot(xt, at, acc)
+        out = out_ptr + ((run * m + rows[:, None]) * SLICES + piece) * R_PAD + ranks[None, :]
+        tl.store(out, acc, mask=row_ok[:, None])
+
+
+@functools.cache
+def _compiled() -> Any:
+    return triton.jit(do_not_specialize=["m"])(_gemm_shrink_kernel)
+
+
+@functools.cache
+def _interpreted() -> Any:
+    from triton.runtime.interpreter import InterpretedFunction
+
+    return InterpretedFunction(_gemm_shrink_kernel)
+
+
+def rank_padding(rank: int) -> int:
+    """The intermediate's padded width: a power of two, at least ``tl.dot``'s 16."""
+    return max(16, int(triton.next_power_of_2(rank)))
+
+
+def launch_gemm_shrink(
+    x: torch.Tensor,
+    lora_a: Sequence[torch.Tensor],
+    tiles: torch.Tensor,
+    tile_m: int,
+    num_slots: int,
+) -> torch.Tensor:
+    """The fp32 partials ``(runs, m, slices, rank padding)`` of ``x[t] A[slot(t)]^T`` for the
+    tokens of the work list ``tiles`` (its ``tile_m``-row list; unscaled); rows of tokens the
+    list does not hold are left unwritten."""
+    m, k = x.shape
+    runs = shrink_runs(k)
+    rank = lora_a[0].shape[2] if lora_a else 0
+    if runs is None or not 1 <= len(lora_a) <= 3:
+        raise GemmShrinkShapeError(f"{len(lora_a)} slices of K {k}: no shrink for this shape")
+    for a in lora_a:
+        if a.shape[2:] != (rank, k) or not a.is_contiguous() or a.dtype != x.dtype:
+            raise GemmShrinkShapeError(f"A {tuple(a.shape)} does not fit rank {rank}, K {k}")
+    if not x.is_contiguous():
+        raise GemmShrinkShapeError("x must be contiguous")
+    table = element_offsets(list(lora_a))
+    if table is None:
+        raise GemmShrinkShapeError("the slices' A must share a dtype and a device")
+    base, offsets = table
+    slices = len(lora_a)
+    a_offs = [offsets[min(i, slices - 1)] for i in range(3)]
+    r_pad = rank_padding(rank)
+    out = torch.empty((runs, m, slices, r_pad), dtype=torch.float32, device=x.device)
+    compiled = x.is_cuda and os.environ.get("TRITON_INTERPRET", "0") != "1"
+    kernel = _compiled() if compiled else _interpreted()
+    grid = (upper_bound_tiles(m, num_slots, tile_m), slices, runs)
+    kernel[grid](
+        x, base, *a_offs, tiles, out, m, k, rank,
+        TILE_M=tile_m, HEADER=HEADER_SIZE, BLOCK_K=SHRINK_BLOCK_K, R_PAD=r_pad, SLICES=slices,
+        UPCAST_DOT=not compiled, num_warps=4, num_stages=2,
+    )  # fmt: skip
+    return out
