@@ -7,7 +7,9 @@
 #                       ours | native | reference: our kernels, vLLM's (HI_MOE_LORA_KERNELS=vllm)
 #                       or float64 LoRA (=reference); ours-jit: ours launched through Triton's
 #                       JIT every call (HI_MOE_LORA_DIRECT_LAUNCH=0); ours-fused: ours with the
-#                       LoRA inside the base GEMM (HI_MOE_LORA_FUSED_GEMM=on); a "-spec" suffix
+#                       LoRA inside the base GEMM (HI_MOE_LORA_FUSED_GEMM=on); ours-auto: the
+#                       setting left to its default (auto: on where the tile table holds the
+#                       GPU; every other label of ours sets it off); a "-spec" suffix
 #                       (ours-spec, ours-fused-spec) adds --specialize-active-lora (a CUDA graph
 #                       per count of active adapters); a "-dual" suffix (ours-dual, native-dual)
 #                       adds vLLM's dual-stream LoRA (VLLM_LORA_ENABLE_DUAL_STREAM=1: the LoRA of
@@ -130,6 +132,7 @@ for L in $LABELS; do
   DIRECT=""; [ "$KIND" = ours-jit ] && { KIND=ours; DIRECT=0; }  # our kernels through Triton's JIT
   SPEC_ARGS=(); case "$KIND" in *-spec) KIND=${KIND%-spec}; SPEC_ARGS=(--specialize-active-lora) ;; esac
   FUSED=off; [ "$KIND" = ours-fused ] && { KIND=ours; FUSED=on; }  # LoRA inside the base GEMM
+  [ "$KIND" = ours-auto ] && { KIND=ours; FUSED=""; }  # the plugin's default (auto) decides
   KERNELS=ours; [ "$KIND" = native ] && KERNELS=vllm; [ "$KIND" = reference ] && KERNELS=reference
   P=$((PORT + index)); index=$((index + 1)); SERVER_PORT[$L]=$P; PROFILER_ARGS=()
   CAPTURE_ARGS=(); [ -n "${CAPTURE_SIZES:-}" ] && CAPTURE_ARGS=(--cudagraph-capture-sizes $CAPTURE_SIZES)
@@ -155,7 +158,7 @@ for L in $LABELS; do
     late "the whole run ($L not up)" && { tail -5 "$OUT/$(tag $L)-serve.log"; kill ${SERVER_PID[@]} $RESIDENT_PID; exit 1; }
   done
   echo "$(tag $L): server up after $(( $(date +%s) - began )) s"
-  grep -m3 -i "hi-moe-lora\|Using .*Punica" "$OUT/$(tag $L)-serve.log"
+  grep -m3 -i "hi-moe-lora\|Using .*Punica\|LoRA in the base GEMM" "$OUT/$(tag $L)-serve.log"
   grep -m1 "narrow B copies for" "$OUT/$(tag $L)-serve.log"
   grep -m2 -i "KV cache memory\|Available KV cache\|GPU KV cache size" "$OUT/$(tag $L)-serve.log"
   # where the start went: weights, torch.compile, CUDA graph capture, the engine's whole start
