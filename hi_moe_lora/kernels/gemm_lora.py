@@ -102,7 +102,8 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
     FUSED: tl.constexpr,
     DORA: tl.constexpr,
     EXPAND: tl.constexpr,
-    SHRINK_RUNS: tl.constexpr,
+    CHUNK: tl.constexpr,
+    CHUNKS: tl.constexpr,
     SLICES: tl.constexpr,
     REST_TILE_M: tl.constexpr,
     HEADER: tl.constexpr,
@@ -139,6 +140,15 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
     )  # fmt: skip
     rank_ok = ranks < rank
     acc = tl.full((BLOCK_M, BLOCK_N), 0.0, tl.float32)
+    if EXPAND:  # (the split form's small loads before the K loop, off the epilogue's chain)
+        rest = tl.load(rest_ptr)
+        rest_slot = tl.load(token_slot_ptr + offs_m, mask=row_ok, other=-1)
+        piece = tl.where(n0 >= end1, 2, tl.where(n0 >= end0, 1, 0))
+        shrunk = tl.load(
+            shrunk_ptr + (offs_m[:, None] * SLICES + piece) * R_PAD + ranks[None, :],
+            mask=((rest_slot >= 0) & (offs_m < m * (rest > 0)))[:, None],  # (none if empty)
+            other=0.0,
+        )
     x_ptrs = x_ptr + offs_m[:, None] * k + k_first + tl.arange(0, BLOCK_K)[None, :]
     w_ptrs = w_ptr + offs_n[None, :].to(tl.int64) * k + k_first + tl.arange(0, BLOCK_K)[:, None]
     if slot >= 0:  # (two K loops, each pipelined: no A traffic in a step without a fused slot)
@@ -177,33 +187,41 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
                 xt = xt.to(tl.float32)
                 wt = wt.to(tl.float32)
             acc = tl.dot(xt, wt, acc)
-    if EXPAND:
+    if EXPAND:  # noqa: SIM102  (a constexpr branch around a runtime one)
         # The split form: the rest list's adapters, shrunk ahead (:mod:`.gemm_shrink`), expanded
-        # here for these columns. K's first run adds it (the runs' sum is linear). The list's
-        # tiles of ``REST_TILE_M`` >= m rows hold one adapter each, so a token's slot tells
-        # whose rows are whose.
-        rest = tl.load(rest_ptr)
+        # here for these columns; K's first run adds it (the runs' sum is linear). The list's
+        # tiles of ``REST_TILE_M`` >= m rows hold one adapter each, so a token's slot tells whose
+        # rows are whose. ``CHUNK`` adapters a dot: their B stacked along its K (adapter by
+        # adapter, rank by rank), each row's intermediate repeated beside itself and kept only
+        # under its own adapter's ranks, so the loads of a chunk depend on nothing but its
+        # owners (one gather), not on the adapter before.
         if (rest > 0) & (tl.program_id(1) == 0):
-            piece = tl.where(n0 >= end1, 2, tl.where(n0 >= end0, 1, 0))
-            shrunk = shrunk_ptr + (offs_m[:, None] * SLICES + piece) * R_PAD + ranks[None, :]
-            total = tl.full((BLOCK_M, R_PAD), 0.0, tl.float32)
-            for run in tl.static_range(SHRINK_RUNS):  # (in run order: a fixed sum)
-                total += tl.load(shrunk + run * m * SLICES * R_PAD, mask=row_ok[:, None], other=0.0)
-            inter = (total * scale).to(x_ptr.dtype.element_ty)  # (rounded, as vLLM does)
-            row_slot = tl.load(token_slot_ptr + offs_m, mask=row_ok, other=-1)
-            b_cols = b_off + (offs_n - first)[None, :].to(tl.int64) * rank + ranks[:, None]
-            for t in range(0, rest):
-                owner = tl.load(rest_ptr + HEADER + t * (3 + REST_TILE_M))
-                bt = tl.load(
-                    lora_base_ptr + b_cols + owner.to(tl.int64) * width * rank,
-                    mask=rank_ok[:, None],
-                    other=0.0,
+            inter = (shrunk * scale).to(x_ptr.dtype.element_ty)  # (rounded, as vLLM does)
+            repeated = tl.reshape(
+                tl.broadcast_to(inter[:, None, :], (BLOCK_M, CHUNK, R_PAD)),
+                (BLOCK_M, CHUNK * R_PAD),
+            )
+            stacked = tl.arange(0, CHUNK * R_PAD)
+            stacked_rank = stacked % R_PAD
+            b_cols = b_off + (offs_n - first)[None, :].to(tl.int64) * rank
+            for chunk in tl.static_range(CHUNKS):
+                which = chunk * CHUNK + stacked // R_PAD
+                owner = tl.load(
+                    rest_ptr + HEADER + which * (3 + REST_TILE_M), mask=which < rest, other=-1
                 )
-                theirs = tl.where((row_slot == owner)[:, None], inter, 0.0)
+                live = owner >= 0
+                bt = tl.load(
+                    lora_base_ptr + b_cols + owner[:, None].to(tl.int64) * width * rank
+                    + stacked_rank[:, None],
+                    mask=(live & (stacked_rank < rank))[:, None],
+                    other=0.0,
+                )  # fmt: skip
+                theirs = (rest_slot[:, None] == owner[None, :]) & live[None, :]
+                lhs = tl.where(theirs, repeated, 0.0)
                 if UPCAST_DOT:
-                    theirs = theirs.to(tl.float32)
+                    lhs = lhs.to(tl.float32)
                     bt = bt.to(tl.float32)
-                acc = tl.dot(theirs, bt, acc)
+                acc = tl.dot(lhs, bt, acc)
     y_ptrs = y_ptr + offs_m[:, None] * n + offs_n[None, :]
     if SPLIT_K == 1:
         tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=row_ok[:, None])
@@ -290,25 +308,37 @@ def _whole_tiles(widths: Sequence[int], n: int, k: int, tile: GemmTile) -> bool:
     )
 
 
+#: Stacked ranks a dot of the split form's epilogue takes (several adapters' B at once).
+EXPAND_DOT_K = 128
+
+
 @dataclass(frozen=True)
 class GemmExpand:
     """The split form's inputs to the GEMM's epilogue: the step's rest list of ``tile_m``-row
-    tiles (one adapter a tile, for calls of at most ``tile_m`` rows) and its shrink's partials
-    (:func:`.gemm_shrink.launch_gemm_shrink`, unscaled)."""
+    tiles (one adapter a tile, for calls of at most ``tile_m`` rows), its shrink's intermediate
+    (:func:`.gemm_shrink.launch_gemm_shrink`, unscaled) and the most adapters a step holds
+    (the slots)."""
 
     rest_tiles: torch.Tensor
     tile_m: int
     shrunk: torch.Tensor
+    adapters: int
 
     def check(self, m: int, slices: int, rank: int) -> None:
-        """Refuse partials of another shape, or a call too tall for one tile an adapter."""
+        """Refuse an intermediate of another shape, or a call too tall for one tile an adapter."""
         if m > self.tile_m:
             raise GemmLoRAShapeError(f"{m} rows: the split form takes at most {self.tile_m}")
-        runs = self.shrunk.shape[0]
-        if self.shrunk.shape != (runs, m, slices, rank_padding(rank)):
+        if self.shrunk.shape != (m, slices, rank_padding(rank)):
             raise GemmLoRAShapeError(
-                f"partials {tuple(self.shrunk.shape)} for {m} rows, {slices} slices, rank {rank}"
+                f"intermediate {tuple(self.shrunk.shape)} for {m} rows, {slices} slices, "
+                f"rank {rank}"
             )
+
+    def chunks(self, m: int, rank: int) -> tuple[int, int]:
+        """Adapters a dot of the epilogue takes (their stacked ranks about 128), and how many
+        such dots cover the most adapters ``m`` rows can hold."""
+        chunk = max(1, EXPAND_DOT_K // rank_padding(rank))
+        return chunk, -(-min(self.adapters, m) // chunk)
 
 
 #: Arrival counters a K-split launch may use (one per column block).
@@ -419,12 +449,13 @@ def _launch(
         partials = torch.empty((tile.split_k, m, n), dtype=torch.float32, device=y.device)
     kernel, upcast = _kernel_for(x)
     shrunk = expand.shrunk if expand is not None else y
+    chunk, chunks = expand.chunks(m, rank) if expand is not None else (1, 1)
     kernel[(column_blocks, tile.split_k)](
         x, w, *lora_args, y, *dora_args, partials, arrivals if arrivals is not None else y,
         expand.rest_tiles if expand is not None else y, shrunk, m, n, k, rank, scale,
         BLOCK_M=max(MIN_DOT, triton.next_power_of_2(m)), BLOCK_N=tile.block_n,
         BLOCK_K=tile.block_k, R_PAD=rank_padding(rank), SPLIT_K=tile.split_k, FUSED=fused,
-        DORA=dora, EXPAND=expand is not None, SHRINK_RUNS=shrunk.shape[0] if expand else 1,
-        SLICES=shrunk.shape[2] if expand else 1, REST_TILE_M=expand.tile_m if expand else 1,
+        DORA=dora, EXPAND=expand is not None, CHUNK=chunk, CHUNKS=chunks,
+        SLICES=shrunk.shape[1] if expand else 1, REST_TILE_M=expand.tile_m if expand else 1,
         HEADER=HEADER_SIZE, UPCAST_DOT=upcast, num_warps=tile.warps, num_stages=tile.stages,
     )  # fmt: skip

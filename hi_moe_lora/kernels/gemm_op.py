@@ -78,8 +78,9 @@ def gemm_lora_linear_impl(
     if plan is not None and fused and (alone or (dora is None and _split_form_fits(x))):
         expand = None
         if not alone:  # (several adapters, or a count not known: the rest list shrunk ahead)
-            shrunk = launch_gemm_shrink(x, lora_a, rest_small, BLOCK_M_SMALL, slot_rank.numel())
-            expand = GemmExpand(rest_large, BLOCK_M_LARGE, shrunk)
+            slots = slot_rank.numel()
+            shrunk = launch_gemm_shrink(x, lora_a, rest_small, BLOCK_M_SMALL, slots, gemm_arrivals)
+            expand = GemmExpand(rest_large, BLOCK_M_LARGE, shrunk, slots)
         launch_gemm_lora(
             y, x, weight, lora_a, lora_b, token_slot, fused_slot, scale, dora,
             plan.lora_tile, gemm_arrivals, expand,

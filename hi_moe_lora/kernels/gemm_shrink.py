@@ -8,12 +8,14 @@ the GEMM (a chain of dependent round trips that cost 12-20 µs a projection at 1
 benchmarks/README.md, thirteenth window).
 
 One program per (token tile of the work list, slice, run of K): it multiplies its tile's rows of
-``x`` by the tile's adapter's A over its run of K and stores the fp32 partial at
-``out[run, token, slice, :]``. The partials of the runs are summed in run order by the GEMM's
-epilogue, so the result does not depend on which program ends first, and no buffer needs zeroing:
-rows of tokens without an adapter are never read. Programs past the step's tile count (the grid
-is sized for the most tiles a call can meet) return at once, so an empty list (a one-adapter
-step, whose LoRA rides inside the GEMM) costs one near-empty launch.
+``x`` by the tile's adapter's A over a short run of K (a few steps: the launch's time is its
+longest chain of dependent loads, and a first form with eight runs of K took 8-21 µs, H200,
+2026-11-28) and stores the fp32 partial. The last program of its (tile, slice) to arrive sums
+the partials in run order (the same sum whichever arrives last) into ``out[token, slice, :]``
+and resets its arrival counter, so the GEMM reads one finished intermediate. Rows of tokens
+without an adapter are never written nor read. Programs past the step's tile count (the grid is
+sized for the most tiles a call can meet) return at once, so an empty list (a one-adapter step,
+whose LoRA rides inside the GEMM) costs one near-empty launch.
 """
 
 from __future__ import annotations
@@ -30,13 +32,9 @@ import triton.language as tl
 from .tensor_table import element_offsets
 from .worklist import HEADER_SIZE, upper_bound_tiles
 
-#: K elements a shrink program loads a step.
-SHRINK_BLOCK_K = 64
-#: Most runs K is cut into (more programs, each a shorter chain of loads; the GEMM's epilogue
-#: sums one partial per run).
-MAX_SHRINK_RUNS = 8
-#: K elements a run should hold at least (fewer runs for short K).
-MIN_RUN_K = 512
+#: K elements a shrink program loads a step, and the steps a run of K holds.
+SHRINK_BLOCK_K = 128
+RUN_STEPS = 2
 
 
 class GemmShrinkShapeError(ValueError):
@@ -44,14 +42,10 @@ class GemmShrinkShapeError(ValueError):
 
 
 def shrink_runs(k: int) -> int | None:
-    """How many runs of K the shrink takes for this K (each a whole number of its K steps);
-    None where K is not a whole number of steps (the split form then does not apply)."""
-    if k % SHRINK_BLOCK_K:
-        return None
-    runs = max(1, min(MAX_SHRINK_RUNS, k // MIN_RUN_K))
-    while k % (runs * SHRINK_BLOCK_K):
-        runs -= 1
-    return runs
+    """How many runs of K the shrink takes (each ``RUN_STEPS`` steps); None where K is not a
+    whole number of runs (the split form then does not apply)."""
+    run = SHRINK_BLOCK_K * RUN_STEPS
+    return k // run if k % run == 0 else None
 
 
 def _gemm_shrink_kernel(  # type: ignore[no-untyped-def]
@@ -61,6 +55,8 @@ def _gemm_shrink_kernel(  # type: ignore[no-untyped-def]
     a_off1,
     a_off2,
     tiles_ptr,
+    partials_ptr,
+    arrivals_ptr,
     out_ptr,
     m,
     k,
@@ -68,11 +64,14 @@ def _gemm_shrink_kernel(  # type: ignore[no-untyped-def]
     TILE_M: tl.constexpr,
     HEADER: tl.constexpr,
     BLOCK_K: tl.constexpr,
+    STEPS: tl.constexpr,
+    RUNS: tl.constexpr,
     R_PAD: tl.constexpr,
     SLICES: tl.constexpr,
     UPCAST_DOT: tl.constexpr,
 ):
-    """One program: a token tile's rows times its adapter's A of one slice, over one run of K."""
+    """One program: a token tile's rows times its adapter's A of one slice, over one run of K;
+    the last of the (tile, slice)'s runs to arrive sums them all."""
     tile = tl.program_id(0)
     if tile < tl.load(tiles_ptr):
         piece = tl.program_id(1)
@@ -84,8 +83,7 @@ def _gemm_shrink_kernel(  # type: ignore[no-untyped-def]
         row_ok = within < length
         rows = tl.load(record + 3 + within, mask=row_ok, other=0).to(tl.int64)
         a_off = tl.where(piece == 2, a_off2, tl.where(piece == 1, a_off1, a_off0))
-        k_run = k // tl.num_programs(2)
-        k_first = run * k_run
+        k_first = run * (BLOCK_K * STEPS)
         ranks = tl.arange(0, R_PAD)
         steps = tl.arange(0, BLOCK_K)
         x_ptrs = x_ptr + rows[:, None] * k + k_first + steps[None, :]
@@ -95,15 +93,28 @@ def _gemm_shrink_kernel(  # type: ignore[no-untyped-def]
         )  # fmt: skip
         rank_ok = ranks < rank
         acc = tl.full((TILE_M, R_PAD), 0.0, tl.float32)
-        for k0 in range(0, k_run, BLOCK_K):
-            xt = tl.load(x_ptrs + k0, mask=row_ok[:, None], other=0.0)
-            at = tl.load(a_ptrs + k0, mask=rank_ok[None, :], other=0.0)
+        for step in tl.static_range(STEPS):
+            xt = tl.load(x_ptrs + step * BLOCK_K, mask=row_ok[:, None], other=0.0)
+            at = tl.load(a_ptrs + step * BLOCK_K, mask=rank_ok[None, :], other=0.0)
             if UPCAST_DOT:
                 xt = xt.to(tl.float32)
                 at = at.to(tl.float32)
             acc = tl.dot(xt, at, acc)
-        out = out_ptr + ((run * m + rows[:, None]) * SLICES + piece) * R_PAD + ranks[None, :]
-        tl.store(out, acc, mask=row_ok[:, None])
+        mine = (tile * SLICES + piece) * RUNS
+        at_run = (mine + run) * TILE_M * R_PAD + within[:, None] * R_PAD + ranks[None, :]
+        tl.store(partials_ptr + at_run, acc)
+        tl.debug_barrier()  # (every thread's partial stored before the arrival is counted)
+        counter = arrivals_ptr + tile * SLICES + piece
+        if tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu") == RUNS - 1:
+            total = tl.full((TILE_M, R_PAD), 0.0, tl.float32)
+            first = mine * TILE_M * R_PAD + within[:, None] * R_PAD + ranks[None, :]
+            for other in tl.static_range(RUNS):  # (in run order: a fixed sum)
+                total += tl.load(
+                    partials_ptr + first + other * TILE_M * R_PAD, cache_modifier=".cg"
+                )
+            out = out_ptr + (rows[:, None] * SLICES + piece) * R_PAD + ranks[None, :]
+            tl.store(out, total, mask=row_ok[:, None])
+            tl.atomic_xchg(counter, 0, sem="relaxed", scope="gpu")
 
 
 @functools.cache
@@ -129,10 +140,12 @@ def launch_gemm_shrink(
     tiles: torch.Tensor,
     tile_m: int,
     num_slots: int,
+    arrivals: torch.Tensor,
 ) -> torch.Tensor:
-    """The fp32 partials ``(runs, m, slices, rank padding)`` of ``x[t] A[slot(t)]^T`` for the
-    tokens of the work list ``tiles`` (its ``tile_m``-row list; unscaled); rows of tokens the
-    list does not hold are left unwritten."""
+    """The fp32 intermediate ``(m, slices, rank padding)``: ``x[t] A[slot(t)]^T`` (unscaled)
+    for the tokens of the work list ``tiles`` (its ``tile_m``-row list); rows of tokens the list
+    does not hold are left unwritten. ``arrivals``: zeroed counters
+    (:func:`.gemm_lora.arrival_counters`), left zeroed."""
     m, k = x.shape
     runs = shrink_runs(k)
     rank = lora_a[0].shape[2] if lora_a else 0
@@ -148,15 +161,20 @@ def launch_gemm_shrink(
         raise GemmShrinkShapeError("the slices' A must share a dtype and a device")
     base, offsets = table
     slices = len(lora_a)
+    most_tiles = upper_bound_tiles(m, num_slots, tile_m)
+    if arrivals.numel() < most_tiles * slices or arrivals.device != x.device:
+        raise GemmShrinkShapeError(f"{most_tiles * slices} arrival counters needed on {x.device}")
     a_offs = [offsets[min(i, slices - 1)] for i in range(3)]
     r_pad = rank_padding(rank)
-    out = torch.empty((runs, m, slices, r_pad), dtype=torch.float32, device=x.device)
+    out = torch.empty((m, slices, r_pad), dtype=torch.float32, device=x.device)
+    partials = torch.empty(
+        (most_tiles, slices, runs, tile_m, r_pad), dtype=torch.float32, device=x.device
+    )
     compiled = x.is_cuda and os.environ.get("TRITON_INTERPRET", "0") != "1"
     kernel = _compiled() if compiled else _interpreted()
-    grid = (upper_bound_tiles(m, num_slots, tile_m), slices, runs)
-    kernel[grid](
-        x, base, *a_offs, tiles, out, m, k, rank,
-        TILE_M=tile_m, HEADER=HEADER_SIZE, BLOCK_K=SHRINK_BLOCK_K, R_PAD=r_pad, SLICES=slices,
-        UPCAST_DOT=not compiled, num_warps=4, num_stages=2,
+    kernel[(most_tiles, slices, runs)](
+        x, base, *a_offs, tiles, partials, arrivals, out, m, k, rank,
+        TILE_M=tile_m, HEADER=HEADER_SIZE, BLOCK_K=SHRINK_BLOCK_K, STEPS=RUN_STEPS, RUNS=runs,
+        R_PAD=r_pad, SLICES=slices, UPCAST_DOT=not compiled, num_warps=4, num_stages=1,
     )  # fmt: skip
     return out

@@ -177,9 +177,9 @@ def _several_reference(
 @pytest.mark.parametrize(
     ("m", "k", "widths", "rank", "tile"),
     [
-        (10, 128, [64, 32, 32], 16, GemmTile(32, 64, 2)),  # qkv-like, one shrink run
-        (64, 1024, [64, 64], 8, SPLIT_1024),  # 64 rows, two shrink runs, K split in the GEMM
-        (33, 512, [64], 64, GemmTile(64, 64, 2)),  # a wide rank
+        (10, 256, [64, 32, 32], 16, GemmTile(32, 64, 2)),  # qkv-like, one shrink run
+        (64, 1024, [64, 64], 8, SPLIT_1024),  # 64 rows, four shrink runs, K split in the GEMM
+        (33, 512, [64], 64, GemmTile(64, 64, 2)),  # a wide rank: two adapters a dot
     ],
 )
 def test_the_split_form_expands_every_tokens_own_adapter_in_the_epilogue(
@@ -192,12 +192,13 @@ def test_the_split_form_expands_every_tokens_own_adapter_in_the_epilogue(
     work = WorkListBuffers(64, SLOTS, device, fused_slot=True)
     work.update(np.array(slots), [rank] * SLOTS)
     assert work.fused_slot is not None
-    shrunk = launch_gemm_shrink(x, a, work.rest_tiles[BLOCK_M_SMALL], BLOCK_M_SMALL, SLOTS)
-    expand = GemmExpand(work.rest_tiles[BLOCK_M_LARGE], BLOCK_M_LARGE, shrunk)
+    arrivals = arrival_counters(device)
+    rest_small = work.rest_tiles[BLOCK_M_SMALL]
+    shrunk = launch_gemm_shrink(x, a, rest_small, BLOCK_M_SMALL, SLOTS, arrivals)
+    expand = GemmExpand(work.rest_tiles[BLOCK_M_LARGE], BLOCK_M_LARGE, shrunk, SLOTS)
     token_slot = torch.tensor(slots, dtype=torch.int32, device=device)
     ref = _several_reference(x, w, a, b, slots, 0.5)
     tol = 1e-4 if dtype == torch.float32 else 4e-2
-    arrivals = arrival_counters(device)
     for _ in range(2):  # (the second call finds the counters as the first left them)
         y = torch.full((m, sum(widths)), float("nan"), dtype=dtype, device=device)
         launch_gemm_lora(
@@ -215,13 +216,13 @@ def test_the_split_form_refuses_partials_of_another_shape_and_dora(device: str) 
     token_slot = torch.tensor([0, 1, 2, 0], dtype=torch.int32, device=device)
     y = torch.empty(4, 64, device=device)
     rest = work.rest_tiles[BLOCK_M_LARGE]
-    wrong = GemmExpand(rest, BLOCK_M_LARGE, torch.zeros(1, 4, 2, 16, device=device))
-    with pytest.raises(GemmLoRAShapeError, match="partials"):
+    wrong = GemmExpand(rest, BLOCK_M_LARGE, torch.zeros(4, 2, 16, device=device), SLOTS)
+    with pytest.raises(GemmLoRAShapeError, match="intermediate"):
         launch_gemm_lora(y, x, w, a, b, token_slot, work.fused_slot, 1.0, expand=wrong)
-    short = GemmExpand(rest, 2, torch.zeros(1, 4, 1, 16, device=device))
+    short = GemmExpand(rest, 2, torch.zeros(4, 1, 16, device=device), SLOTS)
     with pytest.raises(GemmLoRAShapeError, match="at most 2"):
         launch_gemm_lora(y, x, w, a, b, token_slot, work.fused_slot, 1.0, expand=short)
-    right = GemmExpand(rest, BLOCK_M_LARGE, torch.zeros(1, 4, 1, 16, device=device))
+    right = GemmExpand(rest, BLOCK_M_LARGE, torch.zeros(4, 1, 16, device=device), SLOTS)
     dora = DoraEpilogue(torch.ones(SLOTS, 64, device=device), torch.ones(SLOTS, device=device))
     with pytest.raises(GemmLoRAShapeError, match="DoRA"):
         launch_gemm_lora(y, x, w, a, b, token_slot, work.fused_slot, 1.0, dora, expand=right)

@@ -34,11 +34,11 @@ def _run(
     specialized: bool = False,
     unit_dora: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The op's output and a float64 reference for qkv-like slices of 64 + 32 + 32 columns
+    """The op's output and a float64 reference for qkv-like slices of 128 + 64 + 64 columns
     (``unit_dora``: as a DoRA layer whose every slot is live with magnitude ratios of one)."""
     gen = torch.Generator().manual_seed(len(slots))
     dtype = torch.bfloat16  # (the fused GEMM takes half precision only)
-    m, k, widths = len(slots), 128, (64, 32, 32)
+    m, k, widths = len(slots), 256, (128, 64, 64)
     x = torch.randn(m, k, generator=gen)
     w = torch.randn(sum(widths), k, generator=gen) / k**0.5
     a = [torch.randn(SLOTS, 1, RANK, k, generator=gen) / k**0.5 for _ in widths]

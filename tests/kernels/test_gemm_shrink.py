@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from hi_moe_lora.kernels.config import BLOCK_M_LARGE, BLOCK_M_SMALL
+from hi_moe_lora.kernels.gemm_lora import arrival_counters
 from hi_moe_lora.kernels.gemm_shrink import (
     GemmShrinkShapeError,
     launch_gemm_shrink,
@@ -33,9 +34,9 @@ def _adapters(
 @pytest.mark.parametrize(
     ("m", "k", "rank", "slices", "tile_m", "cycle"),
     [
-        (10, 128, 16, 3, BLOCK_M_SMALL, SLOTS + 1),  # qkv-like, one run of K, every slot
-        (60, 1024, 8, 1, BLOCK_M_SMALL, 3),  # two runs, rank padded, two tiles a slot
-        (24, 1024, 64, 2, BLOCK_M_LARGE, SLOTS + 1),  # a wide rank, tiles of 64 rows
+        (10, 256, 16, 3, BLOCK_M_SMALL, SLOTS + 1),  # qkv-like, one run of K, every slot
+        (60, 1024, 8, 1, BLOCK_M_SMALL, 3),  # four runs, rank padded, two tiles a slot
+        (24, 768, 64, 2, BLOCK_M_LARGE, SLOTS + 1),  # a wide rank, tiles of 64 rows
     ],
 )
 def test_every_listed_tokens_partials_sum_to_its_adapters_shrink(
@@ -46,10 +47,13 @@ def test_every_listed_tokens_partials_sum_to_its_adapters_shrink(
     slots = [i % cycle - 1 for i in range(m)]  # (tokens without an adapter among them)
     work = WorkListBuffers(64, SLOTS, device)
     work.update(np.array(slots), [rank] * SLOTS)
-    out = launch_gemm_shrink(x, a, work.tiles[tile_m], tile_m, SLOTS)
-    assert out.shape == (shrink_runs(k), m, slices, rank_padding(rank))
+    arrivals = arrival_counters(device)
+    for _ in range(2):  # (the second call finds the counters as the first left them)
+        out = launch_gemm_shrink(x, a, work.tiles[tile_m], tile_m, SLOTS, arrivals)
+        assert int(arrivals.abs().sum()) == 0
+    assert out.shape == (m, slices, rank_padding(rank))
     assert out.dtype == torch.float32
-    total = out.double().sum(dim=0)
+    total = out.double()
     tol = 1e-4 if dtype == torch.float32 else 2e-2
     for row, slot in enumerate(slots):
         if slot < 0:
@@ -62,29 +66,36 @@ def test_every_listed_tokens_partials_sum_to_its_adapters_shrink(
 
 
 def test_an_empty_list_launches_programs_that_write_nothing(device: str) -> None:
-    x, a = _adapters(8, 128, 16, 1, device, torch.float32 if device == "cpu" else torch.bfloat16)
+    x, a = _adapters(8, 256, 16, 1, device, torch.float32 if device == "cpu" else torch.bfloat16)
     work = WorkListBuffers(64, SLOTS, device)
     work.update(np.full(8, -1), [16] * SLOTS)
-    out = launch_gemm_shrink(x, a, work.tiles[BLOCK_M_SMALL], BLOCK_M_SMALL, SLOTS)
-    assert out.shape == (1, 8, 1, 16)
+    arrivals = arrival_counters(device)
+    out = launch_gemm_shrink(x, a, work.tiles[BLOCK_M_SMALL], BLOCK_M_SMALL, SLOTS, arrivals)
+    assert out.shape == (8, 1, 16)
+    assert int(arrivals.abs().sum()) == 0
 
 
 @pytest.mark.parametrize(
     ("k", "runs"),
-    [(4096, 8), (14336, 8), (1024, 2), (1536, 3), (576, 1), (128, 1), (100, None)],
+    [(4096, 16), (14336, 56), (1024, 4), (256, 1), (128, None), (1000, None)],
 )
 def test_k_is_cut_into_runs_of_whole_steps(k: int, runs: int | None) -> None:
     assert shrink_runs(k) == runs
 
 
 def test_shapes_the_shrink_cannot_take_are_refused(device: str) -> None:
-    x, a = _adapters(4, 128, 16, 2, device, torch.float32)
+    x, a = _adapters(4, 256, 16, 2, device, torch.float32)
     work = WorkListBuffers(64, SLOTS, device)
     work.update(np.zeros(4), [16] * SLOTS)
-    tiles = work.tiles[BLOCK_M_SMALL]
-    with pytest.raises(GemmShrinkShapeError, match="K 100"):
-        launch_gemm_shrink(x[:, :100], [t[..., :100] for t in a], tiles, BLOCK_M_SMALL, SLOTS)
+    tiles, arrivals = work.tiles[BLOCK_M_SMALL], arrival_counters(device)
+    with pytest.raises(GemmShrinkShapeError, match="K 128"):
+        launch_gemm_shrink(
+            x[:, :128].contiguous(), [t[..., :128].contiguous() for t in a], tiles,
+            BLOCK_M_SMALL, SLOTS, arrivals,
+        )  # fmt: skip
     with pytest.raises(GemmShrinkShapeError, match="does not fit"):
-        launch_gemm_shrink(x, [a[0], a[1][:, :, :8]], tiles, BLOCK_M_SMALL, SLOTS)
+        launch_gemm_shrink(x, [a[0], a[1][:, :, :8]], tiles, BLOCK_M_SMALL, SLOTS, arrivals)
     with pytest.raises(GemmShrinkShapeError, match="4 slices"):
-        launch_gemm_shrink(x, [a[0]] * 4, tiles, BLOCK_M_SMALL, SLOTS)
+        launch_gemm_shrink(x, [a[0]] * 4, tiles, BLOCK_M_SMALL, SLOTS, arrivals)
+    with pytest.raises(GemmShrinkShapeError, match="arrival counters"):
+        launch_gemm_shrink(x, a, tiles, BLOCK_M_SMALL, SLOTS, arrivals[:2])
