@@ -328,7 +328,7 @@ def run_product_case(shape: str, m: int, adapters: int, replays: int) -> dict[st
         "shrink alone": _graph_time(
             [
                 lambda c=c: launch_gemm_shrink(
-                    c["x"], c["a"], rest_small, BLOCK_M_SMALL, PRODUCT_SLOTS
+                    c["x"], c["a"], rest_small, BLOCK_M_SMALL, PRODUCT_SLOTS, work.gemm_arrivals
                 )
                 for c in pool
             ],

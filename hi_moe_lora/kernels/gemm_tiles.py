@@ -7,7 +7,10 @@ warps, K splits). So the tiles are measured, per GPU and shape, by
 or the file ``HI_MOE_LORA_GEMM_TILES`` names). Each entry of the table also says
 
 - ``fuse``: whether a one-adapter step's LoRA rides inside the GEMM (it beat cuBLAS then our
-  launch), and
+  launch),
+- ``split``: whether a several-adapter step takes the split form (a shrink launch, then the
+  expand in the GEMM's epilogue: :mod:`.gemm_shrink`) where our launch after the GEMM is slower
+  (absent: no, as in tables from before the split form), and
 - ``plain``: the tile that runs the GEMM where no LoRA rides inside it, if one beat cuBLAS
   (else ``null``: cuBLAS).
 
@@ -15,8 +18,8 @@ On a GPU the table holds, a shape it does not hold (another model, another tenso
 split) is not fused: cuBLAS then our launch, as without the fused GEMM, until the sweep measures
 it (``--shape``). On a GPU the table does not hold (``HI_MOE_LORA_FUSED_GEMM=on`` there), every
 shape takes the rule of thumb (:func:`default_plan`): the tile the first sweep found (H200,
-2026-11-28), the LoRA inside where the input is not wider than the output, and cuBLAS for the
-plain GEMM.
+2026-11-28), the LoRA inside where the input is not wider than the output, the split form for
+elongated weights, and cuBLAS for the plain GEMM.
 """
 
 from __future__ import annotations
@@ -78,6 +81,8 @@ class GemmPlan:
     fuse: bool
     #: The tile of the GEMM without LoRA inside; None: cuBLAS (``torch.mm``).
     plain_tile: GemmTile | None
+    #: Whether several-adapter steps take the split form (else: our launch after the GEMM).
+    split: bool = False
 
 
 def default_tile(n: int, k: int) -> GemmTile:
@@ -96,8 +101,14 @@ def default_tile(n: int, k: int) -> GemmTile:
 
 def default_plan(n: int, k: int) -> GemmPlan:
     """The rule of thumb: LoRA inside where the input is not wider than the output (for down
-    the unsplit GEMM was 2.6-13 µs slower than cuBLAS then our launch, H200, 2026-11-28)."""
-    return GemmPlan(default_tile(n, k), fuse=k <= n, plain_tile=None)
+    the unsplit GEMM was 2.6-13 µs slower than cuBLAS then our launch, H200, 2026-11-28), and
+    the split form where one side of the weight is at least three times the other (at 16
+    adapters it beat our launch after the GEMM on gate_up and down, by 7.5 and 0.8 µs, and lost
+    on qkv and o, by 0.7 and 2.5: our launch's cost grows with the weight's long side, the split
+    form's is mostly its shrink launch; H200, 2026-11-28)."""
+    return GemmPlan(
+        default_tile(n, k), fuse=k <= n, plain_tile=None, split=max(n, k) >= 3 * min(n, k)
+    )
 
 
 def shape_key(n: int, k: int) -> str:
@@ -130,11 +141,14 @@ def parse_table(raw: Any, source: str) -> dict[str, dict[str, GemmPlan]]:
             where = f"{source}: {device}: {key}"
             if not isinstance(entry, dict) or not isinstance(entry.get("fuse"), bool):
                 raise GemmTilesError(f'{where}: expected {{"lora", "fuse", "plain"}}')
-            plain = entry.get("plain")
+            plain, split = entry.get("plain"), entry.get("split", False)
+            if not isinstance(split, bool):
+                raise GemmTilesError(f"{where}: split is true or false, not {split!r}")
             plans[key] = GemmPlan(
                 _tile(entry.get("lora"), f"{where}: lora"),
                 entry["fuse"],
                 None if plain is None else _tile(plain, f"{where}: plain"),
+                split,
             )
         table[device] = plans
     return table
@@ -149,6 +163,7 @@ def table_json(table: dict[str, dict[str, GemmPlan]], note: str) -> dict[str, An
                 key: {
                     "lora": asdict(plan.lora_tile),
                     "fuse": plan.fuse,
+                    "split": plan.split,
                     "plain": None if plan.plain_tile is None else asdict(plan.plain_tile),
                 }
                 for key, plan in plans.items()

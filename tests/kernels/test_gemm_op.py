@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -17,13 +18,18 @@ SLOTS = 4
 RANK = 16
 
 
+def split_form_plan(n: int, k: int) -> GemmPlan:
+    """The rule of thumb's plan, several adapters in the split form."""
+    return replace(default_plan(n, k), split=True)
+
+
 @pytest.fixture(autouse=True)
 def _rule_of_thumb_plans(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The tests' small shapes take the rule of thumb's plans on every device (on a GPU the
-    tile table holds, shapes it lacks would not be fused at all)."""
+    """The tests' small shapes take the rule of thumb's plans on every device, with the split
+    form (on a GPU the tile table holds, shapes it lacks would not be fused at all)."""
     import hi_moe_lora.kernels.gemm_lora as gemm_lora
 
-    monkeypatch.setattr(gemm_lora, "plan_for", lambda device, n, k: default_plan(n, k))
+    monkeypatch.setattr(gemm_lora, "plan_for", lambda device, n, k: split_form_plan(n, k))
 
 
 def _run(
@@ -121,6 +127,23 @@ def test_a_fusable_call_makes_no_launch_after_the_gemm(
 
 
 @pytest.mark.parametrize("specialized", [False, True])
+def test_a_plan_without_the_split_form_runs_our_launch_after_the_gemm(
+    specialized: bool, device: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where our launch after the GEMM was measured faster (``split`` off), several adapters
+    take it: no shrink, and still every token its own adapter."""
+    import hi_moe_lora.kernels.gemm_lora as gemm_lora
+    import hi_moe_lora.kernels.gemm_op as gemm_op
+
+    monkeypatch.setattr(gemm_lora, "plan_for", lambda device, n, k: default_plan(n, k))
+    shrinks: list[int] = []
+    monkeypatch.setattr(gemm_op, "launch_gemm_shrink", lambda *args: shrinks.append(1))
+    y, ref = _run(SEVERAL, device, 1, specialized=specialized)
+    assert shrinks == []
+    assert float((y.double() - ref).abs().max()) < 4e-2 * max(1.0, float(ref.abs().max()))
+
+
+@pytest.mark.parametrize("specialized", [False, True])
 def test_a_dora_layers_several_adapters_take_our_launch(specialized: bool, device: str) -> None:
     """The split form has no DoRA epilogue: a DoRA layer's several-adapter step runs our launch
     (after the GEMM, which carries no LoRA then) and is still right."""
@@ -155,13 +178,15 @@ def test_a_call_taller_than_a_rest_tile_takes_our_launch(specialized: bool, devi
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(gemm_op, "lora_linear_impl", counted_impl)
-        patch.setattr(gemm_op, "fusable", lambda x, w, b, rows: default_plan(*w.shape))
+        patch.setattr(gemm_op, "fusable", lambda x, w, b, rows: split_form_plan(*w.shape))
         y, ref = _run([0, 1] * 40, device, 1, specialized=specialized)
     assert calls == [1]
     assert float((y.double() - ref).abs().max()) < 4e-2 * max(1.0, float(ref.abs().max()))
 
 
-SPLIT_PLAN = GemmPlan(GemmTile(32, 32, 2, split_k=2), True, GemmTile(32, 32, 2, split_k=4))
+SPLIT_PLAN = GemmPlan(
+    GemmTile(32, 32, 2, split_k=2), True, GemmTile(32, 32, 2, split_k=4), split=True
+)
 
 
 @pytest.mark.parametrize(

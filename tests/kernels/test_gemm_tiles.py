@@ -22,7 +22,7 @@ from hi_moe_lora.kernels.gemm_tiles import (
     table_json,
 )
 
-TUNED = GemmPlan(GemmTile(64, 128, 4, warps=8, split_k=2), False, GemmTile(32, 256, 3))
+TUNED = GemmPlan(GemmTile(64, 128, 4, warps=8, split_k=2), False, GemmTile(32, 256, 3), split=True)
 
 
 @pytest.fixture(autouse=True)
@@ -54,10 +54,21 @@ def test_the_shipped_table_is_valid() -> None:
     load_table(TABLE_FILE)
 
 
+def test_a_table_from_before_the_split_form_keeps_our_launch_for_several_adapters() -> None:
+    entry = {"lora": {"block_n": 64, "block_k": 64, "stages": 2}, "fuse": True, "plain": None}
+    plans = parse_table({"devices": {"gpu": {"64x64": entry}}}, "test")
+    assert not plans["gpu"]["64x64"].split
+
+
 def test_a_shape_the_table_lacks_takes_the_rule_of_thumb() -> None:
     assert plan_for("NVIDIA Nonexistent", 4096, 14336) == default_plan(4096, 14336)
     assert not default_plan(4096, 14336).fuse  # (down: input wider than output)
     assert default_plan(6144, 4096) == GemmPlan(GemmTile(64, 128, 4), True, None)
+    # The split form for elongated weights only (gate_up, down; not qkv, o).
+    assert [default_plan(n, k).split for n, k in SHAPES] == [False, False, True, True]
+
+
+SHAPES = [(6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336)]
 
 
 def test_the_environment_names_another_table(
@@ -104,6 +115,20 @@ def test_a_measured_gpu_fuses_no_shape_the_sweep_did_not_measure(
             "positive integer",
         ),
         ({"devices": {"gpu": {"1x1": {"lora": {}, "fuse": "yes"}}}}, "fuse"),
+        (
+            {
+                "devices": {
+                    "gpu": {
+                        "1x1": {
+                            "lora": {"block_n": 64, "block_k": 64, "stages": 2},
+                            "fuse": True,
+                            "split": "yes",
+                        }
+                    }
+                }
+            },
+            "split is true or false",
+        ),
     ],
 )
 def test_a_bad_table_is_refused_with_where_it_is_wrong(raw: object, message: str) -> None:
