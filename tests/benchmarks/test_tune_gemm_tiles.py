@@ -53,6 +53,16 @@ def test_the_plain_tile_is_kept_only_when_it_beat_cublas_by_the_margin() -> None
     assert tune.plan_from(_row(18.5, 26.7, 18.3, 22.0), margin=0.02).plain_tile is None
 
 
+def test_the_split_form_is_planned_where_it_beat_the_kept_gemm_then_our_launch() -> None:
+    row = _row(18.5, 26.7, 18.4, 22.0) | {"several_cublas_ours_us": 31.0}
+    assert tune.plan_from(row | {"several_split_us": 30.5}, margin=0.02).split
+    assert not tune.plan_from(row | {"several_split_us": 31.5}, margin=0.02).split
+    # With a plain tile kept (3.5 µs faster than cuBLAS), our launch follows it instead.
+    faster_plain = _row(18.5, 26.7, 15.0, 22.0) | {"several_cublas_ours_us": 31.0}
+    assert not tune.plan_from(faster_plain | {"several_split_us": 28.0}, margin=0.02).split
+    assert not tune.plan_from(_row(18.5, 26.7, 18.4, 22.0), margin=0.02).split  # (not measured)
+
+
 def test_the_written_table_reads_back(tmp_path: Path) -> None:
     plan = tune.plan_from(_row(18.5, 26.7, 15.0, 22.0), margin=0.02)
     path = tmp_path / "tiles.json"
