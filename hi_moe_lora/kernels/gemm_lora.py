@@ -32,8 +32,10 @@ their B ``(slots, 1, n_i, r)``, all contiguous, of one dtype; the slices tile ``
 each a whole number of column blocks. Unsplit, the intermediate is rounded to the input dtype
 before the expand, as vLLM's kernels and ours do; split, each run's share stays in fp32 (the
 expand's dot then takes it at tf32 on the GPU, finer than the input dtype). DoRA
-(:class:`.layout.DoraEpilogue`): the fused slot's rows are scaled by their magnitude ratios
-(``y = g (y + delta)``, per column, so per run too) when the slot is live.
+(:class:`.layout.DoraEpilogue`): the fused slot's rows, and in the split form each rest row by
+its own slot's row of the table, are scaled by their magnitude ratios (``y = g (y + delta)``,
+per column, so per run too) when the slot is live. (vLLM's LoRA layers all carry a DoRA table,
+of ones until a DoRA adapter is activated, so a served split form runs this too.)
 """
 
 from __future__ import annotations
@@ -187,7 +189,7 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
                 xt = xt.to(tl.float32)
                 wt = wt.to(tl.float32)
             acc = tl.dot(xt, wt, acc)
-    if EXPAND:  # noqa: SIM102  (a constexpr branch around a runtime one)
+    if EXPAND:
         # The split form: the rest list's adapters, shrunk ahead (:mod:`.gemm_shrink`), expanded
         # here for these columns; K's first run adds it (the runs' sum is linear). The list's
         # tiles of ``REST_TILE_M`` >= m rows hold one adapter each, so a token's slot tells whose
@@ -222,6 +224,17 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
                     lhs = lhs.to(tl.float32)
                     bt = bt.to(tl.float32)
                 acc = tl.dot(lhs, bt, acc)
+        if DORA:  # noqa: SIM102  (a constexpr branch; every run's share, the ratio is per column)
+            if rest > 0:
+                known = rest_slot >= 0
+                row_slot = tl.maximum(rest_slot, 0).to(tl.int64)
+                live_row = known & (tl.load(dora_live_ptr + row_slot, mask=known, other=0) != 0)
+                g_rows = tl.load(
+                    dora_scales_ptr + row_slot[:, None] * n + offs_n[None, :],
+                    mask=live_row[:, None],
+                    other=1.0,
+                )
+                acc = tl.where(live_row[:, None], acc * g_rows, acc)
     y_ptrs = y_ptr + offs_m[:, None] * n + offs_n[None, :]
     if SPLIT_K == 1:
         tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=row_ok[:, None])
@@ -393,8 +406,6 @@ def launch_gemm_lora(
     dora_scales = dora.scales if dora is not None else y
     dora_live = dora.live if dora is not None else token_slot
     if expand is not None:
-        if dora is not None:
-            raise GemmLoRAShapeError("the split form has no DoRA epilogue")
         expand.check(x.shape[0], slices, rank)
     _launch(
         y, x, w, widths, tile, arrivals,

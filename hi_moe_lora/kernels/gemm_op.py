@@ -14,11 +14,10 @@ GPU) decides. Where it fuses, the base GEMM carries the LoRA of a step that serv
   in a one-adapter step) and their expand in the GEMM's epilogue. No launch follows the GEMM.
 
 Where the plan does not take the split form (``split``: measured per shape, as the tiles are;
-our launch after the GEMM was faster on qkv and o at 16 adapters, H200), in a DoRA layer's
-several-adapter step (the split form has no DoRA epilogue), and for a call of more rows than a
-rest tile holds, the form before it runs: the fused slot in the GEMM where the count is not
-known, cuBLAS or the plain tile where it is, and our launch (:func:`.ops.lora_linear_impl`) after
-it on the matching work list.
+our launch after the GEMM was faster on qkv and o at 16 adapters, H200), and for a call of more
+rows than a rest tile holds, the form before it runs: the fused slot in the GEMM where the count
+is not known, cuBLAS or the plain tile where it is, and our launch (:func:`.ops.lora_linear_impl`)
+after it on the matching work list.
 
 Every other call runs ``x W^T`` by the plan's plain GEMM (:func:`.gemm_lora.launch_plain_gemm`)
 where it has one, which beat cuBLAS on that GPU, else by ``torch.mm`` (cuBLAS on CUDA, as vLLM's
@@ -77,7 +76,7 @@ def gemm_lora_linear_impl(
     dora = None
     if dora_scales is not None and dora_live is not None:
         dora = DoraEpilogue(dora_scales, dora_live)
-    split = plan is not None and plan.split and dora is None and _split_form_fits(x)
+    split = plan is not None and plan.split and _split_form_fits(x)
     if plan is not None and fused and (alone or split):
         expand = None
         if not alone:  # (several adapters, or a count not known: the rest list shrunk ahead)
