@@ -47,7 +47,8 @@ GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 
 #: (category, substrings of the kernel name), first match wins; copies go by trace category.
 KERNEL_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("lora_ours", ("fused_lora_kernel",)),  # (vLLM's MoE one is fused_moe_lora_kernel)
+    # (vLLM's MoE one is fused_moe_lora_kernel; the split form's shrink ahead of our GEMM)
+    ("lora_ours", ("fused_lora_kernel", "_gemm_shrink_kernel")),
     # Our base GEMM with the LoRA inside (HI_MOE_LORA_FUSED_GEMM): a GEMM and a LoRA at once.
     ("gemm_lora", ("_gemm_lora_kernel",)),
     # torch.compile's own kernels take the names of the ops around them

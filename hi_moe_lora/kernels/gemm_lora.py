@@ -41,7 +41,6 @@ of ones until a DoRA adapter is activated, so a served split form runs this too.
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +49,7 @@ import torch
 import triton
 import triton.language as tl
 
+from .flavours import kernel_for
 from .gemm_shrink import rank_padding
 from .gemm_tiles import GemmPlan, GemmTile, plan_for
 from .layout import DoraEpilogue
@@ -259,25 +259,6 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
             tl.atomic_xchg(arrivals_ptr + column_block, 0, sem="relaxed", scope="gpu")
 
 
-@functools.cache
-def _compiled() -> Any:
-    return triton.jit(do_not_specialize=["m"])(_gemm_lora_kernel)
-
-
-@functools.cache
-def _interpreted() -> Any:
-    from triton.runtime.interpreter import InterpretedFunction
-
-    return InterpretedFunction(_gemm_lora_kernel)
-
-
-def _kernel_for(x: torch.Tensor) -> tuple[Any, bool]:
-    """The compiled kernel for CUDA tensors, the interpreter's (dots in float32) otherwise."""
-    if x.is_cuda and os.environ.get("TRITON_INTERPRET", "0") != "1":
-        return _compiled(), False
-    return _interpreted(), True
-
-
 def _device_name(device: torch.device) -> str:
     """The GPU's name as the tile table keys it; ``cpu`` (no table) for the interpreter."""
     if device.type != "cuda":
@@ -458,7 +439,7 @@ def _launch(
                 f"a tile that splits K needs {column_blocks} arrival counters on {y.device}"
             )
         partials = torch.empty((tile.split_k, m, n), dtype=torch.float32, device=y.device)
-    kernel, upcast = _kernel_for(x)
+    kernel, upcast = kernel_for(_gemm_lora_kernel, x, ("m",))
     shrunk = expand.shrunk if expand is not None else y
     chunk, chunks = expand.chunks(m, rank) if expand is not None else (1, 1)
     kernel[(column_blocks, tile.split_k)](

@@ -20,15 +20,13 @@ whose LoRA rides inside the GEMM) costs one near-empty launch.
 
 from __future__ import annotations
 
-import functools
-import os
 from collections.abc import Sequence
-from typing import Any
 
 import torch
 import triton
 import triton.language as tl
 
+from .flavours import kernel_for
 from .tensor_table import element_offsets
 from .worklist import HEADER_SIZE, upper_bound_tiles
 
@@ -117,18 +115,6 @@ def _gemm_shrink_kernel(  # type: ignore[no-untyped-def]
             tl.atomic_xchg(counter, 0, sem="relaxed", scope="gpu")
 
 
-@functools.cache
-def _compiled() -> Any:
-    return triton.jit(do_not_specialize=["m"])(_gemm_shrink_kernel)
-
-
-@functools.cache
-def _interpreted() -> Any:
-    from triton.runtime.interpreter import InterpretedFunction
-
-    return InterpretedFunction(_gemm_shrink_kernel)
-
-
 def rank_padding(rank: int) -> int:
     """The intermediate's padded width: a power of two, at least ``tl.dot``'s 16."""
     return max(16, int(triton.next_power_of_2(rank)))
@@ -170,11 +156,10 @@ def launch_gemm_shrink(
     partials = torch.empty(
         (most_tiles, slices, runs, tile_m, r_pad), dtype=torch.float32, device=x.device
     )
-    compiled = x.is_cuda and os.environ.get("TRITON_INTERPRET", "0") != "1"
-    kernel = _compiled() if compiled else _interpreted()
+    kernel, interpreted = kernel_for(_gemm_shrink_kernel, x, ("m",))
     kernel[(most_tiles, slices, runs)](
         x, base, *a_offs, tiles, partials, arrivals, out, m, k, rank,
         TILE_M=tile_m, HEADER=HEADER_SIZE, BLOCK_K=SHRINK_BLOCK_K, STEPS=RUN_STEPS, RUNS=runs,
-        R_PAD=r_pad, SLICES=slices, UPCAST_DOT=not compiled, num_warps=4, num_stages=1,
+        R_PAD=r_pad, SLICES=slices, UPCAST_DOT=interpreted, num_warps=4, num_stages=1,
     )  # fmt: skip
     return out

@@ -30,6 +30,7 @@ def test_our_kernel_is_filed_under_its_own_name(step_profile: ModuleType) -> Non
     assert category("fused_moe_lora_kernel", "kernel") == "lora_vllm"
     assert category("nvjet_tst_128x64", "kernel") == "gemm"
     assert category("_gemm_lora_kernel", "kernel") == "gemm_lora"
+    assert category("_gemm_shrink_kernel", "kernel") == "lora_ours"  # (not a GEMM)
     # (torch.compile names its fused kernels after the ops around them)
     assert category("triton_red_fused_fused_add_rms_norm_gemm_lora_linear_2", "kernel") == "other"
     assert category("Memcpy HtoD (Pinned -> Device)", "gpu_memcpy") == "copy"
