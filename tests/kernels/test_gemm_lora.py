@@ -47,18 +47,19 @@ def _reference(
     a: list[torch.Tensor],
     b: list[torch.Tensor],
     slots: list[int],
-    fused: int,
+    fused: int | None,
     scale: float,
     round_inter: bool = True,
 ) -> torch.Tensor:
-    """float64, the intermediate rounded to the input dtype as the unsplit kernel rounds it
-    (``round_inter``; a tile that splits K keeps each run's share in fp32)."""
+    """float64, the LoRA of the rows whose slot is ``fused`` (every adapter row: None), the
+    intermediate rounded to the input dtype as the unsplit kernel and the split form round it
+    (``round_inter``; a tile that splits K keeps each run's share of one adapter in fp32)."""
     out = x.double() @ w.double().T
     col = 0
     for a_i, b_i in zip(a, b, strict=True):
         width = b_i.shape[2]
         for row, slot in enumerate(slots):
-            if slot == fused and fused >= 0:
+            if slot >= 0 and fused in (None, slot):
                 inter = (x[row].double() @ a_i[slot, 0].double().T) * scale
                 if round_inter:
                     inter = inter.to(x.dtype)
@@ -152,28 +153,6 @@ def test_a_tile_that_splits_k_adds_every_runs_share_of_base_and_lora(
         assert int(arrivals.abs().sum()) == 0
 
 
-def _several_reference(
-    x: torch.Tensor,
-    w: torch.Tensor,
-    a: list[torch.Tensor],
-    b: list[torch.Tensor],
-    slots: list[int],
-    scale: float,
-) -> torch.Tensor:
-    """float64, every token its own adapter's LoRA, the intermediate rounded to the input dtype
-    (the split form rounds the whole shrink, as vLLM does)."""
-    out = x.double() @ w.double().T
-    col = 0
-    for a_i, b_i in zip(a, b, strict=True):
-        width = b_i.shape[2]
-        for row, slot in enumerate(slots):
-            if slot >= 0:
-                inter = ((x[row].double() @ a_i[slot, 0].double().T) * scale).to(x.dtype)
-                out[row, col : col + width] += inter.double() @ b_i[slot, 0].double().T
-        col += width
-    return out
-
-
 @pytest.mark.parametrize(
     ("m", "k", "widths", "rank", "tile"),
     [
@@ -197,7 +176,7 @@ def test_the_split_form_expands_every_tokens_own_adapter_in_the_epilogue(
     shrunk = launch_gemm_shrink(x, a, rest_small, BLOCK_M_SMALL, SLOTS, arrivals)
     expand = GemmExpand(work.rest_tiles[BLOCK_M_LARGE], BLOCK_M_LARGE, shrunk, SLOTS)
     token_slot = torch.tensor(slots, dtype=torch.int32, device=device)
-    ref = _several_reference(x, w, a, b, slots, 0.5)
+    ref = _reference(x, w, a, b, slots, None, 0.5)
     tol = 1e-4 if dtype == torch.float32 else 4e-2
     for _ in range(2):  # (the second call finds the counters as the first left them)
         y = torch.full((m, sum(widths)), float("nan"), dtype=dtype, device=device)
@@ -232,7 +211,7 @@ def test_the_split_form_scales_each_live_dora_slots_rows_by_its_own_ratios(
         y, x, w, a, b, torch.tensor(slots, dtype=torch.int32, device=device), work.fused_slot,
         0.5, DoraEpilogue(g, live), tile=tile, arrivals=arrivals, expand=expand,
     )  # fmt: skip
-    ref = _several_reference(x, w, a, b, slots, 0.5)
+    ref = _reference(x, w, a, b, slots, None, 0.5)
     for row, slot in enumerate(slots):
         if slot >= 0 and int(live[slot]):
             ref[row] *= g[slot].double()
