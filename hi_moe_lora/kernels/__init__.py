@@ -15,5 +15,10 @@ Modules (each with one job; none imports torch or triton at package import):
 - :mod:`.prompt_logits` the logits LoRA over one request's prompt rows (prompt log-probabilities);
 - :mod:`.ranks`        real per-slot adapter ranks, detected from the stacked weights;
 - :mod:`.ops`          the ``hi_moe_lora::lora_linear`` torch op;
+- :mod:`.gemm_lora`    the base GEMM with LoRA inside (one adapter in its K loop, several
+  expanded in its epilogue), :mod:`.gemm_shrink` the split form's shrink ahead of it,
+  :mod:`.gemm_tiles` their measured tiles and plans per GPU, :mod:`.gemm_op` the
+  ``hi_moe_lora::gemm_lora_linear`` torch op that picks among them;
+- :mod:`.kernel_flavour` a kernel function compiled for CUDA, or interpreted;
 - :mod:`.op_registry`  registers the package's torch ops (without ``custom_op``'s call cost).
 """

@@ -49,9 +49,9 @@ import torch
 import triton
 import triton.language as tl
 
-from .flavours import kernel_for
 from .gemm_shrink import rank_padding
 from .gemm_tiles import GemmPlan, GemmTile, plan_for
+from .kernel_flavour import kernel_for
 from .layout import DoraEpilogue
 from .tensor_table import element_offsets
 from .worklist import HEADER_SIZE

@@ -26,7 +26,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .flavours import kernel_for
+from .kernel_flavour import kernel_for
 from .tensor_table import element_offsets
 from .worklist import HEADER_SIZE, upper_bound_tiles
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from hi_moe_lora.kernels.flavours import kernel_for
+from hi_moe_lora.kernels.kernel_flavour import kernel_for
 
 
 def _kernel(x_ptr):  # type: ignore[no-untyped-def]  # (never launched here)

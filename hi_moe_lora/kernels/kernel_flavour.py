@@ -1,4 +1,4 @@
-"""A Triton kernel function in the flavour a call takes: compiled for CUDA tensors, run by
+"""A kernel function in the flavour a call takes: compiled for CUDA tensors, run by
 Triton's interpreter otherwise (CPU tests, or ``TRITON_INTERPRET=1`` on a GPU host). Each
 flavour is made once per kernel function."""
 
