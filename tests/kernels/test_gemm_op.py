@@ -85,6 +85,23 @@ def _unit_dora(
     return torch.ones(SLOTS, n, dtype=torch.float32, device=device), live
 
 
+def _assert_close(y: torch.Tensor, ref: torch.Tensor) -> None:
+    assert float((y.double() - ref).abs().max()) < 4e-2 * max(1.0, float(ref.abs().max()))
+
+
+def _count_calls(monkeypatch: pytest.MonkeyPatch, owner: object, name: str) -> list[int]:
+    """``owner.name`` still called, each call counted in the returned list."""
+    real = getattr(owner, name)
+    calls: list[int] = []
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, counted)
+    return calls
+
+
 SEVERAL = [0, 3, 3, -1, 2, 3, 0, 3, 1, 1]
 
 
@@ -102,12 +119,12 @@ def test_every_token_gets_the_base_and_its_own_adapter(
     slots: list[int], min_rows: int, specialized: bool, device: str
 ) -> None:
     y, ref = _run(slots, device, min_rows, specialized=specialized)
-    assert float((y.double() - ref).abs().max()) < 4e-2 * max(1.0, float(ref.abs().max()))
+    _assert_close(y, ref)
 
 
 def test_a_step_without_lora_runs_the_base_gemm_alone(device: str) -> None:
     y, ref = _run([0, 1, 2], device, 1, no_lora=True)
-    assert float((y.double() - ref).abs().max()) < 4e-2 * max(1.0, float(ref.abs().max()))
+    _assert_close(y, ref)
 
 
 @pytest.mark.parametrize("slots", [[2] * 6, SEVERAL])
@@ -123,7 +140,7 @@ def test_a_fusable_call_makes_no_launch_after_the_gemm(
     monkeypatch.setattr(gemm_op, "lora_linear_impl", lambda *args: calls.append(1))
     y, ref = _run(slots, device, 1, specialized=specialized)
     assert calls == []
-    assert float((y.double() - ref).abs().max()) < 4e-2 * max(1.0, float(ref.abs().max()))
+    _assert_close(y, ref)
 
 
 @pytest.mark.parametrize("specialized", [False, True])
@@ -140,48 +157,36 @@ def test_a_plan_without_the_split_form_runs_our_launch_after_the_gemm(
     monkeypatch.setattr(gemm_op, "launch_gemm_shrink", lambda *args: shrinks.append(1))
     y, ref = _run(SEVERAL, device, 1, specialized=specialized)
     assert shrinks == []
-    assert float((y.double() - ref).abs().max()) < 4e-2 * max(1.0, float(ref.abs().max()))
+    _assert_close(y, ref)
 
 
 @pytest.mark.parametrize("specialized", [False, True])
-def test_a_dora_layers_several_adapters_take_the_split_form(specialized: bool, device: str) -> None:
+def test_a_dora_layers_several_adapters_take_the_split_form(
+    specialized: bool, device: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """vLLM's LoRA layers all carry a DoRA table (ones until a DoRA adapter is activated): the
     split form serves them, scaling each row by its own slot's row."""
     import hi_moe_lora.kernels.gemm_op as gemm_op
 
-    shrinks: list[int] = []
-    real_shrink = gemm_op.launch_gemm_shrink
-
-    def counted_shrink(*args: Any) -> torch.Tensor:
-        shrinks.append(1)
-        return real_shrink(*args)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(gemm_op, "launch_gemm_shrink", counted_shrink)
-        y, ref = _run(SEVERAL, device, 1, specialized=specialized, unit_dora=True)
+    shrinks = _count_calls(monkeypatch, gemm_op, "launch_gemm_shrink")
+    y, ref = _run(SEVERAL, device, 1, specialized=specialized, unit_dora=True)
     assert shrinks == [1]
-    assert float((y.double() - ref).abs().max()) < 4e-2 * max(1.0, float(ref.abs().max()))
+    _assert_close(y, ref)
 
 
 @pytest.mark.parametrize("specialized", [False, True])
-def test_a_call_taller_than_a_rest_tile_takes_our_launch(specialized: bool, device: str) -> None:
+def test_a_call_taller_than_a_rest_tile_takes_our_launch(
+    specialized: bool, device: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Above 64 rows an adapter's tokens may span two tiles of the rest list, which the
     expand's one-tile-an-adapter rule does not allow: our launch serves them."""
     import hi_moe_lora.kernels.gemm_op as gemm_op
 
-    calls: list[int] = []
-    real_impl = gemm_op.lora_linear_impl
-
-    def counted_impl(*args: Any) -> None:
-        calls.append(1)
-        real_impl(*args)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(gemm_op, "lora_linear_impl", counted_impl)
-        patch.setattr(gemm_op, "fusable", lambda x, w, b, rows: split_form_plan(*w.shape))
-        y, ref = _run([0, 1] * 40, device, 1, specialized=specialized)
+    calls = _count_calls(monkeypatch, gemm_op, "lora_linear_impl")
+    monkeypatch.setattr(gemm_op, "fusable", lambda x, w, b, rows: split_form_plan(*w.shape))
+    y, ref = _run([0, 1] * 40, device, 1, specialized=specialized)
     assert calls == [1]
-    assert float((y.double() - ref).abs().max()) < 4e-2 * max(1.0, float(ref.abs().max()))
+    _assert_close(y, ref)
 
 
 SPLIT_PLAN = GemmPlan(
@@ -210,14 +215,7 @@ def test_a_plan_with_a_plain_tile_takes_it_where_no_lora_rides_inside(
     import hi_moe_lora.kernels.gemm_op as gemm_op
 
     monkeypatch.setattr(gemm_lora, "plan_for", lambda device, n, k: SPLIT_PLAN)
-    cublas: list[int] = []
-    real_mm = torch.mm
-
-    def counted_mm(*args: Any, **kwargs: Any) -> torch.Tensor:
-        cublas.append(1)
-        return real_mm(*args, **kwargs)
-
-    monkeypatch.setattr(gemm_op.torch, "mm", counted_mm)
+    cublas = _count_calls(monkeypatch, gemm_op.torch, "mm")
     y, ref = _run(slots, device, 1, no_lora=no_lora, specialized=specialized)
     assert cublas == []
-    assert float((y.double() - ref).abs().max()) < 4e-2 * max(1.0, float(ref.abs().max()))
+    _assert_close(y, ref)
