@@ -136,8 +136,7 @@ def test_a_fusable_call_makes_no_launch_after_the_gemm(
     our launch is not made, whether or not vLLM counts the adapters."""
     import hi_moe_lora.kernels.gemm_op as gemm_op
 
-    calls: list[int] = []
-    monkeypatch.setattr(gemm_op, "lora_linear_impl", lambda *args: calls.append(1))
+    calls = _count_calls(monkeypatch, gemm_op, "lora_linear_impl")
     y, ref = _run(slots, device, 1, specialized=specialized)
     assert calls == []
     _assert_close(y, ref)
@@ -153,8 +152,7 @@ def test_a_plan_without_the_split_form_runs_our_launch_after_the_gemm(
     import hi_moe_lora.kernels.gemm_op as gemm_op
 
     monkeypatch.setattr(gemm_lora, "plan_for", lambda device, n, k: default_plan(n, k))
-    shrinks: list[int] = []
-    monkeypatch.setattr(gemm_op, "launch_gemm_shrink", lambda *args: shrinks.append(1))
+    shrinks = _count_calls(monkeypatch, gemm_op, "launch_gemm_shrink")
     y, ref = _run(SEVERAL, device, 1, specialized=specialized)
     assert shrinks == []
     _assert_close(y, ref)
