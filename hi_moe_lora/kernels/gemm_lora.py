@@ -227,10 +227,10 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
         if DORA:  # noqa: SIM102  (a constexpr branch; every run's share, the ratio is per column)
             if rest > 0:
                 known = rest_slot >= 0
-                row_slot = tl.maximum(rest_slot, 0).to(tl.int64)
-                live_row = known & (tl.load(dora_live_ptr + row_slot, mask=known, other=0) != 0)
+                slot_of_row = tl.maximum(rest_slot, 0).to(tl.int64)
+                live_row = known & (tl.load(dora_live_ptr + slot_of_row, mask=known, other=0) != 0)
                 g_rows = tl.load(
-                    dora_scales_ptr + row_slot[:, None] * n + offs_n[None, :],
+                    dora_scales_ptr + slot_of_row[:, None] * n + offs_n[None, :],
                     mask=live_row[:, None],
                     other=1.0,
                 )
@@ -328,11 +328,25 @@ class GemmExpand:
                 f"rank {rank}"
             )
 
-    def chunks(self, m: int, rank: int) -> tuple[int, int]:
-        """Adapters a dot of the epilogue takes (their stacked ranks about 128), and how many
-        such dots cover the most adapters ``m`` rows can hold."""
+    def launch_args(
+        self, m: int, rank: int
+    ) -> tuple[tuple[torch.Tensor, torch.Tensor], dict[str, Any]]:
+        """The kernel's pointers (rest list, intermediate) and constexprs for this call:
+        ``CHUNK`` adapters a dot of the epilogue (their stacked ranks about 128), ``CHUNKS``
+        such dots to cover the most adapters ``m`` rows can hold."""
         chunk = max(1, EXPAND_DOT_K // rank_padding(rank))
-        return chunk, -(-min(self.adapters, m) // chunk)
+        constexprs = {
+            "EXPAND": True,
+            "CHUNK": chunk,
+            "CHUNKS": -(-min(self.adapters, m) // chunk),
+            "SLICES": self.shrunk.shape[1],
+            "REST_TILE_M": self.tile_m,
+        }
+        return (self.rest_tiles, self.shrunk), constexprs
+
+
+#: The split form's constexprs in a launch without it.
+NO_EXPAND = {"EXPAND": False, "CHUNK": 1, "CHUNKS": 1, "SLICES": 1, "REST_TILE_M": 1}
 
 
 #: Arrival counters a K-split launch may use (one per column block).
@@ -440,14 +454,14 @@ def _launch(
             )
         partials = torch.empty((tile.split_k, m, n), dtype=torch.float32, device=y.device)
     kernel, upcast = kernel_for(_gemm_lora_kernel, x, ("m",))
-    shrunk = expand.shrunk if expand is not None else y
-    chunk, chunks = expand.chunks(m, rank) if expand is not None else (1, 1)
+    expand_ptrs, expand_constexprs = (y, y), NO_EXPAND  # (pointers the kernel does not read)
+    if expand is not None:
+        expand_ptrs, expand_constexprs = expand.launch_args(m, rank)
     kernel[(column_blocks, tile.split_k)](
         x, w, *lora_args, y, *dora_args, partials, arrivals if arrivals is not None else y,
-        expand.rest_tiles if expand is not None else y, shrunk, m, n, k, rank, scale,
+        *expand_ptrs, m, n, k, rank, scale,
         BLOCK_M=max(MIN_DOT, triton.next_power_of_2(m)), BLOCK_N=tile.block_n,
         BLOCK_K=tile.block_k, R_PAD=rank_padding(rank), SPLIT_K=tile.split_k, FUSED=fused,
-        DORA=dora, EXPAND=expand is not None, CHUNK=chunk, CHUNKS=chunks,
-        SLICES=shrunk.shape[1] if expand else 1, REST_TILE_M=expand.tile_m if expand else 1,
-        HEADER=HEADER_SIZE, UPCAST_DOT=upcast, num_warps=tile.warps, num_stages=tile.stages,
+        DORA=dora, **expand_constexprs, HEADER=HEADER_SIZE, UPCAST_DOT=upcast,
+        num_warps=tile.warps, num_stages=tile.stages,
     )  # fmt: skip
