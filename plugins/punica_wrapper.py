@@ -18,9 +18,10 @@ Kept from vLLM on purpose:
 With ``HI_MOE_LORA_FUSED_GEMM`` on (``auto``: a GPU with measured tiles),
 :meth:`HiMoePunicaWrapperGPU.base_and_lora_linear` also serves a LoRA layer's base GEMM
 (:mod:`plugins.fused_gemm` routes vLLM's layers to it): the ``hi_moe_lora::gemm_lora_linear``
-op, which carries a one-adapter step's LoRA in the GEMM at decode sizes (several adapters: our
-launch after the GEMM). Under vLLM's ``--specialize-active-lora`` it reads the count of active
-adapters vLLM captured the graph for.
+op, which carries a one-adapter step's LoRA in the GEMM at decode sizes (several adapters: the
+split form where the tile plan says so, a shrink launch then the expand in the GEMM's epilogue,
+else our launch after the GEMM). Under vLLM's ``--specialize-active-lora`` it reads the count of
+active adapters vLLM captured the graph for.
 
 Per step (``update_metadata``, eager, before the forward) the wrapper rebuilds the work list in
 its persistent buffers and refreshes the real ranks of the slots whose adapter changed, and

@@ -25,7 +25,9 @@ Variables (all optional):
   steps that serve one adapter (:mod:`hi_moe_lora.kernels.gemm_lora`), instead of cuBLAS then our
   launch, with the tiles measured for the GPU (:mod:`hi_moe_lora.kernels.gemm_tiles`). With
   vLLM's ``--specialize-active-lora`` the choice is made per CUDA graph (one active adapter: the
-  fused GEMM alone; more: the plain GEMM then our launch), else per step on the device.
+  fused GEMM alone), else per step on the device; several adapters take the split form (a shrink
+  launch, then the expand in the GEMM's epilogue) where the tile plan says so, else the GEMM then
+  our launch.
   ``auto``: on where the tile table holds this GPU (:func:`plugins.fused_gemm.enabled`; an
   H200 today), as measured end to end and probed inside vLLM against float64 LoRA in the steps
   it serves (benchmarks/README.md, thirteenth window); off elsewhere.
