@@ -9,15 +9,16 @@ it. So every kernel is charged to the step that launched it, the sampler's (laun
 forward, outside the annotation) included.
 
 Per step: GPU busy time by category (our fused LoRA kernel, our base GEMM with LoRA inside,
-vLLM's LoRA kernels, GEMMs, attention, copies, the rest), the span from its first kernel's
-start to its last one's end, and the period to the next step's first kernel (the served step
-time, TPOT's unit). On the host
-side: how long the step's annotation lasted on the CPU, and how much of it the LoRA ops took
-(our ``hi_moe_lora::lora_linear``, vLLM's ``lora_shrink``/``lora_expand``), with their calls. A
-step that vLLM runs without a CUDA graph (more tokens than its largest capture size) launches
-every op from Python, and a host time above the GPU span marks a step the CPU holds up. vLLM
-also copies each step annotation onto the GPU timeline (``gpu_user_annotation``); only the CPU
-one marks a step (the copy once split every step in two, with the later kernels charged to it).
+vLLM's LoRA kernels, GEMMs, attention, copies, the rest), the span from its first kernel's start
+to its last one's end, the idle time inside that span (no activity of the step running) with the
+pairs of kernels around its largest gaps, and the period to the next step's first kernel (the
+served step time, TPOT's unit). On the host side: how long the step's annotation lasted on the
+CPU, and how much of it the LoRA ops took (our ``hi_moe_lora::lora_linear``, vLLM's
+``lora_shrink``/``lora_expand``), with their calls. A step that vLLM runs without a CUDA graph
+(more tokens than its largest capture size) launches every op from Python, and a host time above
+the GPU span marks a step the CPU holds up. vLLM also copies each step annotation onto the GPU
+timeline (``gpu_user_annotation``); only the CPU one marks a step (the copy once split every
+step in two, with the later kernels charged to it).
 
 Steps are grouped as decode-only (no context tokens), mixed (a prefill chunk inside) and
 mixed-large (mixed, with more tokens than ``--graph-max-tokens``, vLLM's largest CUDA graph: 512
@@ -91,6 +92,24 @@ class Step:
     gpu_start: float = float("inf")
     gpu_end: float = 0.0
     other_names: Counter[str] = field(default_factory=Counter)
+    #: (start, end, name) of each GPU activity, for the idle gaps between them
+    activities: list[tuple[float, float, str]] = field(default_factory=list)
+
+    def idle_gaps(self) -> dict[str, float]:
+        """The step's idle GPU time inside its span, by the pair of activities around each gap
+        ("before -> after", names cut to 40 characters): time no activity of the step ran,
+        between the end of everything started so far and the next start."""
+        gaps: dict[str, float] = defaultdict(float)
+        ordered = sorted(self.activities)
+        if not ordered:
+            return gaps
+        reached, previous = ordered[0][1], ordered[0][2]
+        for start, end, name in ordered[1:]:
+            if start > reached:
+                gaps[f"{previous[:40]} -> {name[:40]}"] += start - reached
+            if end >= reached:
+                reached, previous = end, name
+        return gaps
 
 
 def load_steps(trace_path: Path) -> list[Step]:
@@ -133,6 +152,7 @@ def load_steps(trace_path: Path) -> list[Step]:
         step.kernels += 1
         step.gpu_start = min(step.gpu_start, float(ev["ts"]))
         step.gpu_end = max(step.gpu_end, float(ev["ts"]) + duration)
+        step.activities.append((float(ev["ts"]), float(ev["ts"]) + duration, str(ev["name"])))
         if category == "other":
             step.other_names[str(ev["name"])[:80]] += round(duration)
     return [s for s in steps if s.kernels]
@@ -183,26 +203,34 @@ def summarize(steps: list[Step], graph_max_tokens: int = GRAPH_MAX_TOKENS) -> di
         if not group:
             continue
         others: Counter[str] = Counter()
+        gaps: dict[str, float] = defaultdict(float)
         for s in group:
             others.update(s.other_names)
+            for pair, micros in s.idle_gaps().items():
+                gaps[pair] += micros
         summary[name] = {
             "steps": len(group),
             "tokens": _median([s.context_tokens + s.generation_tokens for s in group]),
             "period": _median([periods[id(s)] for s in group if id(s) in periods]),
             "span": _median([s.gpu_end - s.gpu_start for s in group]),
             "busy": _median([sum(s.busy.values()) for s in group]),
+            "idle": _median([sum(s.idle_gaps().values()) for s in group]),
             "kernels": _median([float(s.kernels) for s in group]),
             "host": _median([s.host for s in group]),
             "lora_host": _median([sum(s.lora_host.values()) for s in group]),
             "lora_calls": _median([float(s.lora_calls) for s in group]),
             **{c: _median([s.busy.get(c, 0.0) for s in group]) for c in CATEGORIES},
             "top_other": [(n, round(t / len(group), 1)) for n, t in others.most_common(8)],
+            "top_gaps": [
+                (n, round(t / len(group), 1))
+                for n, t in sorted(gaps.items(), key=lambda item: -item[1])[:8]
+            ],
         }
     return summary
 
 
 def table(label: str, summary: dict[str, Any]) -> list[str]:
-    timed = ("period", "span", "busy", *CATEGORIES, "host", "lora_host")
+    timed = ("period", "span", "busy", "idle", *CATEGORIES, "host", "lora_host")
     head = ["label", "group", "steps", "tokens", *timed, "lora_calls"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for group, row in summary.items():
@@ -227,6 +255,9 @@ def main() -> int:
     for group, row in summary.items():
         print(f"{group}: heaviest other kernels (µs per step):")
         for name, micros in row["top_other"]:
+            print(f"  {micros:8.1f}  {name}")
+        print(f"{group}: largest idle gaps between two activities (µs per step):")
+        for name, micros in row["top_gaps"]:
             print(f"  {micros:8.1f}  {name}")
     if args.json:  # one file per server: each trace adds (or replaces) its label's entry
         known = json.loads(args.json.read_text()) if args.json.exists() else {}

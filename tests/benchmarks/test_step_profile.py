@@ -120,3 +120,30 @@ def test_host_time_of_lora_ops_and_large_mixed_steps(
     assert summary["mixed-large"]["lora_calls"] == 2.0
     assert summary["mixed-large"]["host"] == 50.0
     assert step_profile.summarize(steps, graph_max_tokens=2048).keys() == {"mixed"}
+
+
+def test_idle_gaps_are_charged_to_the_kernels_around_them(step_profile: ModuleType) -> None:
+    """Gaps between activities count, overlaps (two streams) do not, and a kernel ending
+    inside a longer one leaves the longer one as the gap's left side."""
+    step = step_profile.Step(0, 64, cpu_start=0.0)
+    step.activities = [
+        (0.0, 10.0, "nvjet_gemm"),
+        (12.0, 20.0, "_gemm_lora_kernel"),  # 2 µs after the GEMM
+        (14.0, 16.0, "side_stream_kernel"),  # inside the one before: no gap
+        (25.0, 30.0, "flash_attn"),  # 5 µs after _gemm_lora_kernel
+        (30.0, 31.0, "nvjet_gemm"),  # back to back
+    ]
+    assert step_profile.Step(0, 64, cpu_start=0.0).idle_gaps() == {}
+    gaps = step.idle_gaps()
+    assert gaps == {"nvjet_gemm -> _gemm_lora_kernel": 2.0, "_gemm_lora_kernel -> flash_attn": 5.0}
+
+
+def test_the_summary_reports_idle_time_inside_the_span(
+    step_profile: ModuleType, tmp_path: Path
+) -> None:
+    trace = tmp_path / "t.pt.trace.json.gz"
+    _trace(trace, ((0, 64), (0, 64), (0, 64)))  # kernels back to back: no idle time
+    decode = step_profile.summarize(step_profile.load_steps(trace))["decode"]
+    assert decode["idle"] == 0.0
+    assert decode["top_gaps"] == []
+    assert decode["span"] == decode["busy"]
