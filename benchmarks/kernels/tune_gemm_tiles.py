@@ -11,9 +11,10 @@ K splits) per projection and keeps, for :mod:`hi_moe_lora.kernels.gemm_tiles`:
   (``hi_moe_lora::lora_linear``), which is what a one-adapter step runs without it;
 - ``plain``: the fastest tile without LoRA inside, kept only when it beat cuBLAS by more than
   ``--margin`` (else ``null``: cuBLAS);
-- ``split``: whether a step of 16 adapters (the rows dealt round robin) ran faster in the split
-  form (a shrink launch, then the GEMM on the ``lora`` tile with the expand in its epilogue)
-  than on the plan's plain GEMM then our launch.
+- ``several``: the fastest route for a step of 16 adapters (the rows dealt round robin): the
+  plan's plain GEMM then our launch (``ours``), the GEMM on the ``lora`` tile then our launch
+  (``fused``), or the split form (``split``: a shrink launch, then the GEMM on the ``lora``
+  tile with the expand in its epilogue).
 
 Every call is timed in one CUDA graph over a pool of weight copies larger than L2 (each call
 reads W from HBM, as a served step does), median of the replays, at ``--m`` rows; each tile's
@@ -67,6 +68,7 @@ from hi_moe_lora.kernels.gemm_shrink import launch_gemm_shrink
 from hi_moe_lora.kernels.gemm_tiles import (
     GemmPlan,
     GemmTile,
+    SeveralRoute,
     default_tile,
     load_table,
     shape_key,
@@ -271,7 +273,7 @@ def tune_shape(
     lora_times = {tile: timed(fused, tile, lora_ref) for tile in lora_grid}
     best_plain = min(plain_times, key=lambda t: plain_times[t][0])
     best_lora = min(lora_times, key=lambda t: lora_times[t][0])
-    several_after, several_split = _time_several(cases, best_lora, replays, timed)
+    several_after, several_fused, several_split = _time_several(cases, best_lora, replays, timed)
     return {
         "shape": shape,
         "n": n,
@@ -289,17 +291,20 @@ def tune_shape(
         "best_lora": [*_fields(best_lora), *lora_times[best_lora]],
         "default_lora_us": lora_times[default_tile(n, k)][0],
         "several_cublas_ours_us": several_after[0],
+        "several_fused_ours_us": several_fused[0],
         "several_split_us": several_split[0],
+        "max_err_several_fused_ours": several_fused[1],
         "max_err_several_split": several_split[1],
     }
 
 
 def _time_several(
     cases: list[dict[str, Any]], lora_tile: GemmTile, replays: int, timed: Any
-) -> tuple[tuple[float, float], tuple[float, float]]:
-    """A step of ``SLOTS`` adapters (the rows dealt round robin): cuBLAS then our launch,
-    against the split form (the shrink launch, then the GEMM on ``lora_tile`` with the expand
-    in its epilogue); each (µs a call, largest difference from float64)."""
+) -> tuple[tuple[float, float], tuple[float, float], tuple[float, float]]:
+    """A step of ``SLOTS`` adapters (the rows dealt round robin): cuBLAS then our launch, the
+    GEMM on ``lora_tile`` (no fused slot in such a step) then our launch on the rest, and the
+    split form (the shrink launch, then the GEMM on ``lora_tile`` with the expand in its
+    epilogue); each (µs a call, largest difference from float64)."""
     first = cases[0]
     m = first["x"].shape[0]
     slots = [row % SLOTS for row in range(m)]
@@ -326,8 +331,19 @@ def _time_several(
             ranks, work.counters, no_lora, 1.0, 0, True, None, None,
         )  # fmt: skip
 
+    rest_small, rest_large = work.rest_tiles[BLOCK_M_SMALL], work.rest_tiles[BLOCK_M_LARGE]
+
+    def fused_then_ours(c: dict[str, Any]) -> None:
+        launch_gemm_lora(
+            c["y"], c["x"], c["w"], c["a"], c["b"], token_slot, fused_slot, 1.0,
+            tile=lora_tile, arrivals=arrivals,
+        )  # fmt: skip
+        torch.ops.hi_moe_lora.lora_linear(
+            c["y"], c["x"], c["a"], c["b"], rest_small, rest_large,
+            ranks, work.counters, no_lora, 1.0, 0, True, None, None,
+        )  # fmt: skip
+
     def split(c: dict[str, Any]) -> None:
-        rest_small, rest_large = work.rest_tiles[BLOCK_M_SMALL], work.rest_tiles[BLOCK_M_LARGE]
         shrunk = launch_gemm_shrink(c["x"], c["a"], rest_small, BLOCK_M_SMALL, SLOTS, arrivals)
         launch_gemm_lora(
             c["y"], c["x"], c["w"], c["a"], c["b"], token_slot, fused_slot, 1.0,
@@ -335,7 +351,11 @@ def _time_several(
             expand=GemmExpand(rest_large, BLOCK_M_LARGE, shrunk, SLOTS),
         )  # fmt: skip
 
-    return timed(after, None, reference), timed(split, None, reference)
+    return (
+        timed(after, None, reference),
+        timed(fused_then_ours, None, reference),
+        timed(split, None, reference),
+    )
 
 
 def _fields(tile: GemmTile) -> list[int]:
@@ -348,14 +368,18 @@ def plan_from(row: dict[str, Any], margin: float) -> GemmPlan:
     plain_us = row["best_plain"][5]
     plain_tile = GemmTile(*row["best_plain"][:5])
     keep_plain = plain_us < row["cublas_us"] * (1.0 - margin)
-    # Several adapters without the split form: the plain GEMM the plan keeps, then our launch.
+    # Several adapters on the route "ours": the plain GEMM the plan keeps, then our launch.
     gemm_us = plain_us if keep_plain else row["cublas_us"]
-    several_after = row.get("several_cublas_ours_us", 0.0) - row["cublas_us"] + gemm_us
+    several_us = {
+        SeveralRoute.OURS: row.get("several_cublas_ours_us", 0.0) - row["cublas_us"] + gemm_us,
+        SeveralRoute.FUSED: row.get("several_fused_ours_us", float("inf")),
+        SeveralRoute.SPLIT: row.get("several_split_us", float("inf")),
+    }  # (a route a row does not hold was not measured: never taken; "ours" wins ties)
     return GemmPlan(
         lora_tile,
         fuse=row["best_lora"][5] < row["cublas_ours_us"],
         plain_tile=plain_tile if keep_plain else None,
-        split=row.get("several_split_us", float("inf")) < several_after,
+        several=min(several_us, key=lambda route: several_us[route]),
     )
 
 
@@ -384,10 +408,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{device}, M = {args.m}")
     print(
         "| shape | cuBLAS | cuBLAS + ours | best plain (tile) | best LoRA inside (tile) "
-        "| rule of thumb, LoRA inside | 16 adapters: cuBLAS + ours | 16 adapters: split form "
-        "| plan |"
+        "| rule of thumb, LoRA inside | 16 adapters: cuBLAS + ours | 16 adapters: LoRA tile + "
+        "ours | 16 adapters: split form | plan |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     try:
         for shape in shapes:
             row = tune_shape(shape, args.m, args.replays, args.lora_candidates, compiler)
@@ -402,10 +426,10 @@ def main(argv: list[str] | None = None) -> int:
                 f"| {bp[5]:.1f} ({bp[0]}x{bp[1]}x{bp[2]} w{bp[3]} s{bp[4]}) "
                 f"| {bl[5]:.1f} ({bl[0]}x{bl[1]}x{bl[2]} w{bl[3]} s{bl[4]}; err {bl[6]:.3f}) "
                 f"| {row['default_lora_us']:.1f} "
-                f"| {row['several_cublas_ours_us']:.1f} | {row['several_split_us']:.1f} "
+                f"| {row['several_cublas_ours_us']:.1f} | {row['several_fused_ours_us']:.1f} "
+                f"| {row['several_split_us']:.1f} "
                 f"| fuse {'yes' if plan.fuse else 'no'}, plain "
-                f"{'ours' if plan.plain_tile else 'cuBLAS'}, "
-                f"split {'yes' if plan.split else 'no'} |",
+                f"{'ours' if plan.plain_tile else 'cuBLAS'}, several {plan.several.value} |",
                 flush=True,
             )
     finally:

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -288,7 +288,7 @@ def fusable(
     if not _whole_tiles(widths, n, k, plan.lora_tile):
         return None
     if plan.plain_tile is not None and not _whole_tiles([n], n, k, plan.plain_tile):
-        return GemmPlan(plan.lora_tile, plan.fuse, None)
+        return replace(plan, plain_tile=None)
     return plan
 
 

@@ -9,15 +9,19 @@ GPU) decides. Where it fuses, the base GEMM carries the LoRA of a step that serv
   adapters, the count in ``active_loras``, a CPU tensor read when the op runs, so at capture):
   one active adapter takes the fused GEMM alone;
 - otherwise, and for several active adapters, the step's fused slot decides on the device (-1
-  when it is not a one-adapter step) and the rest of the step's LoRA tokens take the split form:
-  a shrink launch ahead (:func:`.gemm_shrink.launch_gemm_shrink`, over the rest work list, empty
-  in a one-adapter step) and their expand in the GEMM's epilogue. No launch follows the GEMM.
+  when it is not a one-adapter step).
 
-Where the plan does not take the split form (``split``: measured per shape, as the tiles are;
-our launch after the GEMM was faster on qkv and o at 16 adapters, H200), and for a call of more
-rows than a rest tile holds, the form before it runs: the fused slot in the GEMM where the count
-is not known, cuBLAS or the plain tile where it is, and our launch (:func:`.ops.lora_linear_impl`)
-after it on the matching work list.
+The plan's route for several adapters (:class:`.gemm_tiles.SeveralRoute`, measured per shape)
+serves the rest of the step's LoRA tokens:
+
+- ``SPLIT``: a shrink launch ahead (:func:`.gemm_shrink.launch_gemm_shrink`, over the rest work
+  list, empty in a one-adapter step) and their expand in the GEMM's epilogue; no launch
+  follows the GEMM. A call the split form does not fit (more rows than a rest tile holds, or K
+  not in whole shrink runs) takes ``OURS`` instead;
+- ``FUSED``: the GEMM with the fused slot, then our launch (:func:`.ops.lora_linear_impl`) on
+  the rest work list;
+- ``OURS``: under the flag, cuBLAS or the plain tile, then our launch on the whole work list;
+  without it, as ``FUSED`` (a one-adapter step must still find its fused slot).
 
 Every other call runs ``x W^T`` by the plan's plain GEMM (:func:`.gemm_lora.launch_plain_gemm`)
 where it has one, which beat cuBLAS on that GPU, else by ``torch.mm`` (cuBLAS on CUDA, as vLLM's
@@ -35,6 +39,7 @@ import torch
 from .config import BLOCK_M_LARGE, BLOCK_M_SMALL
 from .gemm_lora import GemmExpand, fusable, launch_gemm_lora, launch_plain_gemm
 from .gemm_shrink import launch_gemm_shrink, shrink_runs
+from .gemm_tiles import SeveralRoute
 from .layout import DoraEpilogue
 from .op_registry import register_op
 from .ops import lora_linear_impl, use_triton
@@ -76,8 +81,10 @@ def gemm_lora_linear_impl(
     dora = None
     if dora_scales is not None and dora_live is not None:
         dora = DoraEpilogue(dora_scales, dora_live)
-    split = plan is not None and plan.split and _split_form_fits(x)
-    if plan is not None and fused and (alone or split):
+    several = plan.several if plan is not None else SeveralRoute.OURS
+    if several is SeveralRoute.SPLIT and not _split_form_fits(x):
+        several = SeveralRoute.OURS
+    if plan is not None and fused and (alone or several is SeveralRoute.SPLIT):
         expand = None
         if not alone:  # (several adapters, or a count not known: the rest list shrunk ahead)
             slots = slot_rank.numel()
@@ -91,7 +98,7 @@ def gemm_lora_linear_impl(
         if tracker is not None:
             tracker.observe(lora_a, lora_b)
         return
-    if plan is not None and fused and not specialized:  # (the rest by our launch)
+    if plan is not None and fused and (several is not SeveralRoute.OURS or not specialized):
         launch_gemm_lora(
             y, x, weight, lora_a, lora_b, token_slot, fused_slot, scale, dora,
             plan.lora_tile, gemm_arrivals,

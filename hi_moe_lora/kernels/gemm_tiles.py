@@ -8,9 +8,11 @@ or the file ``HI_MOE_LORA_GEMM_TILES`` names). Each entry of the table also says
 
 - ``fuse``: whether a one-adapter step's LoRA rides inside the GEMM (it beat cuBLAS then our
   launch),
-- ``split``: whether a several-adapter step takes the split form (a shrink launch, then the
-  expand in the GEMM's epilogue: :mod:`.gemm_shrink`) where our launch after the GEMM is slower
-  (absent: no, as in tables from before the split form), and
+- ``several``: the route of a step of several adapters (:class:`SeveralRoute`: ``"ours"``, our
+  launch after the GEMM; ``"fused"``, the LoRA tile's GEMM, then our launch on the rest;
+  ``"split"``, a shrink launch, then the expand in the GEMM's epilogue: :mod:`.gemm_shrink`),
+  the fastest measured. Tables from before it say ``split`` (true: ``"split"``) or nothing
+  (``"ours"``), and
 - ``plain``: the tile that runs the GEMM where no LoRA rides inside it, if one beat cuBLAS
   (else ``null``: cuBLAS).
 
@@ -24,6 +26,7 @@ elongated weights, and cuBLAS for the plain GEMM.
 
 from __future__ import annotations
 
+import enum
 import functools
 import json
 import logging
@@ -71,6 +74,27 @@ class GemmTile:
             raise GemmTilesError(f"blocks of at least 16 (tl.dot's least), not {self}")
 
 
+class SeveralRoute(enum.Enum):
+    """How a shape's calls run in a step of several adapters.
+
+    Measured per shape at 16 adapters and 64 rows (H200, 2026-11-28, two windows): the split
+    form won on gate_up, where our launch's expand is widest (by 5.8-7.5 µs); our launch after
+    cuBLAS on qkv and o, where the shrink launch alone costs what our whole launch does; the
+    LoRA tile's GEMM, then our launch, on down (by 1.4-1.5 µs over the split form).
+    """
+
+    #: cuBLAS or the plain tile, then our launch over every LoRA token. Without
+    #: ``--specialize-active-lora`` the count of adapters is not known when the op runs, so a
+    #: one-adapter step must still find its fused slot: there this runs as :attr:`FUSED`.
+    OURS = "ours"
+    #: The LoRA tile's GEMM (a one-adapter step's LoRA inside it, by the fused slot on the
+    #: device: none in a step of several), then our launch on the rest of the step's tokens.
+    FUSED = "fused"
+    #: A shrink launch over the rest of the step's tokens, then the LoRA tile's GEMM with their
+    #: expand in its epilogue; no launch after it.
+    SPLIT = "split"
+
+
 @dataclass(frozen=True)
 class GemmPlan:
     """How the calls of one weight shape run."""
@@ -81,8 +105,8 @@ class GemmPlan:
     fuse: bool
     #: The tile of the GEMM without LoRA inside; None: cuBLAS (``torch.mm``).
     plain_tile: GemmTile | None
-    #: Whether several-adapter steps take the split form (else: our launch after the GEMM).
-    split: bool = False
+    #: The route of a step of several adapters.
+    several: SeveralRoute = SeveralRoute.OURS
 
 
 def default_tile(n: int, k: int) -> GemmTile:
@@ -106,9 +130,9 @@ def default_plan(n: int, k: int) -> GemmPlan:
     adapters it beat our launch after the GEMM on gate_up and down, by 7.5 and 0.8 µs, and lost
     on qkv and o, by 0.7 and 2.5: our launch's cost grows with the weight's long side, the split
     form's is mostly its shrink launch; H200, 2026-11-28)."""
-    return GemmPlan(
-        default_tile(n, k), fuse=k <= n, plain_tile=None, split=max(n, k) >= 3 * min(n, k)
-    )
+    elongated = max(n, k) >= 3 * min(n, k)
+    several = SeveralRoute.SPLIT if elongated else SeveralRoute.OURS
+    return GemmPlan(default_tile(n, k), fuse=k <= n, plain_tile=None, several=several)
 
 
 def shape_key(n: int, k: int) -> str:
@@ -127,6 +151,24 @@ def _tile(raw: Any, where: str) -> GemmTile:
         raise GemmTilesError(f"{where}: {error}") from None
 
 
+def _several(entry: dict[str, Any], where: str) -> SeveralRoute:
+    """An entry's route for several adapters: ``several``, or a table's older ``split`` flag."""
+    if "several" in entry and "split" in entry:
+        raise GemmTilesError(f"{where}: give several or split (older tables), not both")
+    if "several" in entry:
+        try:
+            return SeveralRoute(entry["several"])
+        except ValueError:
+            choices = ", ".join(repr(route.value) for route in SeveralRoute)
+            raise GemmTilesError(
+                f"{where}: several is one of {choices}, not {entry['several']!r}"
+            ) from None
+    split = entry.get("split", False)
+    if not isinstance(split, bool):
+        raise GemmTilesError(f"{where}: split is true or false, not {split!r}")
+    return SeveralRoute.SPLIT if split else SeveralRoute.OURS
+
+
 def parse_table(raw: Any, source: str) -> dict[str, dict[str, GemmPlan]]:
     """``{device name: {shape key: plan}}`` from a table's JSON (``{"devices": ...}``)."""
     devices = raw.get("devices") if isinstance(raw, dict) else None
@@ -141,14 +183,12 @@ def parse_table(raw: Any, source: str) -> dict[str, dict[str, GemmPlan]]:
             where = f"{source}: {device}: {key}"
             if not isinstance(entry, dict) or not isinstance(entry.get("fuse"), bool):
                 raise GemmTilesError(f'{where}: expected {{"lora", "fuse", "plain"}}')
-            plain, split = entry.get("plain"), entry.get("split", False)
-            if not isinstance(split, bool):
-                raise GemmTilesError(f"{where}: split is true or false, not {split!r}")
+            plain = entry.get("plain")
             plans[key] = GemmPlan(
                 _tile(entry.get("lora"), f"{where}: lora"),
                 entry["fuse"],
                 None if plain is None else _tile(plain, f"{where}: plain"),
-                split,
+                _several(entry, where),
             )
         table[device] = plans
     return table
@@ -163,7 +203,7 @@ def table_json(table: dict[str, dict[str, GemmPlan]], note: str) -> dict[str, An
                 key: {
                     "lora": asdict(plan.lora_tile),
                     "fuse": plan.fuse,
-                    "split": plan.split,
+                    "several": plan.several.value,
                     "plain": None if plan.plain_tile is None else asdict(plan.plain_tile),
                 }
                 for key, plan in plans.items()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hi_moe_lora.kernels.gemm_tiles import GemmPlan, GemmTile, parse_table, table_json
+from hi_moe_lora.kernels.gemm_tiles import GemmPlan, GemmTile, SeveralRoute, parse_table, table_json
 from tests.support.scripts import load_script
 
 tune = load_script("benchmarks/kernels/tune_gemm_tiles.py")
@@ -53,14 +53,22 @@ def test_the_plain_tile_is_kept_only_when_it_beat_cublas_by_the_margin() -> None
     assert tune.plan_from(_row(18.5, 26.7, 18.3, 22.0), margin=0.02).plain_tile is None
 
 
-def test_the_split_form_is_planned_where_it_beat_the_kept_gemm_then_our_launch() -> None:
+def test_several_adapters_take_the_fastest_of_three_routes() -> None:
     row = _row(18.5, 26.7, 18.4, 22.0) | {"several_cublas_ours_us": 31.0}
-    assert tune.plan_from(row | {"several_split_us": 30.5}, margin=0.02).split
-    assert not tune.plan_from(row | {"several_split_us": 31.5}, margin=0.02).split
-    # With a plain tile kept (3.5 µs faster than cuBLAS), our launch follows it instead.
+
+    def route(**times: float) -> SeveralRoute:
+        return tune.plan_from(row | times, margin=0.02).several
+
+    assert route(several_fused_ours_us=32.0, several_split_us=30.5) is SeveralRoute.SPLIT
+    assert route(several_fused_ours_us=29.0, several_split_us=30.5) is SeveralRoute.FUSED
+    assert route(several_fused_ours_us=31.5, several_split_us=31.5) is SeveralRoute.OURS
+    assert route(several_fused_ours_us=31.0, several_split_us=31.0) is SeveralRoute.OURS  # (ties)
+    # With a plain tile kept (3.5 µs faster than cuBLAS), "ours" runs on it instead.
     faster_plain = _row(18.5, 26.7, 15.0, 22.0) | {"several_cublas_ours_us": 31.0}
-    assert not tune.plan_from(faster_plain | {"several_split_us": 28.0}, margin=0.02).split
-    assert not tune.plan_from(_row(18.5, 26.7, 18.4, 22.0), margin=0.02).split  # (not measured)
+    times = {"several_fused_ours_us": 28.0, "several_split_us": 28.0}
+    assert tune.plan_from(faster_plain | times, margin=0.02).several is SeveralRoute.OURS
+    # (rows from before these measurements: our launch after the GEMM)
+    assert tune.plan_from(_row(18.5, 26.7, 18.4, 22.0), margin=0.02).several is SeveralRoute.OURS
 
 
 def test_the_written_table_reads_back(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from hi_moe_lora.kernels.gemm_lora import (
     launch_plain_gemm,
 )
 from hi_moe_lora.kernels.gemm_shrink import launch_gemm_shrink
-from hi_moe_lora.kernels.gemm_tiles import GemmPlan, GemmTile, default_plan
+from hi_moe_lora.kernels.gemm_tiles import GemmPlan, GemmTile, SeveralRoute, default_plan
 from hi_moe_lora.kernels.layout import DoraEpilogue
 from hi_moe_lora.kernels.worklist import WorkListBuffers
 
@@ -270,9 +270,12 @@ def test_fusable_drops_a_plain_tile_that_does_not_fit_the_shape(
 ) -> None:
     import hi_moe_lora.kernels.gemm_lora as gemm_lora
 
-    plan = GemmPlan(GemmTile(64, 128, 4), True, GemmTile(64, 128, 4, split_k=64))
+    plan = GemmPlan(
+        GemmTile(64, 128, 4), True, GemmTile(64, 128, 4, split_k=64), SeveralRoute.FUSED
+    )
     monkeypatch.setattr(gemm_lora, "plan_for", lambda device, n, k: plan)
     x = torch.empty(64, 4096, dtype=torch.bfloat16)
     w = torch.empty(4096, 4096, dtype=torch.bfloat16)
     o = [torch.empty(2, 1, 4096, 16, dtype=torch.bfloat16)]
-    assert fusable(x, w, o, max_rows=64) == GemmPlan(plan.lora_tile, True, None)
+    # (the rest of the plan kept: its route for several adapters too)
+    assert fusable(x, w, o, max_rows=64) == GemmPlan(plan.lora_tile, True, None, SeveralRoute.FUSED)

@@ -11,7 +11,7 @@ import torch
 
 import hi_moe_lora.kernels.gemm_op  # noqa: F401  (registers the op)
 from hi_moe_lora.kernels.config import BLOCK_M_LARGE, BLOCK_M_SMALL
-from hi_moe_lora.kernels.gemm_tiles import GemmPlan, GemmTile, default_plan
+from hi_moe_lora.kernels.gemm_tiles import GemmPlan, GemmTile, SeveralRoute, default_plan
 from hi_moe_lora.kernels.worklist import WorkListBuffers
 
 SLOTS = 4
@@ -20,7 +20,7 @@ RANK = 16
 
 def split_form_plan(n: int, k: int) -> GemmPlan:
     """The rule of thumb's plan, several adapters in the split form."""
-    return replace(default_plan(n, k), split=True)
+    return replace(default_plan(n, k), several=SeveralRoute.SPLIT)
 
 
 @pytest.fixture(autouse=True)
@@ -159,6 +159,27 @@ def test_a_plan_without_the_split_form_runs_our_launch_after_the_gemm(
 
 
 @pytest.mark.parametrize("specialized", [False, True])
+def test_the_fused_route_runs_the_lora_tiles_gemm_then_our_launch_on_the_rest(
+    specialized: bool, device: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the plan's route for several adapters is ``FUSED`` (down on the H200), a step of
+    several adapters runs the GEMM on the LoRA tile, even when vLLM counts the adapters, and
+    our launch once after it: no shrink, no cuBLAS."""
+    import hi_moe_lora.kernels.gemm_lora as gemm_lora
+    import hi_moe_lora.kernels.gemm_op as gemm_op
+
+    fused_route = replace(default_plan(256, 256), several=SeveralRoute.FUSED)
+    monkeypatch.setattr(gemm_lora, "plan_for", lambda device, n, k: fused_route)
+    shrinks = _count_calls(monkeypatch, gemm_op, "launch_gemm_shrink")
+    gemms = _count_calls(monkeypatch, gemm_op, "launch_gemm_lora")
+    ours = _count_calls(monkeypatch, gemm_op, "lora_linear_impl")
+    cublas = _count_calls(monkeypatch, gemm_op.torch, "mm")
+    y, ref = _run(SEVERAL, device, 1, specialized=specialized)
+    assert (shrinks, gemms, ours, cublas) == ([], [1], [1], [])
+    _assert_close(y, ref)
+
+
+@pytest.mark.parametrize("specialized", [False, True])
 def test_a_dora_layers_several_adapters_take_the_split_form(
     specialized: bool, device: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -188,7 +209,7 @@ def test_a_call_taller_than_a_rest_tile_takes_our_launch(
 
 
 SPLIT_PLAN = GemmPlan(
-    GemmTile(32, 32, 2, split_k=2), True, GemmTile(32, 32, 2, split_k=4), split=True
+    GemmTile(32, 32, 2, split_k=2), True, GemmTile(32, 32, 2, split_k=4), SeveralRoute.SPLIT
 )
 
 

@@ -14,6 +14,7 @@ from hi_moe_lora.kernels.gemm_tiles import (
     GemmPlan,
     GemmTile,
     GemmTilesError,
+    SeveralRoute,
     default_plan,
     load_table,
     parse_table,
@@ -22,7 +23,9 @@ from hi_moe_lora.kernels.gemm_tiles import (
     table_json,
 )
 
-TUNED = GemmPlan(GemmTile(64, 128, 4, warps=8, split_k=2), False, GemmTile(32, 256, 3), split=True)
+TUNED = GemmPlan(
+    GemmTile(64, 128, 4, warps=8, split_k=2), False, GemmTile(32, 256, 3), SeveralRoute.FUSED
+)
 
 
 @pytest.fixture(autouse=True)
@@ -54,10 +57,29 @@ def test_the_shipped_table_is_valid() -> None:
     load_table(TABLE_FILE)
 
 
-def test_a_table_from_before_the_split_form_keeps_our_launch_for_several_adapters() -> None:
+@pytest.mark.parametrize(
+    ("older", "route"),
+    [
+        ({}, SeveralRoute.OURS),  # (from before the split form)
+        ({"split": False}, SeveralRoute.OURS),
+        ({"split": True}, SeveralRoute.SPLIT),  # (from before the three routes)
+    ],
+)
+def test_older_tables_keep_the_route_they_meant_for_several_adapters(
+    older: dict[str, bool], route: SeveralRoute
+) -> None:
     entry = {"lora": {"block_n": 64, "block_k": 64, "stages": 2}, "fuse": True, "plain": None}
-    plans = parse_table({"devices": {"gpu": {"64x64": entry}}}, "test")
-    assert not plans["gpu"]["64x64"].split
+    plans = parse_table({"devices": {"gpu": {"64x64": entry | older}}}, "test")
+    assert plans["gpu"]["64x64"].several is route
+
+
+def test_the_shipped_h200_routes_are_the_measured_ones() -> None:
+    """16 adapters, H200 (benchmarks/README.md, fourteenth and fifteenth windows): our launch
+    after cuBLAS on qkv and o, the split form on gate_up, the LoRA tile's GEMM then our launch
+    on down."""
+    plans = load_table(TABLE_FILE)["NVIDIA H200"]
+    routes = [plans[shape_key(n, k)].several for n, k in SHAPES]
+    assert routes == [SeveralRoute.OURS, SeveralRoute.OURS, SeveralRoute.SPLIT, SeveralRoute.FUSED]
 
 
 def test_a_shape_the_table_lacks_takes_the_rule_of_thumb() -> None:
@@ -65,7 +87,8 @@ def test_a_shape_the_table_lacks_takes_the_rule_of_thumb() -> None:
     assert not default_plan(4096, 14336).fuse  # (down: input wider than output)
     assert default_plan(6144, 4096) == GemmPlan(GemmTile(64, 128, 4), True, None)
     # The split form for elongated weights only (gate_up, down; not qkv, o).
-    assert [default_plan(n, k).split for n, k in SHAPES] == [False, False, True, True]
+    routes = [default_plan(n, k).several for n, k in SHAPES]
+    assert routes == [SeveralRoute.OURS, SeveralRoute.OURS, SeveralRoute.SPLIT, SeveralRoute.SPLIT]
 
 
 SHAPES = [(6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336)]
@@ -128,6 +151,35 @@ def test_a_measured_gpu_fuses_no_shape_the_sweep_did_not_measure(
                 }
             },
             "split is true or false",
+        ),
+        (
+            {
+                "devices": {
+                    "gpu": {
+                        "1x1": {
+                            "lora": {"block_n": 64, "block_k": 64, "stages": 2},
+                            "fuse": True,
+                            "several": "both",
+                        }
+                    }
+                }
+            },
+            "several is one of 'ours', 'fused', 'split', not 'both'",
+        ),
+        (
+            {
+                "devices": {
+                    "gpu": {
+                        "1x1": {
+                            "lora": {"block_n": 64, "block_k": 64, "stages": 2},
+                            "fuse": True,
+                            "several": "split",
+                            "split": True,
+                        }
+                    }
+                }
+            },
+            "not both",
         ),
     ],
 )
