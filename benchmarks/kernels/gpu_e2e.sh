@@ -48,7 +48,10 @@
 #                       each instead, so most steps are prefill steps; CONCS="" then skips the
 #                       throughput runs. PROFILE_CONC=64: the load's concurrency (8: the
 #                       8-concurrent pattern, one prefill step per wave); PROFILE_S=1.5: seconds
-#                       profiled; KEEP_TRACE=0: keep no trace (1: the "one" load's, when small)
+#                       profiled; KEEP_TRACE=0: keep no trace (1: the "one" load's, when small);
+#                       with "base" among them, each load's decode step is printed as a ratio
+#                       to the base step (the period, and the GPU busy time the host's idle
+#                       gaps do not move)
 # One server start per call; a warm-up run first keeps kernel compilation out of the figures.
 # Servers run with OMP_NUM_THREADS=4 unless it is set: five servers on one 32-core machine, each
 # with a thread per core, loaded an adapter in 18 s instead of 0.1 (2026-11-28, thirteenth window).
@@ -260,6 +263,9 @@ for L in $LABELS; do
       && cp "$TRACE" "$OUT/$TAG-one.trace.json.gz"
     sleep 3
   done
+  # each load's decode step against this server's base step (period and GPU busy time)
+  case " $PROFILE " in *" base "*) [ -f "$OUT/$TAG-steps.json" ] && python3 \
+    benchmarks/kernels/step_profile.py --ratios "$OUT/$TAG-steps.json" --base "$TAG-base" ;; esac
 done
 KINDS="base one"; for k in $MANY; do [ "$k" = "$N" ] && KINDS="$KINDS many" || KINDS="$KINDS many$k"; done
 [ "${BASE_AGAIN:-1}" = 1 ] && KINDS="$KINDS base-again"

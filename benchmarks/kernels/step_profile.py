@@ -27,6 +27,9 @@ unless ``--cudagraph-capture-sizes`` says otherwise); the table gives medians pe
 traces, one file).
 Usage: python step_profile.py TRACE.pt.trace.json.gz [--label L] [--json SUMMARY.json]
        [--graph-max-tokens 512]
+       python step_profile.py --ratios SUMMARY.json --base LABEL  (each other label's decode
+       step against the base label's: the period's ratio, the served one, and the GPU busy
+       time's, which the host's idle gaps do not move)
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ import itertools
 import json
 import re
 import statistics
+import sys
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -240,7 +244,37 @@ def table(label: str, summary: dict[str, Any]) -> list[str]:
     return lines
 
 
+def decode_ratios(summaries: dict[str, Any], base: str) -> list[str]:
+    """One line per label of ``summaries`` (a ``--json`` file's content) with decode steps:
+    the base label's decode period and busy time over the label's."""
+    if base not in summaries or "decode" not in summaries[base]:
+        raise ValueError(f"no decode steps under the base label {base!r}")
+    ref = summaries[base]["decode"]
+    lines = []
+    for label, summary in summaries.items():
+        row = summary.get("decode")
+        if label == base or row is None:
+            continue
+        lines.append(
+            f"{label}: decode step {row['period']:.0f} µs, {ref['period'] / row['period']:.3f} of "
+            f"{base}'s; GPU busy {row['busy']:.0f} µs, {ref['busy'] / row['busy']:.3f}; "
+            f"idle {row.get('idle', 0.0):.0f} µs (base {ref.get('idle', 0.0):.0f})"
+        )
+    return lines
+
+
 def main() -> int:
+    if "--ratios" in sys.argv[1:]:
+        ratio_parser = argparse.ArgumentParser(description=__doc__)
+        ratio_parser.add_argument("--ratios", type=Path, required=True)
+        ratio_parser.add_argument("--base", required=True)
+        ratio_args = ratio_parser.parse_args()
+        summaries = json.loads(ratio_args.ratios.read_text())
+        try:
+            print("\n".join(decode_ratios(summaries, ratio_args.base)))
+        except ValueError as error:
+            ratio_parser.error(str(error))
+        return 0
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("trace", type=Path)
     parser.add_argument("--label", default="")

@@ -147,3 +147,21 @@ def test_the_summary_reports_idle_time_inside_the_span(
     assert decode["idle"] == 0.0
     assert decode["top_gaps"] == []
     assert decode["span"] == decode["busy"]
+
+
+def test_decode_ratios_put_each_load_against_the_base(step_profile: ModuleType) -> None:
+    def decode(period: float, busy: float, idle: float) -> dict[str, object]:
+        return {"decode": {"period": period, "busy": busy, "idle": idle}}
+
+    summaries = {
+        "s-base": decode(6000.0, 5800.0, 200.0),
+        "s-one": decode(6400.0, 6100.0, 100.0),
+        "s-one-prefill": {"mixed": {"period": 1.0}},  # (no decode steps: no line)
+    }
+    lines = step_profile.decode_ratios(summaries, "s-base")
+    assert lines == [
+        "s-one: decode step 6400 µs, 0.938 of s-base's; GPU busy 6100 µs, 0.951; "
+        "idle 100 µs (base 200)"
+    ]
+    with pytest.raises(ValueError, match="no decode steps"):
+        step_profile.decode_ratios(summaries, "s-one-prefill")
