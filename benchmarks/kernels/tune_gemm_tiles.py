@@ -20,7 +20,7 @@ Every call is timed in one CUDA graph over a pool of weight copies larger than L
 reads W from HBM, as a served step does), median of the replays, at ``--m`` rows; each tile's
 output is checked against a float64 reference before it is timed. Tiles are compiled first in
 ``--workers`` processes (Triton's cache is shared), then timed in this one. Plain tiles are
-tried on the whole grid, LoRA tiles on the ``--lora-candidates`` fastest plain ones and the
+tried on the whole grid, LoRA tiles on the ``--candidates`` (12) fastest plain ones and the
 rule of thumb's.
 
     python benchmarks/kernels/tune_gemm_tiles.py [--m 64] [--out tiles.json] \\
