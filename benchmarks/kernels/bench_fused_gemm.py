@@ -25,11 +25,13 @@ linear layers' base ``apply``, which the Punica wrapper does not see.
 With ``--product`` it times the product instead (:mod:`hi_moe_lora.kernels.gemm_op`, what
 ``HI_MOE_LORA_FUSED_GEMM`` serves): the ``hi_moe_lora::gemm_lora_linear`` op with 16 slots of
 rank 16 and the projection's real slices, one adapter for all rows or 16 adapters in turn (one
-adapter: its LoRA in the GEMM; several: the split form, a shrink launch then the expand in the
-GEMM's epilogue), and the op as vLLM's ``--specialize-active-lora`` graphs run it (the count of
-adapters known), against cuBLAS then the ``hi_moe_lora::lora_linear`` op (serving without it),
-against the form before the split form (the fused GEMM, then our launch on the rest list), and
-the split form's shrink launch alone.
+adapter: its LoRA in the GEMM; several: the route the tile plan gives the shape,
+:class:`hi_moe_lora.kernels.gemm_tiles.SeveralRoute`), and the op as vLLM's
+``--specialize-active-lora`` graphs run it (the count of adapters known). Beside them, each
+route on its own: cuBLAS then the ``hi_moe_lora::lora_linear`` op (``ours``, and serving
+without the fused GEMM), the fused GEMM then our launch on the rest list (``fused``; the
+"before" column), and the split form's shrink launch alone (the rest of ``split`` is the op's
+column where the plan gives it).
 
     python benchmarks/kernels/bench_fused_gemm.py [--ms 8 64] [--out results.json]
     python benchmarks/kernels/bench_fused_gemm.py --product [--ms 32 64] [--adapters 1 16]
