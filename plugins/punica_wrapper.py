@@ -56,6 +56,7 @@ from hi_moe_lora.kernels.ranks import SlotRanks
 from hi_moe_lora.kernels.worklist import MAX_SLICES, WorkListBuffers, token_slots_from_mapping
 from plugins.dora import LIVE_FLAGS, SCALE_TABLE
 from plugins.fused_gemm import enabled as fused_gemm_enabled
+from plugins.fused_gemm import specialization_advice
 from plugins.settings import PluginSettings
 
 logger = logging.getLogger(__name__)
@@ -94,6 +95,11 @@ class HiMoePunicaWrapperGPU(PunicaWrapperGPU):  # type: ignore[misc]
             "on" if narrow_b else "off",
             "on" if fused_gemm else "off",
         )
+        advice = specialization_advice(
+            fused_gemm, bool(getattr(lora_config, "specialize_active_lora", False))
+        )
+        if advice is not None:
+            logger.info("%s", advice)
 
     def update_metadata(
         self,

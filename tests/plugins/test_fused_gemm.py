@@ -118,3 +118,11 @@ def test_auto_is_on_only_on_a_gpu_the_tile_table_holds(platform: Any) -> None:
     platform(False, measured[0])  # (vLLM CPU: no CUDA kernels to fuse)
     assert not fused_gemm.enabled("auto")
     assert not fused_gemm.enabled("off")
+
+
+def test_the_log_advises_specialization_only_where_the_fused_gemm_runs_without_it() -> None:
+    advice = fused_gemm.specialization_advice(fused=True, specialized=False)
+    assert advice is not None
+    assert "--specialize-active-lora" in advice
+    assert fused_gemm.specialization_advice(fused=True, specialized=True) is None
+    assert fused_gemm.specialization_advice(fused=False, specialized=False) is None
