@@ -41,7 +41,6 @@ import itertools
 import json
 import re
 import statistics
-import sys
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -207,10 +206,11 @@ def summarize(steps: list[Step], graph_max_tokens: int = GRAPH_MAX_TOKENS) -> di
         if not group:
             continue
         others: Counter[str] = Counter()
+        step_gaps = [s.idle_gaps() for s in group]
         gaps: dict[str, float] = defaultdict(float)
-        for s in group:
+        for s, its_gaps in zip(group, step_gaps, strict=True):
             others.update(s.other_names)
-            for pair, micros in s.idle_gaps().items():
+            for pair, micros in its_gaps.items():
                 gaps[pair] += micros
         summary[name] = {
             "steps": len(group),
@@ -218,7 +218,7 @@ def summarize(steps: list[Step], graph_max_tokens: int = GRAPH_MAX_TOKENS) -> di
             "period": _median([periods[id(s)] for s in group if id(s) in periods]),
             "span": _median([s.gpu_end - s.gpu_start for s in group]),
             "busy": _median([sum(s.busy.values()) for s in group]),
-            "idle": _median([sum(s.idle_gaps().values()) for s in group]),
+            "idle": _median([sum(its_gaps.values()) for its_gaps in step_gaps]),
             "kernels": _median([float(s.kernels) for s in group]),
             "host": _median([s.host for s in group]),
             "lora_host": _median([sum(s.lora_host.values()) for s in group]),
@@ -264,25 +264,27 @@ def decode_ratios(summaries: dict[str, Any], base: str) -> list[str]:
 
 
 def main() -> int:
-    if "--ratios" in sys.argv[1:]:
-        ratio_parser = argparse.ArgumentParser(description=__doc__)
-        ratio_parser.add_argument("--ratios", type=Path, required=True)
-        ratio_parser.add_argument("--base", required=True)
-        ratio_args = ratio_parser.parse_args()
-        summaries = json.loads(ratio_args.ratios.read_text())
-        try:
-            print("\n".join(decode_ratios(summaries, ratio_args.base)))
-        except ValueError as error:
-            ratio_parser.error(str(error))
-        return 0
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("trace", type=Path)
+    parser.add_argument("trace", type=Path, nargs="?")
     parser.add_argument("--label", default="")
     parser.add_argument("--json", type=Path)
     parser.add_argument(
         "--graph-max-tokens", type=int, default=GRAPH_MAX_TOKENS,
         help="the server's largest CUDA graph size: larger mixed steps are 'mixed-large'",
     )  # fmt: skip
+    parser.add_argument("--ratios", type=Path, help="a --json file: its loads against --base")
+    parser.add_argument("--base", help="the base load's label in the --ratios file")
+    args = parser.parse_args()
+    if args.ratios is not None:
+        if args.base is None:
+            parser.error("--ratios needs --base")
+        try:
+            print("\n".join(decode_ratios(json.loads(args.ratios.read_text()), args.base)))
+        except ValueError as error:
+            parser.error(str(error))
+        return 0
+    if args.trace is None:
+        parser.error("a trace to summarize, or --ratios with --base")
     args = parser.parse_args()
     summary = summarize(load_steps(args.trace), args.graph_max_tokens)
     print("\n".join(table(args.label or args.trace.name, summary)))
