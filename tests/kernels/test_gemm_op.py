@@ -142,40 +142,42 @@ def test_a_fusable_call_makes_no_launch_after_the_gemm(
     _assert_close(y, ref)
 
 
-@pytest.mark.parametrize("specialized", [False, True])
-def test_a_plan_without_the_split_form_runs_our_launch_after_the_gemm(
-    specialized: bool, device: str, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("route", "specialized", "launches"),
+    [
+        # ``OURS``: under the flag cuBLAS, then our launch; without it (the count not known),
+        # the LoRA tile's GEMM first, so that a one-adapter step still finds its fused slot
+        (SeveralRoute.OURS, True, ([], [1], [1])),
+        (SeveralRoute.OURS, False, ([1], [1], [])),
+        # ``FUSED`` (down on the H200): the LoRA tile's GEMM, then our launch, either way
+        (SeveralRoute.FUSED, True, ([1], [1], [])),
+        (SeveralRoute.FUSED, False, ([1], [1], [])),
+    ],
+)
+def test_the_routes_without_the_split_form_run_our_launch_after_the_gemm(
+    route: SeveralRoute,
+    specialized: bool,
+    launches: tuple[list[int], list[int], list[int]],
+    device: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Where our launch after the GEMM was measured faster (``split`` off), several adapters
-    take it: no shrink, and still every token its own adapter."""
+    """Where the plan's route for several adapters is not the split form (measured slower
+    there), a step of several adapters makes no shrink, runs one GEMM (ours or cuBLAS, as
+    ``launches`` says: fused GEMMs, our launches, cuBLAS calls) and our launch once after
+    it, and still gives every token its own adapter."""
     import hi_moe_lora.kernels.gemm_lora as gemm_lora
     import hi_moe_lora.kernels.gemm_op as gemm_op
 
-    monkeypatch.setattr(gemm_lora, "plan_for", lambda device, n, k: default_plan(n, k))
-    shrinks = _count_calls(monkeypatch, gemm_op, "launch_gemm_shrink")
-    y, ref = _run(SEVERAL, device, 1, specialized=specialized)
-    assert shrinks == []
-    _assert_close(y, ref)
-
-
-@pytest.mark.parametrize("specialized", [False, True])
-def test_the_fused_route_runs_the_lora_tiles_gemm_then_our_launch_on_the_rest(
-    specialized: bool, device: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Where the plan's route for several adapters is ``FUSED`` (down on the H200), a step of
-    several adapters runs the GEMM on the LoRA tile, even when vLLM counts the adapters, and
-    our launch once after it: no shrink, no cuBLAS."""
-    import hi_moe_lora.kernels.gemm_lora as gemm_lora
-    import hi_moe_lora.kernels.gemm_op as gemm_op
-
-    fused_route = replace(default_plan(256, 256), several=SeveralRoute.FUSED)
-    monkeypatch.setattr(gemm_lora, "plan_for", lambda device, n, k: fused_route)
+    monkeypatch.setattr(
+        gemm_lora, "plan_for", lambda device, n, k: replace(default_plan(n, k), several=route)
+    )
     shrinks = _count_calls(monkeypatch, gemm_op, "launch_gemm_shrink")
     gemms = _count_calls(monkeypatch, gemm_op, "launch_gemm_lora")
     ours = _count_calls(monkeypatch, gemm_op, "lora_linear_impl")
     cublas = _count_calls(monkeypatch, gemm_op.torch, "mm")
     y, ref = _run(SEVERAL, device, 1, specialized=specialized)
-    assert (shrinks, gemms, ours, cublas) == ([], [1], [1], [])
+    assert shrinks == []
+    assert (gemms, ours, cublas) == launches
     _assert_close(y, ref)
 
 
