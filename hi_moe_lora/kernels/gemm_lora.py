@@ -49,7 +49,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .gemm_shrink import rank_padding
+from .gemm_shrink import SHRINK_BLOCK_K, ShrinkLaunch, rank_padding, shrink_program
 from .gemm_tiles import GemmPlan, GemmTile, plan_for
 from .kernel_flavour import kernel_for
 from .layout import DoraEpilogue
@@ -70,7 +70,9 @@ class GemmLoRAShapeError(ValueError):
     """The call's tensors do not fit the fused GEMM's layout."""
 
 
-def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
+def gemm_program(  # type: ignore[no-untyped-def]
+    column_block,
+    k_index,
     x_ptr,
     w_ptr,
     lora_base_ptr,
@@ -91,6 +93,8 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
     arrivals_ptr,
     rest_ptr,
     shrunk_ptr,
+    shrink_tiles_ptr,
+    sync_ptr,
     m,
     n,
     k,
@@ -110,13 +114,15 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
     REST_TILE_M: tl.constexpr,
     HEADER: tl.constexpr,
     UPCAST_DOT: tl.constexpr,
+    SHRINK_INSIDE: tl.constexpr,
 ):
-    """One program: ``BLOCK_N`` output columns (inside one slice) for all ``m`` rows, over
-    the ``program_id(1)``-th of ``SPLIT_K`` equal runs of K."""
-    column_block = tl.program_id(0)
+    """One GEMM program (a device function): ``BLOCK_N`` output columns (column block
+    ``column_block``, inside one slice) for all ``m`` rows, over the ``k_index``-th of
+    ``SPLIT_K`` equal runs of K. ``SHRINK_INSIDE``: the split form's shrink runs in this launch
+    (:func:`_gemm_lora_kernel`), and the epilogue waits for its slice's sums."""
     n0 = column_block * BLOCK_N
     k_run = k // SPLIT_K
-    k_first = tl.program_id(1) * k_run
+    k_first = k_index * k_run
     offs_n = n0 + tl.arange(0, BLOCK_N)
     offs_m = tl.arange(0, BLOCK_M)
     ranks = tl.arange(0, R_PAD)
@@ -130,7 +136,7 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
     if FUSED:  # noqa: SIM108  (a constexpr branch; Triton's ternary is not the same)
         slot = tl.load(fused_slot_ptr)
     else:  # (the plain GEMM: no slot to read)
-        slot = tl.program_id(0) * 0 - 1
+        slot = column_block * 0 - 1
     slot_c = tl.maximum(slot, 0).to(tl.int64)
     a_ptrs = (
         lora_base_ptr + a_off + slot_c * rank * k + ranks[None, :] * k
@@ -146,11 +152,10 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
         rest = tl.load(rest_ptr)
         rest_slot = tl.load(token_slot_ptr + offs_m, mask=row_ok, other=-1)
         piece = tl.where(n0 >= end1, 2, tl.where(n0 >= end0, 1, 0))
-        shrunk = tl.load(
-            shrunk_ptr + (offs_m[:, None] * SLICES + piece) * R_PAD + ranks[None, :],
-            mask=((rest_slot >= 0) & (offs_m < m * (rest > 0)))[:, None],  # (none if empty)
-            other=0.0,
-        )
+        shrunk_ptrs = shrunk_ptr + (offs_m[:, None] * SLICES + piece) * R_PAD + ranks[None, :]
+        shrunk_ok = ((rest_slot >= 0) & (offs_m < m * (rest > 0)))[:, None]  # (none if empty)
+        if not SHRINK_INSIDE:
+            shrunk = tl.load(shrunk_ptrs, mask=shrunk_ok, other=0.0)
     x_ptrs = x_ptr + offs_m[:, None] * k + k_first + tl.arange(0, BLOCK_K)[None, :]
     w_ptrs = w_ptr + offs_n[None, :].to(tl.int64) * k + k_first + tl.arange(0, BLOCK_K)[:, None]
     if slot >= 0:  # (two K loops, each pipelined: no A traffic in a step without a fused slot)
@@ -197,7 +202,15 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
         # adapter, rank by rank), each row's intermediate repeated beside itself and kept only
         # under its own adapter's ranks, so the loads of a chunk depend on nothing but its
         # owners (one gather), not on the adapter before.
-        if (rest > 0) & (tl.program_id(1) == 0):
+        if (rest > 0) & (k_index == 0):
+            if SHRINK_INSIDE:  # (this slice's sums counted by the shrink's programs: wait)
+                owed = tl.load(shrink_tiles_ptr)
+                seen = tl.atomic_add(sync_ptr + SYNC_DONE + piece, 0, sem="acquire", scope="gpu")
+                while seen < owed:
+                    seen = tl.atomic_add(
+                        sync_ptr + SYNC_DONE + piece, 0, sem="acquire", scope="gpu"
+                    )
+                shrunk = tl.load(shrunk_ptrs, mask=shrunk_ok, other=0.0, cache_modifier=".cg")
             inter = (shrunk * scale).to(x_ptr.dtype.element_ty)  # (rounded, as vLLM does)
             repeated = tl.reshape(
                 tl.broadcast_to(inter[:, None, :], (BLOCK_M, CHUNK, R_PAD)),
@@ -243,7 +256,7 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
         # partials in run order (the same sum whichever arrives last) and resets its counter
         # for the next call (a CUDA graph replays with the counters as it left them).
         at = offs_m[:, None] * n + offs_n[None, :]
-        tl.store(partials_ptr + tl.program_id(1) * m * n + at, acc, mask=row_ok[:, None])
+        tl.store(partials_ptr + k_index * m * n + at, acc, mask=row_ok[:, None])
         tl.debug_barrier()  # (every thread's partial stored before the arrival is counted)
         arrived = tl.atomic_add(arrivals_ptr + column_block, 1, sem="acq_rel", scope="gpu")
         if arrived == SPLIT_K - 1:
@@ -257,6 +270,109 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
                 )
             tl.store(y_ptrs, total.to(y_ptr.dtype.element_ty), mask=row_ok[:, None])
             tl.atomic_xchg(arrivals_ptr + column_block, 0, sem="relaxed", scope="gpu")
+
+
+#: The one-launch split form's counters (``sync``, int32, zero between launches): tickets taken,
+#: programs finished, then each slice's finished shrink sums.
+SYNC_TICKETS = tl.constexpr(0)
+SYNC_FINISHED = tl.constexpr(1)
+SYNC_DONE = tl.constexpr(2)
+SYNC_COUNTERS = tl.constexpr(2 + MAX_GEMM_SLICES)
+
+
+def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
+    x_ptr,
+    w_ptr,
+    lora_base_ptr,
+    a_off0,
+    a_off1,
+    a_off2,
+    b_off0,
+    b_off1,
+    b_off2,
+    end0,
+    end1,
+    token_slot_ptr,
+    fused_slot_ptr,
+    y_ptr,
+    dora_scales_ptr,
+    dora_live_ptr,
+    partials_ptr,
+    arrivals_ptr,
+    rest_ptr,
+    shrunk_ptr,
+    shrink_tiles_ptr,
+    shrink_partials_ptr,
+    shrink_arrivals_ptr,
+    sync_ptr,
+    m,
+    n,
+    k,
+    rank,
+    scale,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    R_PAD: tl.constexpr,
+    SPLIT_K: tl.constexpr,
+    FUSED: tl.constexpr,
+    DORA: tl.constexpr,
+    EXPAND: tl.constexpr,
+    CHUNK: tl.constexpr,
+    CHUNKS: tl.constexpr,
+    SLICES: tl.constexpr,
+    REST_TILE_M: tl.constexpr,
+    HEADER: tl.constexpr,
+    UPCAST_DOT: tl.constexpr,
+    SHRINK_PROGRAMS: tl.constexpr,
+    SHRINK_TILE_M: tl.constexpr,
+    SHRINK_BLOCK_K: tl.constexpr,
+    SHRINK_STEPS: tl.constexpr,
+    SHRINK_RUNS: tl.constexpr,
+):
+    """Without a shrink inside (``SHRINK_PROGRAMS`` 0): one GEMM program of the grid's
+    (column block, run of K). With it (the split form in one launch), each program takes a
+    ticket as it starts: the first ``SHRINK_PROGRAMS`` tickets run the shrink's programs
+    (:func:`.gemm_shrink.shrink_program`, counting each finished sum per slice), the rest the
+    GEMM's, whose epilogue waits until its slice's sums are all counted. A program waits only
+    on tickets taken before its own, by programs already running that wait on nothing, so the
+    launch cannot deadlock whatever the GPU schedules. The last program to finish zeroes the
+    counters for the next launch (a CUDA graph replays it as it is)."""
+    if SHRINK_PROGRAMS == 0:
+        gemm_program(
+            tl.program_id(0), tl.program_id(1), x_ptr, w_ptr, lora_base_ptr, a_off0, a_off1,
+            a_off2, b_off0, b_off1, b_off2, end0, end1, token_slot_ptr, fused_slot_ptr, y_ptr,
+            dora_scales_ptr, dora_live_ptr, partials_ptr, arrivals_ptr, rest_ptr, shrunk_ptr,
+            shrink_tiles_ptr, sync_ptr, m, n, k, rank, scale, BLOCK_M, BLOCK_N, BLOCK_K, R_PAD,
+            SPLIT_K, FUSED, DORA, EXPAND, CHUNK, CHUNKS, SLICES, REST_TILE_M, HEADER, UPCAST_DOT,
+            False,
+        )  # fmt: skip
+    else:
+        ticket = tl.atomic_add(sync_ptr + SYNC_TICKETS, 1, sem="relaxed", scope="gpu")
+        if ticket < SHRINK_PROGRAMS:  # (tile by tile: a tile's slices and runs together)
+            shrink_program(
+                x_ptr, lora_base_ptr, a_off0, a_off1, a_off2, shrink_tiles_ptr,
+                shrink_partials_ptr, shrink_arrivals_ptr, shrunk_ptr, sync_ptr + SYNC_DONE, m, k,
+                rank, ticket // (SHRINK_RUNS * SLICES), ticket // SHRINK_RUNS % SLICES,
+                ticket % SHRINK_RUNS, SHRINK_TILE_M, HEADER, SHRINK_BLOCK_K, SHRINK_STEPS,
+                SHRINK_RUNS, R_PAD, SLICES, UPCAST_DOT, True,
+            )  # fmt: skip
+        else:
+            job = ticket - SHRINK_PROGRAMS
+            blocks = n // BLOCK_N
+            gemm_program(
+                job % blocks, job // blocks, x_ptr, w_ptr, lora_base_ptr, a_off0, a_off1,
+                a_off2, b_off0, b_off1, b_off2, end0, end1, token_slot_ptr, fused_slot_ptr, y_ptr,
+                dora_scales_ptr, dora_live_ptr, partials_ptr, arrivals_ptr, rest_ptr, shrunk_ptr,
+                shrink_tiles_ptr, sync_ptr, m, n, k, rank, scale, BLOCK_M, BLOCK_N, BLOCK_K,
+                R_PAD, SPLIT_K, FUSED, DORA, EXPAND, CHUNK, CHUNKS, SLICES, REST_TILE_M, HEADER,
+                UPCAST_DOT, True,
+            )  # fmt: skip
+        programs = SHRINK_PROGRAMS + n // BLOCK_N * SPLIT_K
+        finished = tl.atomic_add(sync_ptr + SYNC_FINISHED, 1, sem="acq_rel", scope="gpu")
+        if finished == programs - 1:
+            for counter in tl.static_range(SYNC_COUNTERS):
+                tl.atomic_xchg(sync_ptr + counter, 0, sem="relaxed", scope="gpu")
 
 
 def _device_name(device: torch.device) -> str:
@@ -311,12 +427,16 @@ class GemmExpand:
     """The split form's inputs to the GEMM's epilogue: the step's rest list of ``tile_m``-row
     tiles (one adapter a tile, for calls of at most ``tile_m`` rows), its shrink's intermediate
     (:func:`.gemm_shrink.launch_gemm_shrink`, unscaled) and the most adapters a step holds
-    (the slots)."""
+    (the slots). ``inside``: the shrink runs in the GEMM's own launch instead (its tensors,
+    :func:`.gemm_shrink.prepare_shrink`; ``shrunk`` is then its ``out``), with ``sync``: the
+    launch's :data:`SYNC_COUNTERS` zeroed counters (:func:`counter_regions`)."""
 
     rest_tiles: torch.Tensor
     tile_m: int
     shrunk: torch.Tensor
     adapters: int
+    inside: ShrinkLaunch | None = None
+    sync: torch.Tensor | None = None
 
     def check(self, m: int, slices: int, rank: int) -> None:
         """Refuse an intermediate of another shape, or a call too tall for one tile an adapter."""
@@ -327,13 +447,19 @@ class GemmExpand:
                 f"intermediate {tuple(self.shrunk.shape)} for {m} rows, {slices} slices, "
                 f"rank {rank}"
             )
+        if self.inside is not None and (
+            self.sync is None or self.sync.numel() < SYNC_COUNTERS.value
+        ):
+            raise GemmLoRAShapeError(f"a shrink inside needs {SYNC_COUNTERS.value} counters")
 
     def launch_args(
         self, m: int, rank: int
-    ) -> tuple[tuple[torch.Tensor, torch.Tensor], dict[str, Any]]:
-        """The kernel's pointers (rest list, intermediate) and constexprs for this call:
-        ``CHUNK`` adapters a dot of the epilogue (their stacked ranks about 128), ``CHUNKS``
-        such dots to cover the most adapters ``m`` rows can hold."""
+    ) -> tuple[tuple[torch.Tensor, ...], dict[str, Any], int]:
+        """The kernel's pointers (rest list, intermediate, the shrink's list, partials and
+        counters, the launch's counters), its constexprs for this call (``CHUNK`` adapters a dot
+        of the epilogue, their stacked ranks about 128; ``CHUNKS`` such dots to cover the most
+        adapters ``m`` rows can hold; the shrink's, where it runs inside), and the shrink's
+        programs (0 where it runs alone)."""
         chunk = max(1, EXPAND_DOT_K // rank_padding(rank))
         constexprs = {
             "EXPAND": True,
@@ -342,11 +468,40 @@ class GemmExpand:
             "SLICES": self.shrunk.shape[1],
             "REST_TILE_M": self.tile_m,
         }
-        return (self.rest_tiles, self.shrunk), constexprs
+        if self.inside is None or self.sync is None:
+            pointers = (self.rest_tiles, self.shrunk, *(self.rest_tiles,) * 4)
+            return pointers, constexprs | NO_SHRINK_INSIDE, 0
+        inside = self.inside
+        pointers = (
+            self.rest_tiles, self.shrunk, inside.tiles, inside.partials, inside.arrivals,
+            self.sync,
+        )  # fmt: skip
+        constexprs |= {
+            "SHRINK_PROGRAMS": inside.programs,
+            "SHRINK_TILE_M": inside.tile_m,
+            "SHRINK_BLOCK_K": SHRINK_BLOCK_K,
+            "SHRINK_STEPS": inside.steps,
+            "SHRINK_RUNS": inside.runs,
+        }
+        return pointers, constexprs, inside.programs
 
 
+#: The shrink's constexprs in a launch without it inside.
+NO_SHRINK_INSIDE = {
+    "SHRINK_PROGRAMS": 0,
+    "SHRINK_TILE_M": 1,
+    "SHRINK_BLOCK_K": 1,
+    "SHRINK_STEPS": 1,
+    "SHRINK_RUNS": 1,
+}
 #: The split form's constexprs in a launch without it.
-NO_EXPAND = {"EXPAND": False, "CHUNK": 1, "CHUNKS": 1, "SLICES": 1, "REST_TILE_M": 1}
+NO_EXPAND = {
+    "EXPAND": False,
+    "CHUNK": 1,
+    "CHUNKS": 1,
+    "SLICES": 1,
+    "REST_TILE_M": 1,
+} | NO_SHRINK_INSIDE
 
 
 #: Arrival counters a K-split launch may use (one per column block).
@@ -357,6 +512,15 @@ def arrival_counters(device: torch.device | str) -> torch.Tensor:
     """Zeroed counters for :func:`launch_gemm_lora`'s K splits; each launch leaves them zero.
     Allocate them before a CUDA graph is captured (the work list holds the served ones)."""
     return torch.zeros(GEMM_ARRIVALS, dtype=torch.int32, device=device)
+
+
+def counter_regions(arrivals: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`arrival_counters` cut in three for a launch that holds the shrink too (its
+    programs run beside the GEMM's, so they cannot share counters): the GEMM's K splits, the
+    shrink's arrivals, the launch's :data:`SYNC_COUNTERS`."""
+    half = arrivals.numel() // 2
+    sync = SYNC_COUNTERS.value
+    return arrivals[:half], arrivals[half:-sync], arrivals[-sync:]
 
 
 def launch_gemm_lora(
@@ -453,11 +617,14 @@ def _launch(
                 f"a tile that splits K needs {column_blocks} arrival counters on {y.device}"
             )
         partials = torch.empty((tile.split_k, m, n), dtype=torch.float32, device=y.device)
-    kernel, upcast = kernel_for(_gemm_lora_kernel, x, ("m",))
-    expand_ptrs, expand_constexprs = (y, y), NO_EXPAND  # (pointers the kernel does not read)
+    kernel, upcast = kernel_for(_gemm_lora_kernel, x, ("m",), (shrink_program, gemm_program))
+    expand_ptrs: tuple[torch.Tensor, ...] = (y,) * 6  # (pointers the kernel does not read)
+    expand_constexprs, grid = NO_EXPAND, (column_blocks, tile.split_k)
     if expand is not None:
-        expand_ptrs, expand_constexprs = expand.launch_args(m, rank)
-    kernel[(column_blocks, tile.split_k)](
+        expand_ptrs, expand_constexprs, shrink_programs = expand.launch_args(m, rank)
+        if shrink_programs:  # (one axis of tickets: the shrink's programs, then the GEMM's)
+            grid = (shrink_programs + column_blocks * tile.split_k, 1)
+    kernel[grid](
         x, w, *lora_args, y, *dora_args, partials, arrivals if arrivals is not None else y,
         *expand_ptrs, m, n, k, rank, scale,
         BLOCK_M=max(MIN_DOT, triton.next_power_of_2(m)), BLOCK_N=tile.block_n,

@@ -18,6 +18,9 @@ serves the rest of the step's LoRA tokens:
   list, empty in a one-adapter step) and their expand in the GEMM's epilogue; no launch
   follows the GEMM. A call the split form does not fit (more rows than a rest tile holds, or K
   not in whole shrink runs) takes ``OURS`` instead;
+- ``ONE_LAUNCH``: the split form with the shrink's programs inside the GEMM's launch (runs of
+  ``INSIDE_RUN_STEPS`` K steps: they run under the GEMM's K loop, so fewer, longer ones);
+  where it does not fit, ``OURS``;
 - ``FUSED``: the GEMM with the fused slot, then our launch (:func:`.ops.lora_linear_impl`) on
   the rest work list;
 - ``OURS``: under the flag, cuBLAS or the plain tile, then our launch on the whole work list;
@@ -37,8 +40,14 @@ from __future__ import annotations
 import torch
 
 from .config import BLOCK_M_LARGE, BLOCK_M_SMALL
-from .gemm_lora import GemmExpand, fusable, launch_gemm_lora, launch_plain_gemm
-from .gemm_shrink import launch_gemm_shrink, shrink_runs
+from .gemm_lora import (
+    GemmExpand,
+    counter_regions,
+    fusable,
+    launch_gemm_lora,
+    launch_plain_gemm,
+)
+from .gemm_shrink import RUN_STEPS, launch_gemm_shrink, prepare_shrink, shrink_runs
 from .gemm_tiles import SeveralRoute
 from .layout import DoraEpilogue
 from .op_registry import register_op
@@ -46,6 +55,10 @@ from .ops import lora_linear_impl, use_triton
 from .ranks import tracker_for
 
 OP_NAME = "hi_moe_lora::gemm_lora_linear"
+#: K steps a run of the shrink holds inside the GEMM's launch (1,024 of K: 4 runs at K = 4,096).
+INSIDE_RUN_STEPS = 8
+#: The routes that expand in the GEMM's epilogue.
+SPLIT_ROUTES = (SeveralRoute.SPLIT, SeveralRoute.ONE_LAUNCH)
 
 
 def gemm_lora_linear_impl(
@@ -82,17 +95,24 @@ def gemm_lora_linear_impl(
     if dora_scales is not None and dora_live is not None:
         dora = DoraEpilogue(dora_scales, dora_live)
     several = plan.several if plan is not None else SeveralRoute.OURS
-    if several is SeveralRoute.SPLIT and not _split_form_fits(x):
+    if several in SPLIT_ROUTES and not _split_form_fits(x, several):
         several = SeveralRoute.OURS
-    if plan is not None and fused and (alone or several is SeveralRoute.SPLIT):
+    if plan is not None and fused and (alone or several in SPLIT_ROUTES):
         expand = None
-        if not alone:  # (several adapters, or a count not known: the rest list shrunk ahead)
-            slots = slot_rank.numel()
+        arrivals = gemm_arrivals
+        slots = slot_rank.numel()
+        if not alone and several is SeveralRoute.SPLIT:  # (the rest list shrunk ahead)
             shrunk = launch_gemm_shrink(x, lora_a, rest_small, BLOCK_M_SMALL, slots, gemm_arrivals)
             expand = GemmExpand(rest_large, BLOCK_M_LARGE, shrunk, slots)
+        elif not alone:  # (the rest list shrunk inside the GEMM's launch)
+            arrivals, shrink_arrivals, sync = counter_regions(gemm_arrivals)
+            inside = prepare_shrink(
+                x, lora_a, rest_small, BLOCK_M_SMALL, slots, shrink_arrivals, INSIDE_RUN_STEPS
+            )
+            expand = GemmExpand(rest_large, BLOCK_M_LARGE, inside.out, slots, inside, sync)
         launch_gemm_lora(
             y, x, weight, lora_a, lora_b, token_slot, fused_slot, scale, dora,
-            plan.lora_tile, gemm_arrivals, expand,
+            plan.lora_tile, arrivals, expand,
         )  # fmt: skip
         tracker = tracker_for(slot_rank)  # (our launch, which would, is not made)
         if tracker is not None:
@@ -116,10 +136,11 @@ def gemm_lora_linear_impl(
     )  # fmt: skip
 
 
-def _split_form_fits(x: torch.Tensor) -> bool:
-    """Whether the split form takes a call of this shape: every adapter's rows in one tile of
-    the rest list, and K in whole shrink steps."""
-    return x.shape[0] <= BLOCK_M_LARGE and shrink_runs(x.shape[1]) is not None
+def _split_form_fits(x: torch.Tensor, route: SeveralRoute) -> bool:
+    """Whether the split form (``route``: alone or inside the GEMM's launch) takes a call of
+    this shape: every adapter's rows in one tile of the rest list, and K in whole shrink runs."""
+    steps = INSIDE_RUN_STEPS if route is SeveralRoute.ONE_LAUNCH else RUN_STEPS
+    return x.shape[0] <= BLOCK_M_LARGE and shrink_runs(x.shape[1], steps) is not None
 
 
 gemm_lora_linear = register_op(OP_NAME, gemm_lora_linear_impl, ("y", "counters", "gemm_arrivals"))

@@ -21,6 +21,7 @@ whose LoRA rides inside the GEMM) costs one near-empty launch.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 import triton
@@ -39,14 +40,14 @@ class GemmShrinkShapeError(ValueError):
     """The call's tensors do not fit the shrink's layout."""
 
 
-def shrink_runs(k: int) -> int | None:
-    """How many runs of K the shrink takes (each ``RUN_STEPS`` steps); None where K is not a
+def shrink_runs(k: int, steps: int = RUN_STEPS) -> int | None:
+    """How many runs of K the shrink takes (each ``steps`` steps); None where K is not a
     whole number of runs (the split form then does not apply)."""
-    run = SHRINK_BLOCK_K * RUN_STEPS
+    run = SHRINK_BLOCK_K * steps
     return k // run if k % run == 0 else None
 
 
-def _gemm_shrink_kernel(  # type: ignore[no-untyped-def]
+def shrink_program(  # type: ignore[no-untyped-def]
     x_ptr,
     lora_base_ptr,
     a_off0,
@@ -56,9 +57,13 @@ def _gemm_shrink_kernel(  # type: ignore[no-untyped-def]
     partials_ptr,
     arrivals_ptr,
     out_ptr,
+    done_ptr,
     m,
     k,
     rank,
+    tile,
+    piece,
+    run,
     TILE_M: tl.constexpr,
     HEADER: tl.constexpr,
     BLOCK_K: tl.constexpr,
@@ -67,13 +72,14 @@ def _gemm_shrink_kernel(  # type: ignore[no-untyped-def]
     R_PAD: tl.constexpr,
     SLICES: tl.constexpr,
     UPCAST_DOT: tl.constexpr,
+    COUNT_DONE: tl.constexpr,
 ):
-    """One program: a token tile's rows times its adapter's A of one slice, over one run of K;
-    the last of the (tile, slice)'s runs to arrive sums them all."""
-    tile = tl.program_id(0)
+    """One program's work (a device function: this module's launch, and the one-launch split
+    form of :mod:`.gemm_lora`): the token tile ``tile``'s rows times its adapter's A of slice
+    ``piece``, over the ``run``-th run of K; the last of the (tile, slice)'s runs to arrive sums
+    them all into ``out``. ``COUNT_DONE``: that program then counts the finished sum at
+    ``done_ptr[piece]`` (release: the sum is visible to whoever reads the count)."""
     if tile < tl.load(tiles_ptr):
-        piece = tl.program_id(1)
-        run = tl.program_id(2)
         record = tiles_ptr + HEADER + tile * (3 + TILE_M)
         slot = tl.load(record).to(tl.int64)
         length = tl.load(record + 2)
@@ -113,11 +119,99 @@ def _gemm_shrink_kernel(  # type: ignore[no-untyped-def]
             out = out_ptr + (rows[:, None] * SLICES + piece) * R_PAD + ranks[None, :]
             tl.store(out, total, mask=row_ok[:, None])
             tl.atomic_xchg(counter, 0, sem="relaxed", scope="gpu")
+            if COUNT_DONE:
+                tl.debug_barrier()  # (every thread's share of the sum stored first)
+                tl.atomic_add(done_ptr + piece, 1, sem="release", scope="gpu")
+
+
+def _gemm_shrink_kernel(  # type: ignore[no-untyped-def]
+    x_ptr,
+    lora_base_ptr,
+    a_off0,
+    a_off1,
+    a_off2,
+    tiles_ptr,
+    partials_ptr,
+    arrivals_ptr,
+    out_ptr,
+    m,
+    k,
+    rank,
+    TILE_M: tl.constexpr,
+    HEADER: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    STEPS: tl.constexpr,
+    RUNS: tl.constexpr,
+    R_PAD: tl.constexpr,
+    SLICES: tl.constexpr,
+    UPCAST_DOT: tl.constexpr,
+):
+    """One program: (token tile, slice, run of K) from the grid's three axes."""
+    shrink_program(
+        x_ptr, lora_base_ptr, a_off0, a_off1, a_off2, tiles_ptr, partials_ptr, arrivals_ptr,
+        out_ptr, arrivals_ptr, m, k, rank, tl.program_id(0), tl.program_id(1),
+        tl.program_id(2), TILE_M, HEADER, BLOCK_K, STEPS, RUNS, R_PAD, SLICES, UPCAST_DOT, False,
+    )  # fmt: skip
 
 
 def rank_padding(rank: int) -> int:
     """The intermediate's padded width: a power of two, at least ``tl.dot``'s 16."""
     return max(16, int(triton.next_power_of_2(rank)))
+
+
+@dataclass(frozen=True)
+class ShrinkLaunch:
+    """A shrink's launch, its tensors made and checked: where it runs alone
+    (:func:`launch_gemm_shrink`) or inside the GEMM's launch (:mod:`.gemm_lora`)."""
+
+    #: The fp32 intermediate ``(m, slices, rank padding)`` the shrink writes.
+    out: torch.Tensor
+    #: The work list and its tiles' rows.
+    tiles: torch.Tensor
+    tile_m: int
+    #: The runs' fp32 partials and the (tile, slice) arrival counters (zeroed, left zeroed).
+    partials: torch.Tensor
+    arrivals: torch.Tensor
+    #: K steps a run holds, and the runs K takes.
+    steps: int
+    runs: int
+    #: Programs the launch holds: the most tiles the list can meet, by slices, by runs.
+    programs: int
+
+
+def prepare_shrink(
+    x: torch.Tensor,
+    lora_a: Sequence[torch.Tensor],
+    tiles: torch.Tensor,
+    tile_m: int,
+    num_slots: int,
+    arrivals: torch.Tensor,
+    steps: int = RUN_STEPS,
+) -> ShrinkLaunch:
+    """Check a shrink call's tensors and make its intermediate and partials (runs of ``steps``
+    K steps); :class:`GemmShrinkShapeError` where they do not fit."""
+    m, k = x.shape
+    runs = shrink_runs(k, steps)
+    rank = lora_a[0].shape[2] if lora_a else 0
+    if runs is None or not 1 <= len(lora_a) <= 3:
+        raise GemmShrinkShapeError(f"{len(lora_a)} slices of K {k}: no shrink for this shape")
+    for a in lora_a:
+        if a.shape[2:] != (rank, k) or not a.is_contiguous() or a.dtype != x.dtype:
+            raise GemmShrinkShapeError(f"A {tuple(a.shape)} does not fit rank {rank}, K {k}")
+    if not x.is_contiguous():
+        raise GemmShrinkShapeError("x must be contiguous")
+    slices = len(lora_a)
+    most_tiles = upper_bound_tiles(m, num_slots, tile_m)
+    if arrivals.numel() < most_tiles * slices or arrivals.device != x.device:
+        raise GemmShrinkShapeError(f"{most_tiles * slices} arrival counters needed on {x.device}")
+    r_pad = rank_padding(rank)
+    out = torch.empty((m, slices, r_pad), dtype=torch.float32, device=x.device)
+    partials = torch.empty(
+        (most_tiles, slices, runs, tile_m, r_pad), dtype=torch.float32, device=x.device
+    )
+    return ShrinkLaunch(
+        out, tiles, tile_m, partials, arrivals, steps, runs, most_tiles * slices * runs
+    )
 
 
 def launch_gemm_shrink(
@@ -132,34 +226,20 @@ def launch_gemm_shrink(
     for the tokens of the work list ``tiles`` (its ``tile_m``-row list); rows of tokens the list
     does not hold are left unwritten. ``arrivals``: zeroed counters
     (:func:`.gemm_lora.arrival_counters`), left zeroed."""
-    m, k = x.shape
-    runs = shrink_runs(k)
-    rank = lora_a[0].shape[2] if lora_a else 0
-    if runs is None or not 1 <= len(lora_a) <= 3:
-        raise GemmShrinkShapeError(f"{len(lora_a)} slices of K {k}: no shrink for this shape")
-    for a in lora_a:
-        if a.shape[2:] != (rank, k) or not a.is_contiguous() or a.dtype != x.dtype:
-            raise GemmShrinkShapeError(f"A {tuple(a.shape)} does not fit rank {rank}, K {k}")
-    if not x.is_contiguous():
-        raise GemmShrinkShapeError("x must be contiguous")
+    shrink = prepare_shrink(x, lora_a, tiles, tile_m, num_slots, arrivals)
     table = element_offsets(list(lora_a))
     if table is None:
         raise GemmShrinkShapeError("the slices' A must share a dtype and a device")
     base, offsets = table
     slices = len(lora_a)
-    most_tiles = upper_bound_tiles(m, num_slots, tile_m)
-    if arrivals.numel() < most_tiles * slices or arrivals.device != x.device:
-        raise GemmShrinkShapeError(f"{most_tiles * slices} arrival counters needed on {x.device}")
     a_offs = [offsets[min(i, slices - 1)] for i in range(3)]
-    r_pad = rank_padding(rank)
-    out = torch.empty((m, slices, r_pad), dtype=torch.float32, device=x.device)
-    partials = torch.empty(
-        (most_tiles, slices, runs, tile_m, r_pad), dtype=torch.float32, device=x.device
-    )
-    kernel, interpreted = kernel_for(_gemm_shrink_kernel, x, ("m",))
-    kernel[(most_tiles, slices, runs)](
-        x, base, *a_offs, tiles, partials, arrivals, out, m, k, rank,
-        TILE_M=tile_m, HEADER=HEADER_SIZE, BLOCK_K=SHRINK_BLOCK_K, STEPS=RUN_STEPS, RUNS=runs,
-        R_PAD=r_pad, SLICES=slices, UPCAST_DOT=interpreted, num_warps=4, num_stages=1,
+    m, k = x.shape
+    rank = lora_a[0].shape[2]
+    kernel, interpreted = kernel_for(_gemm_shrink_kernel, x, ("m",), (shrink_program,))
+    kernel[(shrink.programs // (slices * shrink.runs), slices, shrink.runs)](
+        x, base, *a_offs, tiles, shrink.partials, arrivals, shrink.out, m, k, rank,
+        TILE_M=tile_m, HEADER=HEADER_SIZE, BLOCK_K=SHRINK_BLOCK_K, STEPS=shrink.steps,
+        RUNS=shrink.runs, R_PAD=rank_padding(rank), SLICES=slices, UPCAST_DOT=interpreted,
+        num_warps=4, num_stages=1,
     )  # fmt: skip
-    return out
+    return shrink.out

@@ -93,6 +93,10 @@ class SeveralRoute(enum.Enum):
     #: A shrink launch over the rest of the step's tokens, then the LoRA tile's GEMM with their
     #: expand in its epilogue; no launch after it.
     SPLIT = "split"
+    #: The split form in one launch: the shrink's programs take the launch's first tickets and
+    #: the GEMM's wait for them only in the epilogue, so the shrink runs under the GEMM's K loop
+    #: instead of ahead of it.
+    ONE_LAUNCH = "one-launch"
 
 
 @dataclass(frozen=True)

@@ -1,35 +1,78 @@
 """A kernel function in the flavour a call takes: compiled for CUDA tensors, run by
 Triton's interpreter otherwise (CPU tests, or ``TRITON_INTERPRET=1`` on a GPU host). Each
-flavour is made once per kernel function."""
+flavour is made once per kernel function.
+
+A kernel that calls device functions resolves them through its globals, and a compiled kernel
+needs JIT functions there while the interpreter needs interpreted ones: each flavour then gets
+its own copy of the globals, the callees wrapped for it (the source, and so the compiled code,
+is shared).
+"""
 
 from __future__ import annotations
 
 import functools
 import os
+import types
 from collections.abc import Callable
 from typing import Any
 
 import torch
 import triton
 
-
-@functools.cache
-def _compiled(function: Callable[..., Any], do_not_specialize: tuple[str, ...]) -> Any:
-    return triton.jit(do_not_specialize=list(do_not_specialize))(function)
+#: Device functions a kernel calls, callees first (each may call those before it).
+Callees = tuple[Callable[..., Any], ...]
 
 
 @functools.cache
-def _interpreted(function: Callable[..., Any]) -> Any:
+def _compiled(function: Callable[..., Any], do_not_specialize: tuple[str, ...], callees: Callees) -> Any:
+    kernel = with_callees(function, callees, triton.jit)
+    return triton.jit(do_not_specialize=list(do_not_specialize))(kernel)
+
+
+@functools.cache
+def _interpreted(function: Callable[..., Any], callees: Callees) -> Any:
     from triton.runtime.interpreter import InterpretedFunction
 
-    return InterpretedFunction(function)
+    return InterpretedFunction(with_callees(function, callees, InterpretedFunction))
 
 
 def kernel_for(
-    function: Callable[..., Any], x: torch.Tensor, do_not_specialize: tuple[str, ...] = ()
+    function: Callable[..., Any],
+    x: torch.Tensor,
+    do_not_specialize: tuple[str, ...] = (),
+    callees: Callees = (),
 ) -> tuple[Any, bool]:
-    """The flavour of ``function`` for a call on ``x``, and whether it is the interpreter's
-    (whose dots the kernels upcast to float32)."""
+    """The flavour of ``function`` (calling the device functions ``callees``) for a call on
+    ``x``, and whether it is the interpreter's (whose dots the kernels upcast to float32)."""
     if x.is_cuda and os.environ.get("TRITON_INTERPRET", "0") != "1":
-        return _compiled(function, do_not_specialize), False
-    return _interpreted(function), True
+        return _compiled(function, do_not_specialize, callees), False
+    return _interpreted(function, callees), True
+
+
+def with_callees(
+    function: Callable[..., Any], callees: Callees, wrap: Callable[[Callable[..., Any]], Any]
+) -> Callable[..., Any]:
+    """``function`` over a copy of its module's globals (and its callees' modules') in which
+    each callee is wrapped by ``wrap``; ``function`` itself where it calls none."""
+    if not callees:
+        return function
+    scope: dict[str, Any] = {}
+    for module_globals in {id(fn.__globals__): fn.__globals__ for fn in callees}.values():
+        scope.update(module_globals)
+    scope.update(function.__globals__)
+    for fn in callees:
+        scope[fn.__name__] = wrap(with_globals(fn, scope))
+    return with_globals(function, scope)
+
+
+def with_globals(fn: Callable[..., Any], scope: dict[str, Any]) -> Callable[..., Any]:
+    """A copy of ``fn`` that resolves its globals in ``scope``."""
+    copy = types.FunctionType(fn.__code__, scope, fn.__name__, fn.__defaults__, fn.__closure__)
+    # The annotations are not part of the code object, and Triton finds the constexpr
+    # parameters through them.
+    copy.__annotations__ = dict(fn.__annotations__)
+    copy.__kwdefaults__ = fn.__kwdefaults__
+    copy.__qualname__ = fn.__qualname__
+    copy.__module__ = fn.__module__
+    copy.__doc__ = fn.__doc__
+    return copy

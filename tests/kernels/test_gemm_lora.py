@@ -12,11 +12,12 @@ from hi_moe_lora.kernels.gemm_lora import (
     GemmExpand,
     GemmLoRAShapeError,
     arrival_counters,
+    counter_regions,
     fusable,
     launch_gemm_lora,
     launch_plain_gemm,
 )
-from hi_moe_lora.kernels.gemm_shrink import launch_gemm_shrink
+from hi_moe_lora.kernels.gemm_shrink import launch_gemm_shrink, prepare_shrink
 from hi_moe_lora.kernels.gemm_tiles import GemmPlan, GemmTile, SeveralRoute, default_plan
 from hi_moe_lora.kernels.layout import DoraEpilogue
 from hi_moe_lora.kernels.worklist import WorkListBuffers
@@ -66,6 +67,21 @@ def _reference(
                 out[row, col : col + width] += inter.double() @ b_i[slot, 0].double().T
         col += width
     return out
+
+
+def _split_form(
+    x: torch.Tensor, a: list[torch.Tensor], work: WorkListBuffers, inside: bool
+) -> tuple[GemmExpand, torch.Tensor, torch.Tensor]:
+    """The split form's expand, the GEMM's arrival counters and the whole counter tensor: the
+    shrink launched ahead, or (``inside``) prepared to run inside the GEMM's launch."""
+    arrivals = arrival_counters(x.device)
+    rest_small, rest_large = work.rest_tiles[BLOCK_M_SMALL], work.rest_tiles[BLOCK_M_LARGE]
+    if not inside:
+        shrunk = launch_gemm_shrink(x, a, rest_small, BLOCK_M_SMALL, SLOTS, arrivals)
+        return GemmExpand(rest_large, BLOCK_M_LARGE, shrunk, SLOTS), arrivals, arrivals
+    gemm, shrink, sync = counter_regions(arrivals)
+    launch = prepare_shrink(x, a, rest_small, BLOCK_M_SMALL, SLOTS, shrink)
+    return GemmExpand(rest_large, BLOCK_M_LARGE, launch.out, SLOTS, launch, sync), gemm, arrivals
 
 
 @pytest.mark.parametrize(
@@ -161,20 +177,19 @@ def test_a_tile_that_splits_k_adds_every_runs_share_of_base_and_lora(
         (33, 512, [64], 64, GemmTile(64, 64, 2)),  # a wide rank: two adapters a dot
     ],
 )
+@pytest.mark.parametrize("inside", [False, True], ids=["shrink-ahead", "shrink-inside"])
 def test_the_split_form_expands_every_tokens_own_adapter_in_the_epilogue(
-    m: int, k: int, widths: list[int], rank: int, tile: GemmTile, device: str
+    m: int, k: int, widths: list[int], rank: int, tile: GemmTile, inside: bool, device: str
 ) -> None:
-    """Several adapters: the shrink ahead, each token's expand by its own adapter's B."""
+    """Several adapters: the shrink ahead or inside the GEMM's launch, each token's expand by
+    its own adapter's B; every counter left zero."""
     dtype = torch.float32 if device == "cpu" else torch.bfloat16
     x, w, a, b = _case(m, k, widths, rank, device, dtype, seed=m)
     slots = [i % (SLOTS + 1) - 1 for i in range(m)]  # (every slot, tokens without an adapter)
     work = WorkListBuffers(64, SLOTS, device, fused_slot=True)
     work.update(np.array(slots), [rank] * SLOTS)
     assert work.fused_slot is not None
-    arrivals = arrival_counters(device)
-    rest_small = work.rest_tiles[BLOCK_M_SMALL]
-    shrunk = launch_gemm_shrink(x, a, rest_small, BLOCK_M_SMALL, SLOTS, arrivals)
-    expand = GemmExpand(work.rest_tiles[BLOCK_M_LARGE], BLOCK_M_LARGE, shrunk, SLOTS)
+    expand, arrivals, counters = _split_form(x, a, work, inside)
     token_slot = torch.tensor(slots, dtype=torch.int32, device=device)
     ref = _reference(x, w, a, b, slots, None, 0.5)
     tol = 1e-4 if dtype == torch.float32 else 4e-2
@@ -185,11 +200,13 @@ def test_the_split_form_expands_every_tokens_own_adapter_in_the_epilogue(
             expand=expand,
         )  # fmt: skip
         assert float((y.double() - ref).abs().max()) < tol * max(1.0, float(ref.abs().max()))
+        assert int(counters.abs().sum()) == 0
 
 
 @pytest.mark.parametrize("tile", [GemmTile(32, 64, 2), GemmTile(32, 64, 2, split_k=2)])
+@pytest.mark.parametrize("inside", [False, True], ids=["shrink-ahead", "shrink-inside"])
 def test_the_split_form_scales_each_live_dora_slots_rows_by_its_own_ratios(
-    tile: GemmTile, device: str
+    tile: GemmTile, inside: bool, device: str
 ) -> None:
     """Unsplit, and split (each run's partial scaled: the ratio is per column)."""
     dtype = torch.float32 if device == "cpu" else torch.bfloat16
@@ -199,11 +216,7 @@ def test_the_split_form_scales_each_live_dora_slots_rows_by_its_own_ratios(
     work = WorkListBuffers(64, SLOTS, device, fused_slot=True)
     work.update(np.array(slots), [16] * SLOTS)
     assert work.fused_slot is not None
-    arrivals = arrival_counters(device)
-    shrunk = launch_gemm_shrink(
-        x, a, work.rest_tiles[BLOCK_M_SMALL], BLOCK_M_SMALL, SLOTS, arrivals
-    )
-    expand = GemmExpand(work.rest_tiles[BLOCK_M_LARGE], BLOCK_M_LARGE, shrunk, SLOTS)
+    expand, arrivals, _ = _split_form(x, a, work, inside)
     g = torch.rand(SLOTS + 1, 128, generator=torch.Generator().manual_seed(2)).to(device) + 0.5
     live = torch.tensor([0, 1, 1], dtype=torch.int32, device=device)
     y = torch.full((m, 128), float("nan"), dtype=dtype, device=device)

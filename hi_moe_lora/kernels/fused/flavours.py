@@ -9,13 +9,13 @@ device functions' globals (the source, and so the compiled code, is shared).
 from __future__ import annotations
 
 import functools
-import types
 from collections.abc import Callable
 from typing import Any
 
 import triton
 
 from hi_moe_lora.kernels.config import TileConfig
+from hi_moe_lora.kernels.kernel_flavour import with_globals
 
 from . import expand, kernel, records, scratch, shrink
 
@@ -58,18 +58,6 @@ def flavour(wrap: Callable[[Callable[..., Any]], Any]) -> Callable[..., Any]:
     for fn in DEVICE_FUNCTIONS:
         scope[fn.__name__] = wrap(with_globals(fn, scope))
     return with_globals(kernel.fused_lora_kernel, scope)
-
-
-def with_globals(fn: Callable[..., Any], scope: dict[str, Any]) -> Callable[..., Any]:
-    copy = types.FunctionType(fn.__code__, scope, fn.__name__, fn.__defaults__, fn.__closure__)
-    # The annotations are not part of the code object, and Triton finds the constexpr
-    # parameters through them.
-    copy.__annotations__ = dict(fn.__annotations__)
-    copy.__kwdefaults__ = fn.__kwdefaults__
-    copy.__qualname__ = fn.__qualname__
-    copy.__module__ = fn.__module__
-    copy.__doc__ = fn.__doc__
-    return copy
 
 
 #: Arguments whose values change between calls of one layer: not specialised, so that they do
