@@ -30,8 +30,9 @@ adapter: its LoRA in the GEMM; several: the route the tile plan gives the shape,
 ``--specialize-active-lora`` graphs run it (the count of adapters known). Beside them, each
 route on its own: cuBLAS then the ``hi_moe_lora::lora_linear`` op (``ours``, and serving
 without the fused GEMM), the fused GEMM then our launch on the rest list (``fused``; the
-"before" column), and the split form's shrink launch alone (the rest of ``split`` is the op's
-column where the plan gives it).
+"before" column), the split form's shrink launch alone, and the op under the flag with the
+route for several adapters forced to each split form (``split``: the shrink launched ahead;
+``one-launch``: the shrink inside the GEMM's launch).
 
     python benchmarks/kernels/bench_fused_gemm.py [--ms 8 64] [--out results.json]
     python benchmarks/kernels/bench_fused_gemm.py --product [--ms 32 64] [--adapters 1 16]
@@ -42,6 +43,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -55,12 +57,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_lora import _graph_time  # type: ignore[import-not-found]  # (timed the same way)
 
-import hi_moe_lora.kernels.gemm_op  # (registers hi_moe_lora::gemm_lora_linear)
+import hi_moe_lora.kernels.gemm_op as gemm_op  # (registers hi_moe_lora::gemm_lora_linear)
 import hi_moe_lora.kernels.ops  # noqa: F401  (registers hi_moe_lora::lora_linear)
 import hi_moe_lora.kernels.triton_kernel as fused_launcher
 from hi_moe_lora.kernels.config import BLOCK_M_LARGE, BLOCK_M_SMALL
 from hi_moe_lora.kernels.gemm_lora import fusable, launch_gemm_lora
 from hi_moe_lora.kernels.gemm_shrink import launch_gemm_shrink
+from hi_moe_lora.kernels.gemm_tiles import SeveralRoute
 from hi_moe_lora.kernels.worklist import WorkListBuffers
 
 # Serving compiles a layer's prefill variants on its first call; this benchmark times decode
@@ -310,11 +313,31 @@ def run_product_case(shape: str, m: int, adapters: int, replays: int) -> dict[st
             no_lora, 1.0, 0, True, None, None,
         )  # fmt: skip
 
+    def routed(c: dict[str, Any], route: SeveralRoute) -> None:
+        """The op under the flag, the plan's route for several adapters replaced by ``route``."""
+        real = gemm_op.fusable
+
+        def forced(x: torch.Tensor, w: torch.Tensor, b: Any, rows: int) -> Any:
+            plan = real(x, w, b, rows)
+            return None if plan is None else replace(plan, several=route)
+
+        gemm_op.fusable = forced
+        try:
+            fused(c, specialized=True)
+        finally:
+            gemm_op.fusable = real
+
     c = pool[0]
     unfused(c)
     expected = c["y"].double()
     deviation = 0.0
-    for form in (fused, lambda c: fused(c, specialized=True), fused_then_ours):
+    split_forms = (SeveralRoute.SPLIT, SeveralRoute.ONE_LAUNCH)
+    for form in (
+        fused,
+        lambda c: fused(c, specialized=True),
+        fused_then_ours,
+        *(lambda c, r=route: routed(c, r) for route in split_forms),
+    ):
         form(c)
         deviation = max(deviation, float((c["y"].double() - expected).abs().max()))
     times = {
@@ -337,6 +360,10 @@ def run_product_case(shape: str, m: int, adapters: int, replays: int) -> dict[st
             replays,
         ),
     }
+    for route in split_forms:
+        times[f"{route.value}, specialized"] = _graph_time(
+            [lambda c=c, r=route: routed(c, r) for c in pool], replays
+        )
     return {
         "shape": shape,
         "m": m,
@@ -352,9 +379,10 @@ def product_main(args: argparse.Namespace) -> int:
     print(
         "| shape | M | adapters | cuBLAS | cuBLAS + ours | fused GEMM then ours (before) "
         "| fused op | fused op, specialized | shrink alone | LoRA adds, ours "
-        "| LoRA adds, before | LoRA adds, fused | LoRA adds, specialized | max diff |"
+        "| LoRA adds, before | LoRA adds, fused | LoRA adds, specialized "
+        "| LoRA adds, split form | LoRA adds, one launch | max diff |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for shape in args.shapes:
         for m in args.ms:
             for adapters in args.adapters:
@@ -370,6 +398,8 @@ def product_main(args: argparse.Namespace) -> int:
                     f"| {t['fused, specialized']:.1f} | {t['shrink alone']:.1f} "
                     f"| {t['cublas+ours'] - base:.1f} | {t['fused then ours'] - base:.1f} "
                     f"| {t['fused'] - base:.1f} | {t['fused, specialized'] - base:.1f} "
+                    f"| {t['split, specialized'] - base:.1f} "
+                    f"| {t['one-launch, specialized'] - base:.1f} "
                     f"| {row['max_diff_fused_vs_unfused']:.3f} |",
                     flush=True,
                 )

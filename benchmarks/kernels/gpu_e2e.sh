@@ -13,7 +13,9 @@
 #                       (ours-spec, ours-fused-spec) adds --specialize-active-lora (a CUDA graph
 #                       per count of active adapters); a "-dual" suffix (ours-dual, native-dual)
 #                       adds vLLM's dual-stream LoRA (VLLM_LORA_ENABLE_DUAL_STREAM=1: the LoRA of
-#                       each linear layer on a second stream beside the base GEMM)
+#                       each linear layer on a second stream beside the base GEMM); a "+NAME"
+#                       suffix (ours-auto-spec+one-launch) serves with the fused GEMM's tile
+#                       table benchmarks/kernels/tables/NAME.json (HI_MOE_LORA_GEMM_TILES)
 #   R=16|64             --max-lora-rank (the adapters stay rank 16); a label ending in -r<N>
 #                       (LABELS="ours ours-r16" with R=64) serves at max rank N instead
 #   N=16                adapters served (--max-loras N); make_lora_adapters.py writes the missing
@@ -131,7 +133,8 @@ late() {  # late NAME: true (and says so) when NAME would begin past DEADLINE_S 
   return 1
 }
 for L in $LABELS; do
-  LK=$(kind_of "$L"); KIND=${LK%-dual}; DUAL=0; [ "$KIND" != "$LK" ] && DUAL=1
+  TILES_ENV=(); case "$L" in *+*) TILES_ENV=(HI_MOE_LORA_GEMM_TILES=$PWD/benchmarks/kernels/tables/${L##*+}.json) ;; esac
+  LK=$(kind_of "${L%%+*}"); KIND=${LK%-dual}; DUAL=0; [ "$KIND" != "$LK" ] && DUAL=1
   DIRECT=""; [ "$KIND" = ours-jit ] && { KIND=ours; DIRECT=0; }  # our kernels through Triton's JIT
   SPEC_ARGS=(); case "$KIND" in *-spec) KIND=${KIND%-spec}; SPEC_ARGS=(--specialize-active-lora) ;; esac
   FUSED=off; [ "$KIND" = ours-fused ] && { KIND=ours; FUSED=on; }  # LoRA inside the base GEMM
@@ -142,7 +145,7 @@ for L in $LABELS; do
   [ -n "$PROFILE" ] && PROFILER_ARGS=(--profiler-config "{\"profiler\": \"torch\", \"torch_profiler_dir\": \"/tmp/hml-prof-$L$I\", \"torch_profiler_with_stack\": false, \"torch_profiler_dump_cuda_time_total\": false, \"ignore_frontend\": true}")
   # its own compile cache (servers starting together must not write one cache at once) and its
   # own range of internal ports (two servers once drew the same torch.distributed port)
-  env VLLM_PLUGINS=$PLUGINS "${RESOLVER_ENV[@]}" HI_MOE_LORA_KERNELS=$KERNELS \
+  env VLLM_PLUGINS=$PLUGINS "${RESOLVER_ENV[@]}" "${TILES_ENV[@]}" HI_MOE_LORA_KERNELS=$KERNELS \
     OMP_NUM_THREADS=${OMP_NUM_THREADS:-4} \
     HI_MOE_LORA_DIRECT_LAUNCH=$DIRECT HI_MOE_LORA_FUSED_GEMM=$FUSED \
     VLLM_LORA_ENABLE_DUAL_STREAM=$DUAL VLLM_CACHE_ROOT=/tmp/vllm-cache-$L$I \

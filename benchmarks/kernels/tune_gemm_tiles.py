@@ -13,8 +13,9 @@ K splits) per projection and keeps, for :mod:`hi_moe_lora.kernels.gemm_tiles`:
   ``--margin`` (else ``null``: cuBLAS);
 - ``several``: the fastest route for a step of 16 adapters (the rows dealt round robin): the
   plan's plain GEMM then our launch (``ours``), the GEMM on the ``lora`` tile then our launch
-  (``fused``), or the split form (``split``: a shrink launch, then the GEMM on the ``lora``
-  tile with the expand in its epilogue).
+  (``fused``), the split form (``split``: a shrink launch, then the GEMM on the ``lora``
+  tile with the expand in its epilogue), or the split form in one launch (``one-launch``: the
+  shrink's programs inside the GEMM's launch).
 
 Every call is timed in one CUDA graph over a pool of weight copies larger than L2 (each call
 reads W from HBM, as a served step does), median of the replays, at ``--m`` rows; each tile's
@@ -61,10 +62,12 @@ from hi_moe_lora.kernels.config import BLOCK_M_LARGE, BLOCK_M_SMALL
 from hi_moe_lora.kernels.gemm_lora import (
     GemmExpand,
     arrival_counters,
+    counter_regions,
     launch_gemm_lora,
     launch_plain_gemm,
 )
-from hi_moe_lora.kernels.gemm_shrink import launch_gemm_shrink
+from hi_moe_lora.kernels.gemm_op import INSIDE_RUN_STEPS
+from hi_moe_lora.kernels.gemm_shrink import launch_gemm_shrink, prepare_shrink
 from hi_moe_lora.kernels.gemm_tiles import (
     GemmPlan,
     GemmTile,
@@ -273,7 +276,9 @@ def tune_shape(
     lora_times = {tile: timed(fused, tile, lora_ref) for tile in lora_grid}
     best_plain = min(plain_times, key=lambda t: plain_times[t][0])
     best_lora = min(lora_times, key=lambda t: lora_times[t][0])
-    several_after, several_fused, several_split = _time_several(cases, best_lora, replays, timed)
+    several_after, several_fused, several_split, several_one = _time_several(
+        cases, best_lora, replays, timed
+    )
     return {
         "shape": shape,
         "n": n,
@@ -293,18 +298,21 @@ def tune_shape(
         "several_cublas_ours_us": several_after[0],
         "several_fused_ours_us": several_fused[0],
         "several_split_us": several_split[0],
+        "several_one_launch_us": several_one[0],
         "max_err_several_fused_ours": several_fused[1],
         "max_err_several_split": several_split[1],
+        "max_err_several_one_launch": several_one[1],
     }
 
 
 def _time_several(
     cases: list[dict[str, Any]], lora_tile: GemmTile, replays: int, timed: Any
-) -> tuple[tuple[float, float], tuple[float, float], tuple[float, float]]:
+) -> tuple[tuple[float, float], ...]:
     """A step of ``SLOTS`` adapters (the rows dealt round robin): cuBLAS then our launch, the
-    GEMM on ``lora_tile`` (no fused slot in such a step) then our launch on the rest, and the
+    GEMM on ``lora_tile`` (no fused slot in such a step) then our launch on the rest, the
     split form (the shrink launch, then the GEMM on ``lora_tile`` with the expand in its
-    epilogue); each (µs a call, largest difference from float64)."""
+    epilogue), and the split form in one launch (the op's runs of K for the shrink inside);
+    each (µs a call, largest difference from float64)."""
     first = cases[0]
     m = first["x"].shape[0]
     slots = [row % SLOTS for row in range(m)]
@@ -351,10 +359,23 @@ def _time_several(
             expand=GemmExpand(rest_large, BLOCK_M_LARGE, shrunk, SLOTS),
         )  # fmt: skip
 
+    gemm_arrivals, shrink_arrivals, sync = counter_regions(arrivals)
+
+    def one_launch(c: dict[str, Any]) -> None:
+        inside = prepare_shrink(
+            c["x"], c["a"], rest_small, BLOCK_M_SMALL, SLOTS, shrink_arrivals, INSIDE_RUN_STEPS
+        )
+        launch_gemm_lora(
+            c["y"], c["x"], c["w"], c["a"], c["b"], token_slot, fused_slot, 1.0,
+            tile=lora_tile, arrivals=gemm_arrivals,
+            expand=GemmExpand(rest_large, BLOCK_M_LARGE, inside.out, SLOTS, inside, sync),
+        )  # fmt: skip
+
     return (
         timed(after, None, reference),
         timed(fused_then_ours, None, reference),
         timed(split, None, reference),
+        timed(one_launch, None, reference),
     )
 
 
@@ -374,6 +395,7 @@ def plan_from(row: dict[str, Any], margin: float) -> GemmPlan:
         SeveralRoute.OURS: row.get("several_cublas_ours_us", 0.0) - row["cublas_us"] + gemm_us,
         SeveralRoute.FUSED: row.get("several_fused_ours_us", float("inf")),
         SeveralRoute.SPLIT: row.get("several_split_us", float("inf")),
+        SeveralRoute.ONE_LAUNCH: row.get("several_one_launch_us", float("inf")),
     }  # (a route a row does not hold was not measured: never taken; "ours" wins ties)
     return GemmPlan(
         lora_tile,
@@ -409,9 +431,9 @@ def main(argv: list[str] | None = None) -> int:
     print(
         "| shape | cuBLAS | cuBLAS + ours | best plain (tile) | best LoRA inside (tile) "
         "| rule of thumb, LoRA inside | 16 adapters: cuBLAS + ours | 16 adapters: LoRA tile + "
-        "ours | 16 adapters: split form | plan |"
+        "ours | 16 adapters: split form | 16 adapters: one launch | plan |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     try:
         for shape in shapes:
             row = tune_shape(shape, args.m, args.replays, args.lora_candidates, compiler)
@@ -427,7 +449,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"| {bl[5]:.1f} ({bl[0]}x{bl[1]}x{bl[2]} w{bl[3]} s{bl[4]}; err {bl[6]:.3f}) "
                 f"| {row['default_lora_us']:.1f} "
                 f"| {row['several_cublas_ours_us']:.1f} | {row['several_fused_ours_us']:.1f} "
-                f"| {row['several_split_us']:.1f} "
+                f"| {row['several_split_us']:.1f} | {row['several_one_launch_us']:.1f} "
                 f"| fuse {'yes' if plan.fuse else 'no'}, plain "
                 f"{'ours' if plan.plain_tile else 'cuBLAS'}, several {plan.several.value} |",
                 flush=True,

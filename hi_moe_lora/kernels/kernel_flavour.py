@@ -24,7 +24,9 @@ Callees = tuple[Callable[..., Any], ...]
 
 
 @functools.cache
-def _compiled(function: Callable[..., Any], do_not_specialize: tuple[str, ...], callees: Callees) -> Any:
+def _compiled(
+    function: Callable[..., Any], do_not_specialize: tuple[str, ...], callees: Callees
+) -> Any:
     kernel = with_callees(function, callees, triton.jit)
     return triton.jit(do_not_specialize=list(do_not_specialize))(kernel)
 

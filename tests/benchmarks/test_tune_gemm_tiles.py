@@ -53,7 +53,7 @@ def test_the_plain_tile_is_kept_only_when_it_beat_cublas_by_the_margin() -> None
     assert tune.plan_from(_row(18.5, 26.7, 18.3, 22.0), margin=0.02).plain_tile is None
 
 
-def test_several_adapters_take_the_fastest_of_three_routes() -> None:
+def test_several_adapters_take_the_fastest_of_four_routes() -> None:
     row = _row(18.5, 26.7, 18.4, 22.0) | {"several_cublas_ours_us": 31.0}
 
     def route(**times: float) -> SeveralRoute:
@@ -63,6 +63,9 @@ def test_several_adapters_take_the_fastest_of_three_routes() -> None:
     assert route(several_fused_ours_us=29.0, several_split_us=30.5) is SeveralRoute.FUSED
     assert route(several_fused_ours_us=31.5, several_split_us=31.5) is SeveralRoute.OURS
     assert route(several_fused_ours_us=31.0, several_split_us=31.0) is SeveralRoute.OURS  # (ties)
+    one_launch = {"several_fused_ours_us": 32.0, "several_split_us": 30.5}
+    assert route(**one_launch, several_one_launch_us=24.0) is SeveralRoute.ONE_LAUNCH
+    assert route(**one_launch, several_one_launch_us=30.6) is SeveralRoute.SPLIT
     # With a plain tile kept (3.5 µs faster than cuBLAS), "ours" runs on it instead.
     faster_plain = _row(18.5, 26.7, 15.0, 22.0) | {"several_cublas_ours_us": 31.0}
     times = {"several_fused_ours_us": 28.0, "several_split_us": 28.0}

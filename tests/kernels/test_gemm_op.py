@@ -181,6 +181,53 @@ def test_the_routes_without_the_split_form_run_our_launch_after_the_gemm(
     _assert_close(y, ref)
 
 
+@pytest.mark.parametrize("slots", [[1] * 8, SEVERAL])
+@pytest.mark.parametrize("specialized", [False, True])
+def test_the_one_launch_route_shrinks_inside_the_gemm(
+    slots: list[int], specialized: bool, device: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``ONE_LAUNCH``: no shrink launch and no launch after the GEMM; one GEMM launch, which
+    holds the shrink where the step has several adapters, or may have (the count not known);
+    every token gets its own adapter. (The counters' reset: ``test_gemm_lora.py``.)"""
+    import hi_moe_lora.kernels.gemm_lora as gemm_lora
+    import hi_moe_lora.kernels.gemm_op as gemm_op
+
+    monkeypatch.setattr(
+        gemm_lora,
+        "plan_for",
+        lambda device, n, k: replace(default_plan(n, k), several=SeveralRoute.ONE_LAUNCH),
+    )
+    monkeypatch.setattr(gemm_op, "INSIDE_RUN_STEPS", 1)  # (K = 256: two runs of the shrink)
+    shrinks = _count_calls(monkeypatch, gemm_op, "launch_gemm_shrink")
+    inside = _count_calls(monkeypatch, gemm_op, "prepare_shrink")
+    gemms = _count_calls(monkeypatch, gemm_op, "launch_gemm_lora")
+    ours = _count_calls(monkeypatch, gemm_op, "lora_linear_impl")
+    y, ref = _run(slots, device, 1, specialized=specialized)
+    _assert_close(y, ref)
+    one_adapter_alone = specialized and len(set(slots)) == 1
+    assert (shrinks, ours, gemms) == ([], [], [1])
+    assert inside == ([] if one_adapter_alone else [1])
+
+
+def test_the_one_launch_route_takes_our_launch_where_k_is_not_in_whole_runs(
+    device: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """K = 256 is not a whole run of the inside shrink's 1,024: cuBLAS, then our launch."""
+    import hi_moe_lora.kernels.gemm_lora as gemm_lora
+    import hi_moe_lora.kernels.gemm_op as gemm_op
+
+    monkeypatch.setattr(
+        gemm_lora,
+        "plan_for",
+        lambda device, n, k: replace(default_plan(n, k), several=SeveralRoute.ONE_LAUNCH),
+    )
+    inside = _count_calls(monkeypatch, gemm_op, "prepare_shrink")
+    ours = _count_calls(monkeypatch, gemm_op, "lora_linear_impl")
+    y, ref = _run(SEVERAL, device, 1, specialized=True)
+    assert (inside, ours) == ([], [1])
+    _assert_close(y, ref)
+
+
 @pytest.mark.parametrize("specialized", [False, True])
 def test_a_dora_layers_several_adapters_take_the_split_form(
     specialized: bool, device: str, monkeypatch: pytest.MonkeyPatch
