@@ -66,7 +66,7 @@ from hi_moe_lora.kernels.gemm_lora import (
     launch_gemm_lora,
     launch_plain_gemm,
 )
-from hi_moe_lora.kernels.gemm_op import inside_run_steps
+from hi_moe_lora.kernels.gemm_op import INSIDE_RUN_STEPS
 from hi_moe_lora.kernels.gemm_shrink import launch_gemm_shrink, prepare_shrink
 from hi_moe_lora.kernels.gemm_tiles import (
     GemmPlan,
@@ -361,12 +361,9 @@ def _time_several(
 
     gemm_arrivals, shrink_arrivals, sync = counter_regions(arrivals)
 
-    steps = inside_run_steps(first["x"].shape[1])
-    assert steps is not None, "K is not in whole runs of the shrink inside the GEMM"
-
     def one_launch(c: dict[str, Any]) -> None:
         inside = prepare_shrink(
-            c["x"], c["a"], rest_small, BLOCK_M_SMALL, SLOTS, shrink_arrivals, steps
+            c["x"], c["a"], rest_small, BLOCK_M_SMALL, SLOTS, shrink_arrivals, INSIDE_RUN_STEPS
         )
         launch_gemm_lora(
             c["y"], c["x"], c["w"], c["a"], c["b"], token_slot, fused_slot, 1.0,

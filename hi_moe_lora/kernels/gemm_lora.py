@@ -203,7 +203,7 @@ def gemm_program(  # type: ignore[no-untyped-def]
         # under its own adapter's ranks, so the loads of a chunk depend on nothing but its
         # owners (one gather), not on the adapter before.
         if (rest > 0) & (k_index == 0):
-            if SHRINK_INSIDE:  # (this slice's sums counted by the shrink's programs: wait)
+            if SHRINK_INSIDE:  # (this slice's sums counted by the shrink's jobs: wait)
                 owed = tl.load(shrink_tiles_ptr)
                 seen = tl.atomic_add(sync_ptr + SYNC_DONE + piece, 0, sem="acquire", scope="gpu")
                 while seen < owed:
@@ -272,9 +272,9 @@ def gemm_program(  # type: ignore[no-untyped-def]
             tl.atomic_xchg(arrivals_ptr + column_block, 0, sem="relaxed", scope="gpu")
 
 
-#: The one-launch split form's counters (``sync``, int32, zero between launches): tickets taken,
-#: programs finished, then each slice's finished shrink sums.
-SYNC_TICKETS = tl.constexpr(0)
+#: The one-launch split form's counters (``sync``, int32, zero between launches): shrink jobs
+#: taken, programs finished, then each slice's finished shrink sums.
+SYNC_JOBS = tl.constexpr(0)
 SYNC_FINISHED = tl.constexpr(1)
 SYNC_DONE = tl.constexpr(2)
 SYNC_COUNTERS = tl.constexpr(2 + MAX_GEMM_SLICES)
@@ -324,51 +324,42 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
     REST_TILE_M: tl.constexpr,
     HEADER: tl.constexpr,
     UPCAST_DOT: tl.constexpr,
-    SHRINK_PROGRAMS: tl.constexpr,
+    SHRINK_JOBS: tl.constexpr,
     SHRINK_TILE_M: tl.constexpr,
     SHRINK_BLOCK_K: tl.constexpr,
     SHRINK_STEPS: tl.constexpr,
     SHRINK_RUNS: tl.constexpr,
 ):
-    """Without a shrink inside (``SHRINK_PROGRAMS`` 0): one GEMM program of the grid's
-    (column block, run of K). With it (the split form in one launch), each program takes a
-    ticket as it starts: the first ``SHRINK_PROGRAMS`` tickets run the shrink's programs
-    (:func:`.gemm_shrink.shrink_program`, counting each finished sum per slice), the rest the
-    GEMM's, whose epilogue waits until its slice's sums are all counted. A program waits only
-    on tickets taken before its own, by programs already running that wait on nothing, so the
-    launch cannot deadlock whatever the GPU schedules. The last program to finish zeroes the
-    counters for the next launch (a CUDA graph replays it as it is)."""
-    if SHRINK_PROGRAMS == 0:
-        gemm_program(
-            tl.program_id(0), tl.program_id(1), x_ptr, w_ptr, lora_base_ptr, a_off0, a_off1,
-            a_off2, b_off0, b_off1, b_off2, end0, end1, token_slot_ptr, fused_slot_ptr, y_ptr,
-            dora_scales_ptr, dora_live_ptr, partials_ptr, arrivals_ptr, rest_ptr, shrunk_ptr,
-            shrink_tiles_ptr, sync_ptr, m, n, k, rank, scale, BLOCK_M, BLOCK_N, BLOCK_K, R_PAD,
-            SPLIT_K, FUSED, DORA, EXPAND, CHUNK, CHUNKS, SLICES, REST_TILE_M, HEADER, UPCAST_DOT,
-            False,
-        )  # fmt: skip
-    else:
-        ticket = tl.atomic_add(sync_ptr + SYNC_TICKETS, 1, sem="relaxed", scope="gpu")
-        if ticket < SHRINK_PROGRAMS:  # (tile by tile: a tile's slices and runs together)
+    """One GEMM program of the grid's (column block, run of K). With a shrink inside
+    (``SHRINK_JOBS`` above 0: the split form in one launch), each program first takes the
+    shrink's jobs by ticket while any are left (:func:`.gemm_shrink.shrink_program`, a token
+    tile's slice over a run of K; each finished sum counted per slice), then runs its GEMM,
+    whose epilogue waits until its slice's sums are all counted. A program waits only once
+    every job has been taken, each by a program already running it that waits on nothing
+    before it is done, so the launch cannot deadlock whatever the GPU schedules, and needs no
+    programs of its own for the shrink (they would hold the GEMM's shared memory). The last
+    program to finish zeroes the counters for the next launch (a CUDA graph replays it)."""
+    if SHRINK_JOBS > 0:
+        job = tl.atomic_add(sync_ptr + SYNC_JOBS, 1, sem="relaxed", scope="gpu")
+        while job < SHRINK_JOBS:  # (tile by tile: a tile's slices and runs together)
             shrink_program(
                 x_ptr, lora_base_ptr, a_off0, a_off1, a_off2, shrink_tiles_ptr,
                 shrink_partials_ptr, shrink_arrivals_ptr, shrunk_ptr, sync_ptr + SYNC_DONE, m, k,
-                rank, ticket // (SHRINK_RUNS * SLICES), ticket // SHRINK_RUNS % SLICES,
-                ticket % SHRINK_RUNS, SHRINK_TILE_M, HEADER, SHRINK_BLOCK_K, SHRINK_STEPS,
+                rank, job // (SHRINK_RUNS * SLICES), job // SHRINK_RUNS % SLICES,
+                job % SHRINK_RUNS, SHRINK_TILE_M, HEADER, SHRINK_BLOCK_K, SHRINK_STEPS,
                 SHRINK_RUNS, R_PAD, SLICES, UPCAST_DOT, True,
             )  # fmt: skip
-        else:
-            job = ticket - SHRINK_PROGRAMS
-            blocks = n // BLOCK_N
-            gemm_program(
-                job % blocks, job // blocks, x_ptr, w_ptr, lora_base_ptr, a_off0, a_off1,
-                a_off2, b_off0, b_off1, b_off2, end0, end1, token_slot_ptr, fused_slot_ptr, y_ptr,
-                dora_scales_ptr, dora_live_ptr, partials_ptr, arrivals_ptr, rest_ptr, shrunk_ptr,
-                shrink_tiles_ptr, sync_ptr, m, n, k, rank, scale, BLOCK_M, BLOCK_N, BLOCK_K,
-                R_PAD, SPLIT_K, FUSED, DORA, EXPAND, CHUNK, CHUNKS, SLICES, REST_TILE_M, HEADER,
-                UPCAST_DOT, True,
-            )  # fmt: skip
-        programs = SHRINK_PROGRAMS + n // BLOCK_N * SPLIT_K
+            job = tl.atomic_add(sync_ptr + SYNC_JOBS, 1, sem="relaxed", scope="gpu")
+    gemm_program(
+        tl.program_id(0), tl.program_id(1), x_ptr, w_ptr, lora_base_ptr, a_off0, a_off1,
+        a_off2, b_off0, b_off1, b_off2, end0, end1, token_slot_ptr, fused_slot_ptr, y_ptr,
+        dora_scales_ptr, dora_live_ptr, partials_ptr, arrivals_ptr, rest_ptr, shrunk_ptr,
+        shrink_tiles_ptr, sync_ptr, m, n, k, rank, scale, BLOCK_M, BLOCK_N, BLOCK_K, R_PAD,
+        SPLIT_K, FUSED, DORA, EXPAND, CHUNK, CHUNKS, SLICES, REST_TILE_M, HEADER, UPCAST_DOT,
+        SHRINK_JOBS > 0,
+    )  # fmt: skip
+    if SHRINK_JOBS > 0:
+        programs = tl.num_programs(0) * tl.num_programs(1)
         finished = tl.atomic_add(sync_ptr + SYNC_FINISHED, 1, sem="acq_rel", scope="gpu")
         if finished == programs - 1:
             for counter in tl.static_range(SYNC_COUNTERS):
@@ -452,14 +443,11 @@ class GemmExpand:
         ):
             raise GemmLoRAShapeError(f"a shrink inside needs {SYNC_COUNTERS.value} counters")
 
-    def launch_args(
-        self, m: int, rank: int
-    ) -> tuple[tuple[torch.Tensor, ...], dict[str, Any], int]:
+    def launch_args(self, m: int, rank: int) -> tuple[tuple[torch.Tensor, ...], dict[str, Any]]:
         """The kernel's pointers (rest list, intermediate, the shrink's list, partials and
         counters, the launch's counters), its constexprs for this call (``CHUNK`` adapters a dot
         of the epilogue, their stacked ranks about 128; ``CHUNKS`` such dots to cover the most
-        adapters ``m`` rows can hold; the shrink's, where it runs inside), and the shrink's
-        programs (0 where it runs alone)."""
+        adapters ``m`` rows can hold; the shrink's, where it runs inside)."""
         chunk = max(1, EXPAND_DOT_K // rank_padding(rank))
         constexprs = {
             "EXPAND": True,
@@ -470,25 +458,25 @@ class GemmExpand:
         }
         if self.inside is None or self.sync is None:
             pointers = (self.rest_tiles, self.shrunk, *(self.rest_tiles,) * 4)
-            return pointers, constexprs | NO_SHRINK_INSIDE, 0
+            return pointers, constexprs | NO_SHRINK_INSIDE
         inside = self.inside
         pointers = (
             self.rest_tiles, self.shrunk, inside.tiles, inside.partials, inside.arrivals,
             self.sync,
         )  # fmt: skip
         constexprs |= {
-            "SHRINK_PROGRAMS": inside.programs,
+            "SHRINK_JOBS": inside.jobs,
             "SHRINK_TILE_M": inside.tile_m,
             "SHRINK_BLOCK_K": SHRINK_BLOCK_K,
             "SHRINK_STEPS": inside.steps,
             "SHRINK_RUNS": inside.runs,
         }
-        return pointers, constexprs, inside.programs
+        return pointers, constexprs
 
 
 #: The shrink's constexprs in a launch without it inside.
 NO_SHRINK_INSIDE = {
-    "SHRINK_PROGRAMS": 0,
+    "SHRINK_JOBS": 0,
     "SHRINK_TILE_M": 1,
     "SHRINK_BLOCK_K": 1,
     "SHRINK_STEPS": 1,
@@ -516,7 +504,7 @@ def arrival_counters(device: torch.device | str) -> torch.Tensor:
 
 def counter_regions(arrivals: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """:func:`arrival_counters` cut in three for a launch that holds the shrink too (its
-    programs run beside the GEMM's, so they cannot share counters): the GEMM's K splits, the
+    jobs run beside the GEMM's, so they cannot share counters): the GEMM's K splits, the
     shrink's arrivals, the launch's :data:`SYNC_COUNTERS`."""
     half = arrivals.numel() // 2
     sync = SYNC_COUNTERS.value
@@ -619,12 +607,10 @@ def _launch(
         partials = torch.empty((tile.split_k, m, n), dtype=torch.float32, device=y.device)
     kernel, upcast = kernel_for(_gemm_lora_kernel, x, ("m",), (shrink_program, gemm_program))
     expand_ptrs: tuple[torch.Tensor, ...] = (y,) * 6  # (pointers the kernel does not read)
-    expand_constexprs, grid = NO_EXPAND, (column_blocks, tile.split_k)
+    expand_constexprs = NO_EXPAND
     if expand is not None:
-        expand_ptrs, expand_constexprs, shrink_programs = expand.launch_args(m, rank)
-        if shrink_programs:  # (one axis of tickets: the shrink's programs, then the GEMM's)
-            grid = (shrink_programs + column_blocks * tile.split_k, 1)
-    kernel[grid](
+        expand_ptrs, expand_constexprs = expand.launch_args(m, rank)
+    kernel[(column_blocks, tile.split_k)](
         x, w, *lora_args, y, *dora_args, partials, arrivals if arrivals is not None else y,
         *expand_ptrs, m, n, k, rank, scale,
         BLOCK_M=max(MIN_DOT, triton.next_power_of_2(m)), BLOCK_N=tile.block_n,

@@ -18,9 +18,10 @@ serves the rest of the step's LoRA tokens:
   list, empty in a one-adapter step) and their expand in the GEMM's epilogue; no launch
   follows the GEMM. A call the split form does not fit (more rows than a rest tile holds, or K
   not in whole shrink runs) takes ``OURS`` instead;
-- ``ONE_LAUNCH``: the split form with the shrink's programs inside the GEMM's launch (K in
-  ``INSIDE_RUNS`` runs: they run under the GEMM's K loop, so fewer, longer ones, which leave
-  the GEMM's programs more of the GPU); where it does not fit, ``OURS``;
+- ``ONE_LAUNCH``: the split form with the shrink inside the GEMM's launch, its jobs taken by
+  the GEMM's programs before their K loop (runs of ``INSIDE_RUN_STEPS`` K steps: fewer,
+  longer jobs than the shrink launch's programs, each job's ticket being a round trip);
+  where it does not fit, ``OURS``;
 - ``FUSED``: the GEMM with the fused slot, then our launch (:func:`.ops.lora_linear_impl`) on
   the rest work list;
 - ``OURS``: under the flag, cuBLAS or the plain tile, then our launch on the whole work list;
@@ -47,13 +48,7 @@ from .gemm_lora import (
     launch_gemm_lora,
     launch_plain_gemm,
 )
-from .gemm_shrink import (
-    RUN_STEPS,
-    SHRINK_BLOCK_K,
-    launch_gemm_shrink,
-    prepare_shrink,
-    shrink_runs,
-)
+from .gemm_shrink import RUN_STEPS, launch_gemm_shrink, prepare_shrink, shrink_runs
 from .gemm_tiles import SeveralRoute
 from .layout import DoraEpilogue
 from .op_registry import register_op
@@ -61,8 +56,8 @@ from .ops import lora_linear_impl, use_triton
 from .ranks import tracker_for
 
 OP_NAME = "hi_moe_lora::gemm_lora_linear"
-#: Runs of K the shrink takes inside the GEMM's launch (of 1,024 at K = 4,096, 3,584 at 14,336).
-INSIDE_RUNS = 4
+#: K steps a run of the shrink holds inside the GEMM's launch (1,024 of K: 4 runs at K = 4,096).
+INSIDE_RUN_STEPS = 8
 #: The routes that expand in the GEMM's epilogue.
 SPLIT_ROUTES = (SeveralRoute.SPLIT, SeveralRoute.ONE_LAUNCH)
 
@@ -112,10 +107,8 @@ def gemm_lora_linear_impl(
             expand = GemmExpand(rest_large, BLOCK_M_LARGE, shrunk, slots)
         elif not alone:  # (the rest list shrunk inside the GEMM's launch)
             arrivals, shrink_arrivals, sync = counter_regions(gemm_arrivals)
-            steps = inside_run_steps(x.shape[1])
-            assert steps is not None  # (the route fits: _split_form_fits)
             inside = prepare_shrink(
-                x, lora_a, rest_small, BLOCK_M_SMALL, slots, shrink_arrivals, steps
+                x, lora_a, rest_small, BLOCK_M_SMALL, slots, shrink_arrivals, INSIDE_RUN_STEPS
             )
             expand = GemmExpand(rest_large, BLOCK_M_LARGE, inside.out, slots, inside, sync)
         launch_gemm_lora(
@@ -147,16 +140,8 @@ def gemm_lora_linear_impl(
 def _split_form_fits(x: torch.Tensor, route: SeveralRoute) -> bool:
     """Whether the split form (``route``: alone or inside the GEMM's launch) takes a call of
     this shape: every adapter's rows in one tile of the rest list, and K in whole shrink runs."""
-    if route is SeveralRoute.ONE_LAUNCH:
-        return x.shape[0] <= BLOCK_M_LARGE and inside_run_steps(x.shape[1]) is not None
-    return x.shape[0] <= BLOCK_M_LARGE and shrink_runs(x.shape[1], RUN_STEPS) is not None
-
-
-def inside_run_steps(k: int) -> int | None:
-    """The K steps of each of the ``INSIDE_RUNS`` runs of a shrink inside the GEMM's launch;
-    None where K is not that many runs of whole steps."""
-    run = SHRINK_BLOCK_K * INSIDE_RUNS
-    return k // SHRINK_BLOCK_K // INSIDE_RUNS if k % run == 0 else None
+    steps = INSIDE_RUN_STEPS if route is SeveralRoute.ONE_LAUNCH else RUN_STEPS
+    return x.shape[0] <= BLOCK_M_LARGE and shrink_runs(x.shape[1], steps) is not None
 
 
 gemm_lora_linear = register_op(OP_NAME, gemm_lora_linear_impl, ("y", "counters", "gemm_arrivals"))

@@ -175,8 +175,9 @@ class ShrinkLaunch:
     #: K steps a run holds, and the runs K takes.
     steps: int
     runs: int
-    #: Programs the launch holds: the most tiles the list can meet, by slices, by runs.
-    programs: int
+    #: Its (tile, slice, run of K) jobs: the most tiles the list can meet, by slices, by runs
+    #: (one program each where it runs alone).
+    jobs: int
 
 
 def prepare_shrink(
@@ -236,7 +237,7 @@ def launch_gemm_shrink(
     m, k = x.shape
     rank = lora_a[0].shape[2]
     kernel, interpreted = kernel_for(_gemm_shrink_kernel, x, ("m",), (shrink_program,))
-    kernel[(shrink.programs // (slices * shrink.runs), slices, shrink.runs)](
+    kernel[(shrink.jobs // (slices * shrink.runs), slices, shrink.runs)](
         x, base, *a_offs, tiles, shrink.partials, arrivals, shrink.out, m, k, rank,
         TILE_M=tile_m, HEADER=HEADER_SIZE, BLOCK_K=SHRINK_BLOCK_K, STEPS=shrink.steps,
         RUNS=shrink.runs, R_PAD=rank_padding(rank), SLICES=slices, UPCAST_DOT=interpreted,

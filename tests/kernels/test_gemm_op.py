@@ -197,7 +197,7 @@ def test_the_one_launch_route_shrinks_inside_the_gemm(
         "plan_for",
         lambda device, n, k: replace(default_plan(n, k), several=SeveralRoute.ONE_LAUNCH),
     )
-    monkeypatch.setattr(gemm_op, "INSIDE_RUNS", 2)  # (K = 256: two runs of one step)
+    monkeypatch.setattr(gemm_op, "INSIDE_RUN_STEPS", 1)  # (K = 256: two runs of one step)
     shrinks = _count_calls(monkeypatch, gemm_op, "launch_gemm_shrink")
     inside = _count_calls(monkeypatch, gemm_op, "prepare_shrink")
     gemms = _count_calls(monkeypatch, gemm_op, "launch_gemm_lora")
@@ -212,7 +212,7 @@ def test_the_one_launch_route_shrinks_inside_the_gemm(
 def test_the_one_launch_route_takes_our_launch_where_k_is_not_in_whole_runs(
     device: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """K = 256 is not four runs of whole shrink steps (of 128): cuBLAS, then our launch."""
+    """K = 256 is not a whole run of the inside shrink's 1,024: cuBLAS, then our launch."""
     import hi_moe_lora.kernels.gemm_lora as gemm_lora
     import hi_moe_lora.kernels.gemm_op as gemm_op
 
@@ -287,12 +287,3 @@ def test_a_plan_with_a_plain_tile_takes_it_where_no_lora_rides_inside(
     y, ref = _run(slots, device, 1, no_lora=no_lora, specialized=specialized)
     assert cublas == []
     _assert_close(y, ref)
-
-
-@pytest.mark.parametrize(
-    ("k", "steps"), [(4096, 8), (14336, 28), (512, 1), (256, None), (640, None)]
-)
-def test_the_shrink_inside_takes_k_in_four_runs_of_whole_steps(k: int, steps: int | None) -> None:
-    from hi_moe_lora.kernels.gemm_op import inside_run_steps
-
-    assert inside_run_steps(k) == steps
