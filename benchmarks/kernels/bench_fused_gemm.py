@@ -35,7 +35,8 @@ route for several adapters forced to each split form (``split``: the shrink laun
 ``one-launch``: the shrink inside the GEMM's launch).
 
     python benchmarks/kernels/bench_fused_gemm.py [--ms 8 64] [--out results.json]
-    python benchmarks/kernels/bench_fused_gemm.py --product [--ms 32 64] [--adapters 1 16]
+    python benchmarks/kernels/bench_fused_gemm.py --product [--ms 32 64] [--adapters 1 16] \
+        [--inside-run-steps 8]
 """
 
 from __future__ import annotations
@@ -414,7 +415,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--product", action="store_true", help="time the served op")
     parser.add_argument("--adapters", type=int, nargs="+", default=[1, 16])
+    parser.add_argument(
+        "--inside-run-steps",
+        type=int,
+        default=gemm_op.INSIDE_RUN_STEPS,
+        help="K steps a shrink job holds inside the GEMM's launch (the one-launch column)",
+    )
     args = parser.parse_args(argv)
+    gemm_op.INSIDE_RUN_STEPS = args.inside_run_steps
     if not torch.cuda.is_available():
         parser.error("needs a CUDA GPU")
     if args.product:

@@ -49,7 +49,13 @@ import torch
 import triton
 import triton.language as tl
 
-from .gemm_shrink import SHRINK_BLOCK_K, ShrinkLaunch, rank_padding, shrink_program
+from .gemm_shrink import (
+    SHRINK_BLOCK_K,
+    ShrinkLaunch,
+    rank_padding,
+    shrink_program,
+    take_shrink_jobs,
+)
 from .gemm_tiles import GemmPlan, GemmTile, plan_for
 from .kernel_flavour import kernel_for
 from .layout import DoraEpilogue
@@ -94,6 +100,8 @@ def gemm_program(  # type: ignore[no-untyped-def]
     rest_ptr,
     shrunk_ptr,
     shrink_tiles_ptr,
+    shrink_partials_ptr,
+    shrink_arrivals_ptr,
     sync_ptr,
     m,
     n,
@@ -114,12 +122,17 @@ def gemm_program(  # type: ignore[no-untyped-def]
     REST_TILE_M: tl.constexpr,
     HEADER: tl.constexpr,
     UPCAST_DOT: tl.constexpr,
-    SHRINK_INSIDE: tl.constexpr,
+    SHRINK_JOBS: tl.constexpr,
+    SHRINK_TILE_M: tl.constexpr,
+    SHRINK_BLOCK_K: tl.constexpr,
+    SHRINK_STEPS: tl.constexpr,
+    SHRINK_RUNS: tl.constexpr,
 ):
     """One GEMM program (a device function): ``BLOCK_N`` output columns (column block
     ``column_block``, inside one slice) for all ``m`` rows, over the ``k_index``-th of
-    ``SPLIT_K`` equal runs of K. ``SHRINK_INSIDE``: the split form's shrink runs in this launch
-    (:func:`_gemm_lora_kernel`), and the epilogue waits for its slice's sums."""
+    ``SPLIT_K`` equal runs of K. ``SHRINK_JOBS`` above 0: the split form's shrink runs in this
+    launch (:func:`_gemm_lora_kernel`); after its K loop the program takes the jobs still left,
+    and its epilogue waits for its slice's sums."""
     n0 = column_block * BLOCK_N
     k_run = k // SPLIT_K
     k_first = k_index * k_run
@@ -154,7 +167,7 @@ def gemm_program(  # type: ignore[no-untyped-def]
         piece = tl.where(n0 >= end1, 2, tl.where(n0 >= end0, 1, 0))
         shrunk_ptrs = shrunk_ptr + (offs_m[:, None] * SLICES + piece) * R_PAD + ranks[None, :]
         shrunk_ok = ((rest_slot >= 0) & (offs_m < m * (rest > 0)))[:, None]  # (none if empty)
-        if not SHRINK_INSIDE:
+        if SHRINK_JOBS == 0:
             shrunk = tl.load(shrunk_ptrs, mask=shrunk_ok, other=0.0)
     x_ptrs = x_ptr + offs_m[:, None] * k + k_first + tl.arange(0, BLOCK_K)[None, :]
     w_ptrs = w_ptr + offs_n[None, :].to(tl.int64) * k + k_first + tl.arange(0, BLOCK_K)[:, None]
@@ -194,6 +207,13 @@ def gemm_program(  # type: ignore[no-untyped-def]
                 xt = xt.to(tl.float32)
                 wt = wt.to(tl.float32)
             acc = tl.dot(xt, wt, acc)
+    if SHRINK_JOBS > 0:  # (the jobs the helpers have not taken yet: none is left untaken)
+        take_shrink_jobs(
+            x_ptr, lora_base_ptr, a_off0, a_off1, a_off2, shrink_tiles_ptr, shrink_partials_ptr,
+            shrink_arrivals_ptr, shrunk_ptr, sync_ptr + SYNC_JOBS, sync_ptr + SYNC_DONE, m, k,
+            rank, SHRINK_JOBS, SHRINK_TILE_M, HEADER, SHRINK_BLOCK_K, SHRINK_STEPS, SHRINK_RUNS,
+            R_PAD, SLICES, UPCAST_DOT,
+        )  # fmt: skip
     if EXPAND:
         # The split form: the rest list's adapters, shrunk ahead (:mod:`.gemm_shrink`), expanded
         # here for these columns; K's first run adds it (the runs' sum is linear). The list's
@@ -203,7 +223,7 @@ def gemm_program(  # type: ignore[no-untyped-def]
         # under its own adapter's ranks, so the loads of a chunk depend on nothing but its
         # owners (one gather), not on the adapter before.
         if (rest > 0) & (k_index == 0):
-            if SHRINK_INSIDE:  # (this slice's sums counted by the shrink's jobs: wait)
+            if SHRINK_JOBS > 0:  # (this slice's sums counted by the shrink's jobs: wait)
                 owed = tl.load(shrink_tiles_ptr)
                 seen = tl.atomic_add(sync_ptr + SYNC_DONE + piece, 0, sem="acquire", scope="gpu")
                 while seen < owed:
@@ -330,40 +350,59 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
     SHRINK_STEPS: tl.constexpr,
     SHRINK_RUNS: tl.constexpr,
 ):
-    """One GEMM program of the grid's (column block, run of K). With a shrink inside
-    (``SHRINK_JOBS`` above 0: the split form in one launch), each program first takes the
-    shrink's jobs by ticket while any are left (:func:`.gemm_shrink.shrink_program`, a token
-    tile's slice over a run of K; each finished sum counted per slice), then runs its GEMM,
-    whose epilogue waits until its slice's sums are all counted. A program waits only once
-    every job has been taken, each by a program already running it that waits on nothing
-    before it is done, so the launch cannot deadlock whatever the GPU schedules, and needs no
-    programs of its own for the shrink (they would hold the GEMM's shared memory). The last
-    program to finish zeroes the counters for the next launch (a CUDA graph replays it)."""
+    """One GEMM program of the grid's (column block, run of K); with a shrink inside
+    (``SHRINK_JOBS`` above 0: the split form in one launch), one axis of GEMM programs and,
+    after them, helper programs that take the shrink's jobs by ticket from the start
+    (:func:`.gemm_shrink.take_shrink_jobs`), on the SMs the GEMM leaves free, under its K loop.
+    A GEMM program takes the jobs still left after its K loop, then its epilogue waits until its
+    slice's sums are all counted: it waits only once every job has been taken, each by a
+    program running it that waits on nothing, so the launch cannot deadlock whatever the GPU
+    schedules (helpers that start late find no job and return). The last program to finish
+    zeroes the counters for the next launch (a CUDA graph replays it as it is)."""
+    if SHRINK_JOBS == 0:
+        column_block, k_index = tl.program_id(0), tl.program_id(1)
+    else:
+        blocks = n // BLOCK_N
+        column_block, k_index = tl.program_id(0) % blocks, tl.program_id(0) // blocks
+    if k_index < SPLIT_K:
+        gemm_program(
+            column_block, k_index, x_ptr, w_ptr, lora_base_ptr, a_off0, a_off1, a_off2, b_off0,
+            b_off1, b_off2, end0, end1, token_slot_ptr, fused_slot_ptr, y_ptr, dora_scales_ptr,
+            dora_live_ptr, partials_ptr, arrivals_ptr, rest_ptr, shrunk_ptr, shrink_tiles_ptr,
+            shrink_partials_ptr, shrink_arrivals_ptr, sync_ptr, m, n, k, rank, scale, BLOCK_M,
+            BLOCK_N, BLOCK_K, R_PAD, SPLIT_K, FUSED, DORA, EXPAND, CHUNK, CHUNKS, SLICES,
+            REST_TILE_M, HEADER, UPCAST_DOT, SHRINK_JOBS, SHRINK_TILE_M, SHRINK_BLOCK_K,
+            SHRINK_STEPS, SHRINK_RUNS,
+        )  # fmt: skip
+    else:  # (a helper)
+        take_shrink_jobs(
+            x_ptr, lora_base_ptr, a_off0, a_off1, a_off2, shrink_tiles_ptr, shrink_partials_ptr,
+            shrink_arrivals_ptr, shrunk_ptr, sync_ptr + SYNC_JOBS, sync_ptr + SYNC_DONE, m, k,
+            rank, SHRINK_JOBS, SHRINK_TILE_M, HEADER, SHRINK_BLOCK_K, SHRINK_STEPS, SHRINK_RUNS,
+            R_PAD, SLICES, UPCAST_DOT,
+        )  # fmt: skip
     if SHRINK_JOBS > 0:
-        job = tl.atomic_add(sync_ptr + SYNC_JOBS, 1, sem="relaxed", scope="gpu")
-        while job < SHRINK_JOBS:  # (tile by tile: a tile's slices and runs together)
-            shrink_program(
-                x_ptr, lora_base_ptr, a_off0, a_off1, a_off2, shrink_tiles_ptr,
-                shrink_partials_ptr, shrink_arrivals_ptr, shrunk_ptr, sync_ptr + SYNC_DONE, m, k,
-                rank, job // (SHRINK_RUNS * SLICES), job // SHRINK_RUNS % SLICES,
-                job % SHRINK_RUNS, SHRINK_TILE_M, HEADER, SHRINK_BLOCK_K, SHRINK_STEPS,
-                SHRINK_RUNS, R_PAD, SLICES, UPCAST_DOT, True,
-            )  # fmt: skip
-            job = tl.atomic_add(sync_ptr + SYNC_JOBS, 1, sem="relaxed", scope="gpu")
-    gemm_program(
-        tl.program_id(0), tl.program_id(1), x_ptr, w_ptr, lora_base_ptr, a_off0, a_off1,
-        a_off2, b_off0, b_off1, b_off2, end0, end1, token_slot_ptr, fused_slot_ptr, y_ptr,
-        dora_scales_ptr, dora_live_ptr, partials_ptr, arrivals_ptr, rest_ptr, shrunk_ptr,
-        shrink_tiles_ptr, sync_ptr, m, n, k, rank, scale, BLOCK_M, BLOCK_N, BLOCK_K, R_PAD,
-        SPLIT_K, FUSED, DORA, EXPAND, CHUNK, CHUNKS, SLICES, REST_TILE_M, HEADER, UPCAST_DOT,
-        SHRINK_JOBS > 0,
-    )  # fmt: skip
-    if SHRINK_JOBS > 0:
-        programs = tl.num_programs(0) * tl.num_programs(1)
         finished = tl.atomic_add(sync_ptr + SYNC_FINISHED, 1, sem="acq_rel", scope="gpu")
-        if finished == programs - 1:
+        if finished == tl.num_programs(0) - 1:
             for counter in tl.static_range(SYNC_COUNTERS):
                 tl.atomic_xchg(sync_ptr + counter, 0, sem="relaxed", scope="gpu")
+
+
+#: The device functions :func:`_gemm_lora_kernel` calls, callees first.
+KERNEL_CALLEES = (shrink_program, take_shrink_jobs, gemm_program)
+
+
+def _helpers(device: torch.device) -> int:
+    """Helper programs of a launch that holds the shrink: one an SM (those the GEMM leaves free
+    take the jobs; any more find none and return), two in the interpreter."""
+    if device.type != "cuda":
+        return 2
+    return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
+
+
+@functools.cache
+def _sm_count(index: int) -> int:
+    return int(torch.cuda.get_device_properties(index).multi_processor_count)
 
 
 def _device_name(device: torch.device) -> str:
@@ -605,12 +644,14 @@ def _launch(
                 f"a tile that splits K needs {column_blocks} arrival counters on {y.device}"
             )
         partials = torch.empty((tile.split_k, m, n), dtype=torch.float32, device=y.device)
-    kernel, upcast = kernel_for(_gemm_lora_kernel, x, ("m",), (shrink_program, gemm_program))
+    kernel, upcast = kernel_for(_gemm_lora_kernel, x, ("m",), KERNEL_CALLEES)
     expand_ptrs: tuple[torch.Tensor, ...] = (y,) * 6  # (pointers the kernel does not read)
-    expand_constexprs = NO_EXPAND
+    expand_constexprs, grid = NO_EXPAND, (column_blocks, tile.split_k)
     if expand is not None:
         expand_ptrs, expand_constexprs = expand.launch_args(m, rank)
-    kernel[(column_blocks, tile.split_k)](
+        if expand.inside is not None:  # (one axis: the GEMM's programs, then the helpers)
+            grid = (column_blocks * tile.split_k + _helpers(x.device), 1)
+    kernel[grid](
         x, w, *lora_args, y, *dora_args, partials, arrivals if arrivals is not None else y,
         *expand_ptrs, m, n, k, rank, scale,
         BLOCK_M=max(MIN_DOT, triton.next_power_of_2(m)), BLOCK_N=tile.block_n,

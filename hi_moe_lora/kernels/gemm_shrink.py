@@ -124,6 +124,45 @@ def shrink_program(  # type: ignore[no-untyped-def]
                 tl.atomic_add(done_ptr + piece, 1, sem="release", scope="gpu")
 
 
+def take_shrink_jobs(  # type: ignore[no-untyped-def]
+    x_ptr,
+    lora_base_ptr,
+    a_off0,
+    a_off1,
+    a_off2,
+    tiles_ptr,
+    partials_ptr,
+    arrivals_ptr,
+    out_ptr,
+    jobs_ptr,
+    done_ptr,
+    m,
+    k,
+    rank,
+    JOBS: tl.constexpr,
+    TILE_M: tl.constexpr,
+    HEADER: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    STEPS: tl.constexpr,
+    RUNS: tl.constexpr,
+    R_PAD: tl.constexpr,
+    SLICES: tl.constexpr,
+    UPCAST_DOT: tl.constexpr,
+):
+    """Run the shrink's (tile, slice, run of K) jobs by ticket (``jobs_ptr``, counted past
+    ``JOBS`` once all are taken) until none is left, each finished sum counted at
+    ``done_ptr[slice]`` (a device function: the GEMM's launch holds the shrink this way, so a
+    program that returns from here has left no job untaken)."""
+    job = tl.atomic_add(jobs_ptr, 1, sem="relaxed", scope="gpu")
+    while job < JOBS:  # (tile by tile: a tile's slices and runs together)
+        shrink_program(
+            x_ptr, lora_base_ptr, a_off0, a_off1, a_off2, tiles_ptr, partials_ptr, arrivals_ptr,
+            out_ptr, done_ptr, m, k, rank, job // (RUNS * SLICES), job // RUNS % SLICES,
+            job % RUNS, TILE_M, HEADER, BLOCK_K, STEPS, RUNS, R_PAD, SLICES, UPCAST_DOT, True,
+        )  # fmt: skip
+        job = tl.atomic_add(jobs_ptr, 1, sem="relaxed", scope="gpu")
+
+
 def _gemm_shrink_kernel(  # type: ignore[no-untyped-def]
     x_ptr,
     lora_base_ptr,
