@@ -374,7 +374,7 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
             REST_TILE_M, HEADER, UPCAST_DOT, SHRINK_JOBS, SHRINK_TILE_M, SHRINK_BLOCK_K,
             SHRINK_STEPS, SHRINK_RUNS,
         )  # fmt: skip
-    else:  # (a helper)
+    elif SHRINK_JOBS > 0:  # (a helper)
         take_shrink_jobs(
             x_ptr, lora_base_ptr, a_off0, a_off1, a_off2, shrink_tiles_ptr, shrink_partials_ptr,
             shrink_arrivals_ptr, shrunk_ptr, sync_ptr + SYNC_JOBS, sync_ptr + SYNC_DONE, m, k,
