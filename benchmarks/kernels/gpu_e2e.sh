@@ -14,7 +14,7 @@
 #                       per count of active adapters); a "-dual" suffix (ours-dual, native-dual)
 #                       adds vLLM's dual-stream LoRA (VLLM_LORA_ENABLE_DUAL_STREAM=1: the LoRA of
 #                       each linear layer on a second stream beside the base GEMM); a "+NAME"
-#                       suffix (ours-auto-spec+one-launch) serves with the fused GEMM's tile
+#                       suffix (ours-auto-spec+before-one-launch) serves with the fused GEMM's tile
 #                       table benchmarks/kernels/tables/NAME.json (HI_MOE_LORA_GEMM_TILES)
 #   R=16|64             --max-lora-rank (the adapters stay rank 16); a label ending in -r<N>
 #                       (LABELS="ours ours-r16" with R=64) serves at max rank N instead

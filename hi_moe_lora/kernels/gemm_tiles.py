@@ -77,10 +77,11 @@ class GemmTile:
 class SeveralRoute(enum.Enum):
     """How a shape's calls run in a step of several adapters.
 
-    Measured per shape at 16 adapters and 64 rows (H200, 2026-11-28, two windows): the split
-    form won on gate_up, where our launch's expand is widest (by 5.8-7.5 µs); our launch after
-    cuBLAS on qkv and o, where the shrink launch alone costs what our whole launch does; the
-    LoRA tile's GEMM, then our launch, on down (by 1.4-1.5 µs over the split form).
+    Measured per shape at 16 adapters and 64 rows (H200, 2026-11-28, three windows): the split
+    form in one launch won on o and gate_up (by 1.2-2.0 and 2.5-4.1 µs); our launch after
+    cuBLAS on qkv, where the shrink costs about what our whole launch does, in either form;
+    the LoRA tile's GEMM, then our launch, on down (by 1.0-1.5 µs over the split form; in one
+    launch down's GEMM leaves the shrink's jobs no free SM).
     """
 
     #: cuBLAS or the plain tile, then our launch over every LoRA token. Without
