@@ -18,7 +18,10 @@ own adapter's B, one ``tl.dot`` per adapter in the step, masked to its rows. Tha
 launch after the GEMM, which cost 12-20 µs a projection at 16 adapters (H200, 2026-11-28; moving
 only the most frequent adapter into the GEMM did not pay then: the launch after it cost about what
 it cost for all of them). The fused slot and the rest list are per-step device data, so a
-captured CUDA graph stays valid whatever the batch holds.
+captured CUDA graph stays valid whatever the batch holds. In one launch (:class:`GemmExpand`'s
+``inside``), the shrink's jobs run inside this kernel instead: helper programs after the GEMM's
+take them from the start, the GEMM's programs take what is left after their K loop, and each
+epilogue waits for its slice's sums (:func:`_gemm_lora_kernel` says why it cannot deadlock).
 
 The same kernel with ``FUSED`` off is a plain GEMM (:func:`launch_plain_gemm`), for the calls
 where it beats cuBLAS. A tile may split K (:class:`.gemm_tiles.GemmTile`): each run's program

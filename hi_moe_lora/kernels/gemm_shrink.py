@@ -16,6 +16,10 @@ and resets its arrival counter, so the GEMM reads one finished intermediate. Row
 without an adapter are never written nor read. Programs past the step's tile count (the grid is
 sized for the most tiles a call can meet) return at once, so an empty list (a one-adapter step,
 whose LoRA rides inside the GEMM) costs one near-empty launch.
+
+A program's work is a device function (:func:`shrink_program`), so the GEMM's launch can hold the
+shrink instead (the split form in one launch): :func:`take_shrink_jobs` runs its (tile, slice,
+run) jobs by ticket and counts each finished sum per slice for the epilogues that wait on them.
 """
 
 from __future__ import annotations
