@@ -79,9 +79,24 @@ class GemmLoRAShapeError(ValueError):
     """The call's tensors do not fit the fused GEMM's layout."""
 
 
-def gemm_program(  # type: ignore[no-untyped-def]
-    column_block,
-    k_index,
+#: The one-launch split form's counters (``sync``, int32, zero between launches): shrink jobs
+#: taken, programs finished, then each slice's finished shrink sums.
+SYNC_JOBS = tl.constexpr(0)
+SYNC_FINISHED = tl.constexpr(1)
+SYNC_DONE = tl.constexpr(2)
+SYNC_COUNTERS = tl.constexpr(2 + MAX_GEMM_SLICES)
+
+
+def _finish_launch(sync_ptr):  # type: ignore[no-untyped-def]
+    """Count this program finished; the last of the launch zeroes the ``sync`` counters (a
+    CUDA graph replays the launch as it left them)."""
+    finished = tl.atomic_add(sync_ptr + SYNC_FINISHED, 1, sem="acq_rel", scope="gpu")
+    if finished == tl.num_programs(0) - 1:
+        for counter in tl.static_range(SYNC_COUNTERS):
+            tl.atomic_xchg(sync_ptr + counter, 0, sem="relaxed", scope="gpu")
+
+
+def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
     x_ptr,
     w_ptr,
     lora_base_ptr,
@@ -131,11 +146,30 @@ def gemm_program(  # type: ignore[no-untyped-def]
     SHRINK_STEPS: tl.constexpr,
     SHRINK_RUNS: tl.constexpr,
 ):
-    """One GEMM program (a device function): ``BLOCK_N`` output columns (column block
-    ``column_block``, inside one slice) for all ``m`` rows, over the ``k_index``-th of
-    ``SPLIT_K`` equal runs of K. ``SHRINK_JOBS`` above 0: the split form's shrink runs in this
-    launch (:func:`_gemm_lora_kernel`); after its K loop the program takes the jobs still left,
-    and its epilogue waits for its slice's sums."""
+    """One GEMM program: ``BLOCK_N`` output columns (inside one slice) for all ``m`` rows, over
+    one of ``SPLIT_K`` equal runs of K, from the grid's two axes. With a shrink inside
+    (``SHRINK_JOBS`` above 0: the split form in one launch), one axis of GEMM programs and, after
+    them, helper programs that take the shrink's jobs by ticket from the start
+    (:func:`.gemm_shrink.take_shrink_jobs`), on the SMs the GEMM leaves free, under its K loop.
+    A GEMM program takes the jobs still left after its K loop, then its epilogue waits until its
+    slice's sums are all counted: it waits only once every job has been taken, each by a
+    program running it that waits on nothing, so the launch cannot deadlock whatever the GPU
+    schedules (helpers that start late find no job and return). The last program to finish
+    zeroes the counters."""
+    if SHRINK_JOBS == 0:
+        column_block, k_index = tl.program_id(0), tl.program_id(1)
+    else:
+        blocks = n // BLOCK_N
+        column_block, k_index = tl.program_id(0) % blocks, tl.program_id(0) // blocks
+        if k_index >= SPLIT_K:  # (a helper)
+            take_shrink_jobs(
+                x_ptr, lora_base_ptr, a_off0, a_off1, a_off2, shrink_tiles_ptr,
+                shrink_partials_ptr, shrink_arrivals_ptr, shrunk_ptr, sync_ptr + SYNC_JOBS,
+                sync_ptr + SYNC_DONE, m, k, rank, SHRINK_JOBS, SHRINK_TILE_M, HEADER,
+                SHRINK_BLOCK_K, SHRINK_STEPS, SHRINK_RUNS, R_PAD, SLICES, UPCAST_DOT,
+            )  # fmt: skip
+            _finish_launch(sync_ptr)  # type: ignore[no-untyped-call]
+            return
     n0 = column_block * BLOCK_N
     k_run = k // SPLIT_K
     k_first = k_index * k_run
@@ -293,106 +327,12 @@ def gemm_program(  # type: ignore[no-untyped-def]
                 )
             tl.store(y_ptrs, total.to(y_ptr.dtype.element_ty), mask=row_ok[:, None])
             tl.atomic_xchg(arrivals_ptr + column_block, 0, sem="relaxed", scope="gpu")
-
-
-#: The one-launch split form's counters (``sync``, int32, zero between launches): shrink jobs
-#: taken, programs finished, then each slice's finished shrink sums.
-SYNC_JOBS = tl.constexpr(0)
-SYNC_FINISHED = tl.constexpr(1)
-SYNC_DONE = tl.constexpr(2)
-SYNC_COUNTERS = tl.constexpr(2 + MAX_GEMM_SLICES)
-
-
-def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
-    x_ptr,
-    w_ptr,
-    lora_base_ptr,
-    a_off0,
-    a_off1,
-    a_off2,
-    b_off0,
-    b_off1,
-    b_off2,
-    end0,
-    end1,
-    token_slot_ptr,
-    fused_slot_ptr,
-    y_ptr,
-    dora_scales_ptr,
-    dora_live_ptr,
-    partials_ptr,
-    arrivals_ptr,
-    rest_ptr,
-    shrunk_ptr,
-    shrink_tiles_ptr,
-    shrink_partials_ptr,
-    shrink_arrivals_ptr,
-    sync_ptr,
-    m,
-    n,
-    k,
-    rank,
-    scale,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-    R_PAD: tl.constexpr,
-    SPLIT_K: tl.constexpr,
-    FUSED: tl.constexpr,
-    DORA: tl.constexpr,
-    EXPAND: tl.constexpr,
-    CHUNK: tl.constexpr,
-    CHUNKS: tl.constexpr,
-    SLICES: tl.constexpr,
-    REST_TILE_M: tl.constexpr,
-    HEADER: tl.constexpr,
-    UPCAST_DOT: tl.constexpr,
-    SHRINK_JOBS: tl.constexpr,
-    SHRINK_TILE_M: tl.constexpr,
-    SHRINK_BLOCK_K: tl.constexpr,
-    SHRINK_STEPS: tl.constexpr,
-    SHRINK_RUNS: tl.constexpr,
-):
-    """One GEMM program of the grid's (column block, run of K); with a shrink inside
-    (``SHRINK_JOBS`` above 0: the split form in one launch), one axis of GEMM programs and,
-    after them, helper programs that take the shrink's jobs by ticket from the start
-    (:func:`.gemm_shrink.take_shrink_jobs`), on the SMs the GEMM leaves free, under its K loop.
-    A GEMM program takes the jobs still left after its K loop, then its epilogue waits until its
-    slice's sums are all counted: it waits only once every job has been taken, each by a
-    program running it that waits on nothing, so the launch cannot deadlock whatever the GPU
-    schedules (helpers that start late find no job and return). The last program to finish
-    zeroes the counters for the next launch (a CUDA graph replays it as it is)."""
-    if SHRINK_JOBS == 0:
-        column_block, k_index = tl.program_id(0), tl.program_id(1)
-    else:
-        blocks = n // BLOCK_N
-        column_block, k_index = tl.program_id(0) % blocks, tl.program_id(0) // blocks
-    if k_index < SPLIT_K:
-        gemm_program(
-            column_block, k_index, x_ptr, w_ptr, lora_base_ptr, a_off0, a_off1, a_off2, b_off0,
-            b_off1, b_off2, end0, end1, token_slot_ptr, fused_slot_ptr, y_ptr, dora_scales_ptr,
-            dora_live_ptr, partials_ptr, arrivals_ptr, rest_ptr, shrunk_ptr, shrink_tiles_ptr,
-            shrink_partials_ptr, shrink_arrivals_ptr, sync_ptr, m, n, k, rank, scale, BLOCK_M,
-            BLOCK_N, BLOCK_K, R_PAD, SPLIT_K, FUSED, DORA, EXPAND, CHUNK, CHUNKS, SLICES,
-            REST_TILE_M, HEADER, UPCAST_DOT, SHRINK_JOBS, SHRINK_TILE_M, SHRINK_BLOCK_K,
-            SHRINK_STEPS, SHRINK_RUNS,
-        )  # fmt: skip
-    elif SHRINK_JOBS > 0:  # (a helper)
-        take_shrink_jobs(
-            x_ptr, lora_base_ptr, a_off0, a_off1, a_off2, shrink_tiles_ptr, shrink_partials_ptr,
-            shrink_arrivals_ptr, shrunk_ptr, sync_ptr + SYNC_JOBS, sync_ptr + SYNC_DONE, m, k,
-            rank, SHRINK_JOBS, SHRINK_TILE_M, HEADER, SHRINK_BLOCK_K, SHRINK_STEPS, SHRINK_RUNS,
-            R_PAD, SLICES, UPCAST_DOT,
-        )  # fmt: skip
     if SHRINK_JOBS > 0:
-        finished = tl.atomic_add(sync_ptr + SYNC_FINISHED, 1, sem="acq_rel", scope="gpu")
-        if finished == tl.num_programs(0) - 1:
-            for counter in tl.static_range(SYNC_COUNTERS):
-                tl.atomic_xchg(sync_ptr + counter, 0, sem="relaxed", scope="gpu")
+        _finish_launch(sync_ptr)  # type: ignore[no-untyped-call]
 
 
 #: The device functions :func:`_gemm_lora_kernel` calls, callees first.
-KERNEL_CALLEES = (shrink_program, take_shrink_jobs, gemm_program)
+KERNEL_CALLEES = (shrink_program, take_shrink_jobs, _finish_launch)
 
 
 def _helpers(device: torch.device) -> int:
