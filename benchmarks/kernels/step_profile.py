@@ -285,7 +285,6 @@ def main() -> int:
         return 0
     if args.trace is None:
         parser.error("a trace to summarize, or --ratios with --base")
-    args = parser.parse_args()
     summary = summarize(load_steps(args.trace), args.graph_max_tokens)
     print("\n".join(table(args.label or args.trace.name, summary)))
     for group, row in summary.items():

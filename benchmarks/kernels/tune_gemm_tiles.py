@@ -15,7 +15,7 @@ K splits) per projection and keeps, for :mod:`hi_moe_lora.kernels.gemm_tiles`:
   plan's plain GEMM then our launch (``ours``), the GEMM on the ``lora`` tile then our launch
   (``fused``), the split form (``split``: a shrink launch, then the GEMM on the ``lora``
   tile with the expand in its epilogue), or the split form in one launch (``one-launch``: the
-  shrink's programs inside the GEMM's launch).
+  shrink's jobs inside the GEMM's launch).
 
 Every call is timed in one CUDA graph over a pool of weight copies larger than L2 (each call
 reads W from HBM, as a served step does), median of the replays, at ``--m`` rows; each tile's

@@ -18,10 +18,10 @@ serves the rest of the step's LoRA tokens:
   list, empty in a one-adapter step) and their expand in the GEMM's epilogue; no launch
   follows the GEMM. A call the split form does not fit (more rows than a rest tile holds, or K
   not in whole shrink runs) takes ``OURS`` instead;
-- ``ONE_LAUNCH``: the split form with the shrink inside the GEMM's launch, its jobs taken by
-  the GEMM's programs before their K loop (runs of ``INSIDE_RUN_STEPS`` K steps: fewer,
-  longer jobs than the shrink launch's programs, each job's ticket being a round trip);
-  where it does not fit, ``OURS``;
+- ``ONE_LAUNCH``: the split form with the shrink inside the GEMM's launch: helper programs
+  take its jobs from the start, the GEMM's programs what is left after their K loop (runs of
+  ``INSIDE_RUN_STEPS`` K steps, each job's ticket being a round trip); where it does not fit,
+  ``OURS``;
 - ``FUSED``: the GEMM with the fused slot, then our launch (:func:`.ops.lora_linear_impl`) on
   the rest work list;
 - ``OURS``: under the flag, cuBLAS or the plain tile, then our launch on the whole work list;

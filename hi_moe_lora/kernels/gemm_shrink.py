@@ -218,9 +218,13 @@ class ShrinkLaunch:
     #: K steps a run holds, and the runs K takes.
     steps: int
     runs: int
-    #: Its (tile, slice, run of K) jobs: the most tiles the list can meet, by slices, by runs
-    #: (one program each where it runs alone).
-    jobs: int
+    #: The most tiles the list can meet (the grid's first axis where it runs alone).
+    most_tiles: int
+
+    @property
+    def jobs(self) -> int:
+        """Its (tile, slice, run of K) jobs: one program each where it runs alone."""
+        return self.most_tiles * self.out.shape[1] * self.runs
 
 
 def prepare_shrink(
@@ -253,9 +257,7 @@ def prepare_shrink(
     partials = torch.empty(
         (most_tiles, slices, runs, tile_m, r_pad), dtype=torch.float32, device=x.device
     )
-    return ShrinkLaunch(
-        out, tiles, tile_m, partials, arrivals, steps, runs, most_tiles * slices * runs
-    )
+    return ShrinkLaunch(out, tiles, tile_m, partials, arrivals, steps, runs, most_tiles)
 
 
 def launch_gemm_shrink(
@@ -280,7 +282,7 @@ def launch_gemm_shrink(
     m, k = x.shape
     rank = lora_a[0].shape[2]
     kernel, interpreted = kernel_for(_gemm_shrink_kernel, x, ("m",), (shrink_program,))
-    kernel[(shrink.jobs // (slices * shrink.runs), slices, shrink.runs)](
+    kernel[(shrink.most_tiles, slices, shrink.runs)](
         x, base, *a_offs, tiles, shrink.partials, arrivals, shrink.out, m, k, rank,
         TILE_M=tile_m, HEADER=HEADER_SIZE, BLOCK_K=SHRINK_BLOCK_K, STEPS=shrink.steps,
         RUNS=shrink.runs, R_PAD=rank_padding(rank), SLICES=slices, UPCAST_DOT=interpreted,

@@ -10,9 +10,9 @@ or the file ``HI_MOE_LORA_GEMM_TILES`` names). Each entry of the table also says
   launch),
 - ``several``: the route of a step of several adapters (:class:`SeveralRoute`: ``"ours"``, our
   launch after the GEMM; ``"fused"``, the LoRA tile's GEMM, then our launch on the rest;
-  ``"split"``, a shrink launch, then the expand in the GEMM's epilogue: :mod:`.gemm_shrink`),
-  the fastest measured. Tables from before it say ``split`` (true: ``"split"``) or nothing
-  (``"ours"``), and
+  ``"split"``, a shrink launch, then the expand in the GEMM's epilogue: :mod:`.gemm_shrink`;
+  ``"one-launch"``, the same with the shrink inside the GEMM's launch), the fastest measured.
+  Tables from before it say ``split`` (true: ``"split"``) or nothing (``"ours"``), and
 - ``plain``: the tile that runs the GEMM where no LoRA rides inside it, if one beat cuBLAS
   (else ``null``: cuBLAS).
 
@@ -80,8 +80,8 @@ class SeveralRoute(enum.Enum):
     Measured per shape at 16 adapters and 64 rows (H200, 2026-11-28, three windows): the split
     form in one launch won on o and gate_up (by 1.2-2.0 and 2.5-4.1 µs); our launch after
     cuBLAS on qkv, where the shrink costs about what our whole launch does, in either form;
-    the LoRA tile's GEMM, then our launch, on down (by 1.0-1.5 µs over the split form; in one
-    launch down's GEMM leaves the shrink's jobs no free SM).
+    the LoRA tile's GEMM, then our launch, on down (by 1.0-1.5 µs over the split form, and by
+    about 14 over one launch, where down's GEMM likely leaves the shrink's jobs few free SMs).
     """
 
     #: cuBLAS or the plain tile, then our launch over every LoRA token. Without

@@ -32,6 +32,15 @@ def _rule_of_thumb_plans(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(gemm_lora, "plan_for", lambda device, n, k: split_form_plan(n, k))
 
 
+def _plans_with_route(monkeypatch: pytest.MonkeyPatch, route: SeveralRoute) -> None:
+    """Every shape takes the rule of thumb's plan with ``route`` for several adapters."""
+    import hi_moe_lora.kernels.gemm_lora as gemm_lora
+
+    monkeypatch.setattr(
+        gemm_lora, "plan_for", lambda device, n, k: replace(default_plan(n, k), several=route)
+    )
+
+
 def _run(
     slots: list[int],
     device: str,
@@ -165,12 +174,9 @@ def test_the_routes_without_the_split_form_run_our_launch_after_the_gemm(
     there), a step of several adapters makes no shrink, runs one GEMM (ours or cuBLAS, as
     ``launches`` says: fused GEMMs, our launches, cuBLAS calls) and our launch once after
     it, and still gives every token its own adapter."""
-    import hi_moe_lora.kernels.gemm_lora as gemm_lora
     import hi_moe_lora.kernels.gemm_op as gemm_op
 
-    monkeypatch.setattr(
-        gemm_lora, "plan_for", lambda device, n, k: replace(default_plan(n, k), several=route)
-    )
+    _plans_with_route(monkeypatch, route)
     shrinks = _count_calls(monkeypatch, gemm_op, "launch_gemm_shrink")
     gemms = _count_calls(monkeypatch, gemm_op, "launch_gemm_lora")
     ours = _count_calls(monkeypatch, gemm_op, "lora_linear_impl")
@@ -189,14 +195,9 @@ def test_the_one_launch_route_shrinks_inside_the_gemm(
     """``ONE_LAUNCH``: no shrink launch and no launch after the GEMM; one GEMM launch, which
     holds the shrink where the step has several adapters, or may have (the count not known);
     every token gets its own adapter. (The counters' reset: ``test_gemm_lora.py``.)"""
-    import hi_moe_lora.kernels.gemm_lora as gemm_lora
     import hi_moe_lora.kernels.gemm_op as gemm_op
 
-    monkeypatch.setattr(
-        gemm_lora,
-        "plan_for",
-        lambda device, n, k: replace(default_plan(n, k), several=SeveralRoute.ONE_LAUNCH),
-    )
+    _plans_with_route(monkeypatch, SeveralRoute.ONE_LAUNCH)
     monkeypatch.setattr(gemm_op, "INSIDE_RUN_STEPS", 1)  # (K = 256: two runs of one step)
     shrinks = _count_calls(monkeypatch, gemm_op, "launch_gemm_shrink")
     inside = _count_calls(monkeypatch, gemm_op, "prepare_shrink")
@@ -213,14 +214,9 @@ def test_the_one_launch_route_takes_our_launch_where_k_is_not_in_whole_runs(
     device: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """K = 256 is not a whole run of the inside shrink's 1,024: cuBLAS, then our launch."""
-    import hi_moe_lora.kernels.gemm_lora as gemm_lora
     import hi_moe_lora.kernels.gemm_op as gemm_op
 
-    monkeypatch.setattr(
-        gemm_lora,
-        "plan_for",
-        lambda device, n, k: replace(default_plan(n, k), several=SeveralRoute.ONE_LAUNCH),
-    )
+    _plans_with_route(monkeypatch, SeveralRoute.ONE_LAUNCH)
     inside = _count_calls(monkeypatch, gemm_op, "prepare_shrink")
     ours = _count_calls(monkeypatch, gemm_op, "lora_linear_impl")
     y, ref = _run(SEVERAL, device, 1, specialized=True)
