@@ -30,14 +30,13 @@ adapter: its LoRA in the GEMM; several: the route the tile plan gives the shape,
 ``--specialize-active-lora`` graphs run it (the count of adapters known). Beside them, each
 route on its own: cuBLAS then the ``hi_moe_lora::lora_linear`` op (``ours``, and serving
 without the fused GEMM), the fused GEMM then our launch on the rest list (``fused``; the
-"before" column), the split form's shrink launch alone (the work list's and the dense one),
-and the op under the flag with the route for several adapters forced to each split form
-(``split``: the shrink launched ahead; ``one-launch``: the shrink inside the GEMM's launch;
-``split-dense``: the dense shrink launched ahead).
+"before" column), the split form's shrink launch alone, and the op under the flag with the
+route for several adapters forced to each split form (``split``: the shrink launched ahead;
+``one-launch``: the shrink inside the GEMM's launch).
 
     python benchmarks/kernels/bench_fused_gemm.py [--ms 8 64] [--out results.json]
     python benchmarks/kernels/bench_fused_gemm.py --product [--ms 32 64] [--adapters 1 16] \
-        [--inside-run-steps 8] [--dense-run-steps 2] [--dense-columns 32]
+        [--inside-run-steps 8]
 """
 
 from __future__ import annotations
@@ -63,7 +62,6 @@ import hi_moe_lora.kernels.gemm_op as gemm_op  # (registers hi_moe_lora::gemm_lo
 import hi_moe_lora.kernels.ops  # noqa: F401  (registers hi_moe_lora::lora_linear)
 import hi_moe_lora.kernels.triton_kernel as fused_launcher
 from hi_moe_lora.kernels.config import BLOCK_M_LARGE, BLOCK_M_SMALL
-from hi_moe_lora.kernels.gemm_dense_shrink import launch_dense_shrink
 from hi_moe_lora.kernels.gemm_lora import fusable, launch_gemm_lora
 from hi_moe_lora.kernels.gemm_shrink import launch_gemm_shrink
 from hi_moe_lora.kernels.gemm_tiles import SeveralRoute
@@ -334,7 +332,7 @@ def run_product_case(shape: str, m: int, adapters: int, replays: int) -> dict[st
     unfused(c)
     expected = c["y"].double()
     deviation = 0.0
-    split_forms = (SeveralRoute.SPLIT, SeveralRoute.ONE_LAUNCH, SeveralRoute.SPLIT_DENSE)
+    split_forms = (SeveralRoute.SPLIT, SeveralRoute.ONE_LAUNCH)
     for form in (
         fused,
         lambda c: fused(c, specialized=True),
@@ -362,21 +360,6 @@ def run_product_case(shape: str, m: int, adapters: int, replays: int) -> dict[st
             ],
             replays,
         ),
-        "dense shrink alone": _graph_time(
-            [
-                lambda c=c: launch_dense_shrink(
-                    c["x"],
-                    c["a"],
-                    token_slot,
-                    work.fused_slot,
-                    work.gemm_arrivals,
-                    gemm_op.DENSE_COLUMNS,
-                    gemm_op.DENSE_RUN_STEPS,
-                )
-                for c in pool
-            ],
-            replays,
-        ),
     }
     for route in split_forms:
         times[f"{route.value}, specialized"] = _graph_time(
@@ -396,11 +379,11 @@ def product_main(args: argparse.Namespace) -> int:
     rows = []
     print(
         "| shape | M | adapters | cuBLAS | cuBLAS + ours | fused GEMM then ours (before) "
-        "| fused op | fused op, specialized | shrink alone | dense shrink alone | LoRA adds, ours "
+        "| fused op | fused op, specialized | shrink alone | LoRA adds, ours "
         "| LoRA adds, before | LoRA adds, fused | LoRA adds, specialized "
-        "| LoRA adds, split form | LoRA adds, one launch | LoRA adds, split dense | max diff |"
+        "| LoRA adds, split form | LoRA adds, one launch | max diff |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for shape in args.shapes:
         for m in args.ms:
             for adapters in args.adapters:
@@ -414,12 +397,10 @@ def product_main(args: argparse.Namespace) -> int:
                     f"| {shape} | {m} | {adapters} | {base:.1f} | {t['cublas+ours']:.1f} "
                     f"| {t['fused then ours']:.1f} | {t['fused']:.1f} "
                     f"| {t['fused, specialized']:.1f} | {t['shrink alone']:.1f} "
-                    f"| {t['dense shrink alone']:.1f} "
                     f"| {t['cublas+ours'] - base:.1f} | {t['fused then ours'] - base:.1f} "
                     f"| {t['fused'] - base:.1f} | {t['fused, specialized'] - base:.1f} "
                     f"| {t['split, specialized'] - base:.1f} "
                     f"| {t['one-launch, specialized'] - base:.1f} "
-                    f"| {t['split-dense, specialized'] - base:.1f} "
                     f"| {row['max_diff_fused_vs_unfused']:.3f} |",
                     flush=True,
                 )
@@ -440,22 +421,8 @@ def main(argv: list[str] | None = None) -> int:
         default=gemm_op.INSIDE_RUN_STEPS,
         help="K steps a shrink job holds inside the GEMM's launch (the one-launch column)",
     )
-    parser.add_argument(
-        "--dense-run-steps",
-        type=int,
-        default=gemm_op.DENSE_RUN_STEPS,
-        help="K steps a program of the dense shrink holds (the split-dense column)",
-    )
-    parser.add_argument(
-        "--dense-columns",
-        type=int,
-        default=gemm_op.DENSE_COLUMNS,
-        help="the product's columns a program of the dense shrink takes (slots side by side)",
-    )
     args = parser.parse_args(argv)
     gemm_op.INSIDE_RUN_STEPS = args.inside_run_steps
-    gemm_op.DENSE_RUN_STEPS = args.dense_run_steps
-    gemm_op.DENSE_COLUMNS = args.dense_columns
     if not torch.cuda.is_available():
         parser.error("needs a CUDA GPU")
     if args.product:

@@ -22,9 +22,6 @@ serves the rest of the step's LoRA tokens:
   take its jobs from the start, the GEMM's programs what is left after their K loop (runs of
   ``INSIDE_RUN_STEPS`` K steps, each job's ticket being a round trip); where it does not fit,
   ``OURS``;
-- ``SPLIT_DENSE``: the split form with a dense shrink ahead
-  (:func:`.gemm_dense_shrink.launch_dense_shrink`: every row times every slot's A, no work
-  list; nothing when the step's fused slot is set); where it does not fit, ``OURS``;
 - ``FUSED``: the GEMM with the fused slot, then our launch (:func:`.ops.lora_linear_impl`) on
   the rest work list;
 - ``OURS``: under the flag, cuBLAS or the plain tile, then our launch on the whole work list;
@@ -44,13 +41,6 @@ from __future__ import annotations
 import torch
 
 from .config import BLOCK_M_LARGE, BLOCK_M_SMALL
-from .gemm_dense_shrink import (
-    DENSE_COLUMNS,
-    DENSE_MAX_ROWS,
-    DENSE_RUN_STEPS,
-    dense_runs,
-    launch_dense_shrink,
-)
 from .gemm_lora import (
     GemmExpand,
     counter_regions,
@@ -71,7 +61,7 @@ OP_NAME = "hi_moe_lora::gemm_lora_linear"
 #: against 8 and 16: o 6.5 µs of LoRA against 9.4 and 15.3, gate_up 8.3 against 10.3 and 9.8.
 INSIDE_RUN_STEPS = 4
 #: The routes that expand in the GEMM's epilogue.
-SPLIT_ROUTES = (SeveralRoute.SPLIT, SeveralRoute.ONE_LAUNCH, SeveralRoute.SPLIT_DENSE)
+SPLIT_ROUTES = (SeveralRoute.SPLIT, SeveralRoute.ONE_LAUNCH)
 
 
 def gemm_lora_linear_impl(
@@ -117,11 +107,6 @@ def gemm_lora_linear_impl(
         if not alone and several is SeveralRoute.SPLIT:  # (the rest list shrunk ahead)
             shrunk = launch_gemm_shrink(x, lora_a, rest_small, BLOCK_M_SMALL, slots, gemm_arrivals)
             expand = GemmExpand(rest_large, BLOCK_M_LARGE, shrunk, slots)
-        elif not alone and several is SeveralRoute.SPLIT_DENSE:
-            shrunk = launch_dense_shrink(
-                x, lora_a, token_slot, fused_slot, gemm_arrivals, DENSE_COLUMNS, DENSE_RUN_STEPS
-            )
-            expand = GemmExpand(rest_large, BLOCK_M_LARGE, shrunk, slots)
         elif not alone:  # (the rest list shrunk inside the GEMM's launch)
             arrivals, shrink_arrivals, sync = counter_regions(gemm_arrivals)
             inside = prepare_shrink(
@@ -157,8 +142,6 @@ def gemm_lora_linear_impl(
 def _split_form_fits(x: torch.Tensor, route: SeveralRoute) -> bool:
     """Whether the split form (``route``: alone or inside the GEMM's launch) takes a call of
     this shape: every adapter's rows in one tile of the rest list, and K in whole shrink runs."""
-    if route is SeveralRoute.SPLIT_DENSE:
-        return x.shape[0] <= DENSE_MAX_ROWS and dense_runs(x.shape[1], DENSE_RUN_STEPS) is not None
     steps = INSIDE_RUN_STEPS if route is SeveralRoute.ONE_LAUNCH else RUN_STEPS
     return x.shape[0] <= BLOCK_M_LARGE and shrink_runs(x.shape[1], steps) is not None
 

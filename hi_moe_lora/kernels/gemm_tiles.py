@@ -11,8 +11,7 @@ or the file ``HI_MOE_LORA_GEMM_TILES`` names). Each entry of the table also says
 - ``several``: the route of a step of several adapters (:class:`SeveralRoute`: ``"ours"``, our
   launch after the GEMM; ``"fused"``, the LoRA tile's GEMM, then our launch on the rest;
   ``"split"``, a shrink launch, then the expand in the GEMM's epilogue: :mod:`.gemm_shrink`;
-  ``"one-launch"``, the same with the shrink inside the GEMM's launch; ``"split-dense"``, the
-  split form with a dense shrink: :mod:`.gemm_dense_shrink`), the fastest measured.
+  ``"one-launch"``, the same with the shrink inside the GEMM's launch), the fastest measured.
   Tables from before it say ``split`` (true: ``"split"``) or nothing (``"ours"``), and
 - ``plain``: the tile that runs the GEMM where no LoRA rides inside it, if one beat cuBLAS
   (else ``null``: cuBLAS).
@@ -99,9 +98,6 @@ class SeveralRoute(enum.Enum):
     #: the GEMM's wait for them only in the epilogue, so the shrink runs under the GEMM's K loop
     #: instead of ahead of it.
     ONE_LAUNCH = "one-launch"
-    #: The split form with a dense shrink (:mod:`.gemm_dense_shrink`): every row times every
-    #: slot's A, without the work list's dependent loads, then the same GEMM and epilogue.
-    SPLIT_DENSE = "split-dense"
 
 
 @dataclass(frozen=True)

@@ -224,43 +224,6 @@ def test_the_one_launch_route_takes_our_launch_where_k_is_not_in_whole_runs(
     _assert_close(y, ref)
 
 
-@pytest.mark.parametrize("slots", [[1] * 8, [1] * 6 + [-1, 1], SEVERAL])
-@pytest.mark.parametrize("specialized", [False, True])
-def test_the_split_dense_route_shrinks_every_row_ahead_of_the_gemm(
-    slots: list[int], specialized: bool, device: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """``SPLIT_DENSE``: the dense shrink, then one GEMM launch that expands in its epilogue; no
-    work-list shrink and no launch after the GEMM. A one-adapter step under the flag skips the
-    shrink; without it the shrink's programs find the fused slot set and write nothing."""
-    import hi_moe_lora.kernels.gemm_op as gemm_op
-
-    _plans_with_route(monkeypatch, SeveralRoute.SPLIT_DENSE)
-    monkeypatch.setattr(gemm_op, "DENSE_RUN_STEPS", 1)  # (K = 256: two runs of one step)
-    dense = _count_calls(monkeypatch, gemm_op, "launch_dense_shrink")
-    tiled = _count_calls(monkeypatch, gemm_op, "launch_gemm_shrink")
-    gemms = _count_calls(monkeypatch, gemm_op, "launch_gemm_lora")
-    ours = _count_calls(monkeypatch, gemm_op, "lora_linear_impl")
-    y, ref = _run(slots, device, 1, specialized=specialized)
-    _assert_close(y, ref)
-    one_adapter_alone = specialized and len(set(slots)) == 1
-    assert (tiled, ours, gemms) == ([], [], [1])
-    assert dense == ([] if one_adapter_alone else [1])
-
-
-def test_the_split_dense_route_takes_our_launch_where_k_is_not_in_whole_runs(
-    device: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """K = 256 is not a whole run of the dense shrink's 512: cuBLAS, then our launch."""
-    import hi_moe_lora.kernels.gemm_op as gemm_op
-
-    _plans_with_route(monkeypatch, SeveralRoute.SPLIT_DENSE)
-    dense = _count_calls(monkeypatch, gemm_op, "launch_dense_shrink")
-    ours = _count_calls(monkeypatch, gemm_op, "lora_linear_impl")
-    y, ref = _run(SEVERAL, device, 1, specialized=True)
-    assert (dense, ours) == ([], [1])
-    _assert_close(y, ref)
-
-
 @pytest.mark.parametrize("specialized", [False, True])
 def test_a_dora_layers_several_adapters_take_the_split_form(
     specialized: bool, device: str, monkeypatch: pytest.MonkeyPatch
