@@ -32,7 +32,8 @@ route on its own: cuBLAS then the ``hi_moe_lora::lora_linear`` op (``ours``, and
 without the fused GEMM), the fused GEMM then our launch on the rest list (``fused``; the
 "before" column), the split form's shrink launch alone, and the op under the flag with the
 route for several adapters forced to each split form (``split``: the shrink launched ahead;
-``one-launch``: the shrink inside the GEMM's launch).
+``one-launch``: the shrink inside the GEMM's launch; ``shrink-beside``: its helpers in a launch
+on a side stream beside the GEMM's).
 
     python benchmarks/kernels/bench_fused_gemm.py [--ms 8 64] [--out results.json]
     python benchmarks/kernels/bench_fused_gemm.py --product [--ms 32 64] [--adapters 1 16] \
@@ -332,7 +333,7 @@ def run_product_case(shape: str, m: int, adapters: int, replays: int) -> dict[st
     unfused(c)
     expected = c["y"].double()
     deviation = 0.0
-    split_forms = (SeveralRoute.SPLIT, SeveralRoute.ONE_LAUNCH)
+    split_forms = (SeveralRoute.SPLIT, SeveralRoute.ONE_LAUNCH, SeveralRoute.SHRINK_BESIDE)
     for form in (
         fused,
         lambda c: fused(c, specialized=True),
@@ -381,9 +382,9 @@ def product_main(args: argparse.Namespace) -> int:
         "| shape | M | adapters | cuBLAS | cuBLAS + ours | fused GEMM then ours (before) "
         "| fused op | fused op, specialized | shrink alone | LoRA adds, ours "
         "| LoRA adds, before | LoRA adds, fused | LoRA adds, specialized "
-        "| LoRA adds, split form | LoRA adds, one launch | max diff |"
+        "| LoRA adds, split form | LoRA adds, one launch | LoRA adds, shrink beside | max diff |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for shape in args.shapes:
         for m in args.ms:
             for adapters in args.adapters:
@@ -401,6 +402,7 @@ def product_main(args: argparse.Namespace) -> int:
                     f"| {t['fused'] - base:.1f} | {t['fused, specialized'] - base:.1f} "
                     f"| {t['split, specialized'] - base:.1f} "
                     f"| {t['one-launch, specialized'] - base:.1f} "
+                    f"| {t['shrink-beside, specialized'] - base:.1f} "
                     f"| {row['max_diff_fused_vs_unfused']:.3f} |",
                     flush=True,
                 )

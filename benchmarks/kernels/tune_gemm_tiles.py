@@ -15,7 +15,8 @@ K splits) per projection and keeps, for :mod:`hi_moe_lora.kernels.gemm_tiles`:
   plan's plain GEMM then our launch (``ours``), the GEMM on the ``lora`` tile then our launch
   (``fused``), the split form (``split``: a shrink launch, then the GEMM on the ``lora``
   tile with the expand in its epilogue), or the split form in one launch (``one-launch``: the
-  shrink's jobs inside the GEMM's launch).
+  shrink's jobs inside the GEMM's launch), or with its helpers in a launch of their own on a
+  side stream (``shrink-beside``).
 
 Every call is timed in one CUDA graph over a pool of weight copies larger than L2 (each call
 reads W from HBM, as a served step does), median of the replays, at ``--m`` rows; each tile's
@@ -276,7 +277,7 @@ def tune_shape(
     lora_times = {tile: timed(fused, tile, lora_ref) for tile in lora_grid}
     best_plain = min(plain_times, key=lambda t: plain_times[t][0])
     best_lora = min(lora_times, key=lambda t: lora_times[t][0])
-    several_after, several_fused, several_split, several_one = _time_several(
+    several_after, several_fused, several_split, several_one, several_beside = _time_several(
         cases, best_lora, replays, timed
     )
     return {
@@ -299,9 +300,11 @@ def tune_shape(
         "several_fused_ours_us": several_fused[0],
         "several_split_us": several_split[0],
         "several_one_launch_us": several_one[0],
+        "several_shrink_beside_us": several_beside[0],
         "max_err_several_fused_ours": several_fused[1],
         "max_err_several_split": several_split[1],
         "max_err_several_one_launch": several_one[1],
+        "max_err_several_shrink_beside": several_beside[1],
     }
 
 
@@ -311,8 +314,9 @@ def _time_several(
     """A step of ``SLOTS`` adapters (the rows dealt round robin): cuBLAS then our launch, the
     GEMM on ``lora_tile`` (no fused slot in such a step) then our launch on the rest, the
     split form (the shrink launch, then the GEMM on ``lora_tile`` with the expand in its
-    epilogue), and the split form in one launch (the op's runs of K for the shrink inside);
-    each (µs a call, largest difference from float64)."""
+    epilogue), the split form in one launch (the op's runs of K for the shrink inside), and
+    the same with the helpers' launch beside the GEMM's; each (µs a call, largest difference
+    from float64)."""
     first = cases[0]
     m = first["x"].shape[0]
     slots = [row % SLOTS for row in range(m)]
@@ -361,14 +365,14 @@ def _time_several(
 
     gemm_arrivals, shrink_arrivals, sync = counter_regions(arrivals)
 
-    def one_launch(c: dict[str, Any]) -> None:
+    def one_launch(c: dict[str, Any], beside: bool = False) -> None:
         inside = prepare_shrink(
             c["x"], c["a"], rest_small, BLOCK_M_SMALL, SLOTS, shrink_arrivals, INSIDE_RUN_STEPS
         )
         launch_gemm_lora(
             c["y"], c["x"], c["w"], c["a"], c["b"], token_slot, fused_slot, 1.0,
             tile=lora_tile, arrivals=gemm_arrivals,
-            expand=GemmExpand(rest_large, BLOCK_M_LARGE, inside.out, SLOTS, inside, sync),
+            expand=GemmExpand(rest_large, BLOCK_M_LARGE, inside.out, SLOTS, inside, sync, beside),
         )  # fmt: skip
 
     return (
@@ -376,6 +380,7 @@ def _time_several(
         timed(fused_then_ours, None, reference),
         timed(split, None, reference),
         timed(one_launch, None, reference),
+        timed(lambda c: one_launch(c, beside=True), None, reference),
     )
 
 
@@ -396,6 +401,7 @@ def plan_from(row: dict[str, Any], margin: float) -> GemmPlan:
         SeveralRoute.FUSED: row.get("several_fused_ours_us", float("inf")),
         SeveralRoute.SPLIT: row.get("several_split_us", float("inf")),
         SeveralRoute.ONE_LAUNCH: row.get("several_one_launch_us", float("inf")),
+        SeveralRoute.SHRINK_BESIDE: row.get("several_shrink_beside_us", float("inf")),
     }  # (a route a row does not hold was not measured: never taken; "ours" wins ties)
     return GemmPlan(
         lora_tile,
@@ -431,9 +437,10 @@ def main(argv: list[str] | None = None) -> int:
     print(
         "| shape | cuBLAS | cuBLAS + ours | best plain (tile) | best LoRA inside (tile) "
         "| rule of thumb, LoRA inside | 16 adapters: cuBLAS + ours | 16 adapters: LoRA tile + "
-        "ours | 16 adapters: split form | 16 adapters: one launch | plan |"
+        "ours | 16 adapters: split form | 16 adapters: one launch | 16 adapters: shrink beside "
+        "| plan |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     try:
         for shape in shapes:
             row = tune_shape(shape, args.m, args.replays, args.lora_candidates, compiler)
@@ -450,6 +457,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"| {row['default_lora_us']:.1f} "
                 f"| {row['several_cublas_ours_us']:.1f} | {row['several_fused_ours_us']:.1f} "
                 f"| {row['several_split_us']:.1f} | {row['several_one_launch_us']:.1f} "
+                f"| {row['several_shrink_beside_us']:.1f} "
                 f"| fuse {'yes' if plan.fuse else 'no'}, plain "
                 f"{'ours' if plan.plain_tile else 'cuBLAS'}, several {plan.several.value} |",
                 flush=True,

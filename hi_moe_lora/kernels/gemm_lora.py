@@ -43,8 +43,9 @@ of ones until a DoRA adapter is activated, so a served split form runs this too.
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -87,11 +88,12 @@ SYNC_DONE = tl.constexpr(2)
 SYNC_COUNTERS = tl.constexpr(2 + MAX_GEMM_SLICES)
 
 
-def _finish_launch(sync_ptr):  # type: ignore[no-untyped-def]
-    """Count this program finished; the last of the launch zeroes the ``sync`` counters (a
-    CUDA graph replays the launch as it left them)."""
+def _finish_launch(sync_ptr, programs):  # type: ignore[no-untyped-def]
+    """Count this program finished; the last of the ``programs`` that share the ``sync``
+    counters (this launch's, and a launch beside it that takes the shrink's jobs) zeroes them
+    (a CUDA graph replays the launches as they left them)."""
     finished = tl.atomic_add(sync_ptr + SYNC_FINISHED, 1, sem="acq_rel", scope="gpu")
-    if finished == tl.num_programs(0) - 1:
+    if finished == programs - 1:
         for counter in tl.static_range(SYNC_COUNTERS):
             tl.atomic_xchg(sync_ptr + counter, 0, sem="relaxed", scope="gpu")
 
@@ -126,6 +128,7 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
     k,
     rank,
     scale,
+    sync_programs,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
@@ -154,8 +157,11 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
     A GEMM program takes the jobs still left after its K loop, then its epilogue waits until its
     slice's sums are all counted: it waits only once every job has been taken, each by a
     program running it that waits on nothing, so the launch cannot deadlock whatever the GPU
-    schedules (helpers that start late find no job and return). The last program to finish
-    zeroes the counters."""
+    schedules (helpers that start late find no job and return). The helpers may instead run
+    in a launch of their own beside this one (:func:`_shrink_helpers_kernel`, on a side stream:
+    a smaller program, so several fit an SM beside a GEMM program); this launch then holds the
+    GEMM's programs only, and the same argument holds. The last of the ``sync_programs`` that
+    share the counters to finish zeroes them."""
     if SHRINK_JOBS == 0:
         column_block, k_index = tl.program_id(0), tl.program_id(1)
     else:
@@ -168,7 +174,7 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
                 sync_ptr + SYNC_DONE, m, k, rank, SHRINK_JOBS, SHRINK_TILE_M, HEADER,
                 SHRINK_BLOCK_K, SHRINK_STEPS, SHRINK_RUNS, R_PAD, SLICES, UPCAST_DOT,
             )  # fmt: skip
-            _finish_launch(sync_ptr)  # type: ignore[no-untyped-call]
+            _finish_launch(sync_ptr, sync_programs)  # type: ignore[no-untyped-call]
             return
     n0 = column_block * BLOCK_N
     k_run = k // SPLIT_K
@@ -328,10 +334,48 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
             tl.store(y_ptrs, total.to(y_ptr.dtype.element_ty), mask=row_ok[:, None])
             tl.atomic_xchg(arrivals_ptr + column_block, 0, sem="relaxed", scope="gpu")
     if SHRINK_JOBS > 0:
-        _finish_launch(sync_ptr)  # type: ignore[no-untyped-call]
+        _finish_launch(sync_ptr, sync_programs)  # type: ignore[no-untyped-call]
 
 
-#: The device functions :func:`_gemm_lora_kernel` calls, callees first.
+def _shrink_helpers_kernel(  # type: ignore[no-untyped-def]
+    x_ptr,
+    lora_base_ptr,
+    a_off0,
+    a_off1,
+    a_off2,
+    shrink_tiles_ptr,
+    shrink_partials_ptr,
+    shrink_arrivals_ptr,
+    shrunk_ptr,
+    sync_ptr,
+    m,
+    k,
+    rank,
+    sync_programs,
+    SHRINK_JOBS: tl.constexpr,
+    SHRINK_TILE_M: tl.constexpr,
+    HEADER: tl.constexpr,
+    SHRINK_BLOCK_K: tl.constexpr,
+    SHRINK_STEPS: tl.constexpr,
+    SHRINK_RUNS: tl.constexpr,
+    R_PAD: tl.constexpr,
+    SLICES: tl.constexpr,
+    UPCAST_DOT: tl.constexpr,
+):
+    """The one-launch form's helpers in a launch of their own, beside the GEMM's (the shrink
+    beside): each takes the shrink's jobs by ticket until none is left, then counts itself
+    finished among the ``sync_programs`` of both launches."""
+    take_shrink_jobs(
+        x_ptr, lora_base_ptr, a_off0, a_off1, a_off2, shrink_tiles_ptr, shrink_partials_ptr,
+        shrink_arrivals_ptr, shrunk_ptr, sync_ptr + SYNC_JOBS, sync_ptr + SYNC_DONE, m, k, rank,
+        SHRINK_JOBS, SHRINK_TILE_M, HEADER, SHRINK_BLOCK_K, SHRINK_STEPS, SHRINK_RUNS, R_PAD,
+        SLICES, UPCAST_DOT,
+    )  # fmt: skip
+    _finish_launch(sync_ptr, sync_programs)  # type: ignore[no-untyped-call]
+
+
+#: The device functions :func:`_gemm_lora_kernel` and :func:`_shrink_helpers_kernel` call,
+#: callees first.
 KERNEL_CALLEES = (shrink_program, take_shrink_jobs, _finish_launch)
 
 
@@ -402,7 +446,9 @@ class GemmExpand:
     (:func:`.gemm_shrink.launch_gemm_shrink`, unscaled) and the most adapters a step holds
     (the slots). ``inside``: the shrink runs in the GEMM's own launch instead (its tensors,
     :func:`.gemm_shrink.prepare_shrink`; ``shrunk`` is then its ``out``), with ``sync``: the
-    launch's :data:`SYNC_COUNTERS` zeroed counters (:func:`counter_regions`)."""
+    launch's :data:`SYNC_COUNTERS` zeroed counters (:func:`counter_regions`). ``beside``: the
+    shrink's helper programs run in a launch of their own on a side stream, beside the GEMM's
+    (which still takes what they leave), instead of after the GEMM's programs in its launch."""
 
     rest_tiles: torch.Tensor
     tile_m: int
@@ -410,6 +456,7 @@ class GemmExpand:
     adapters: int
     inside: ShrinkLaunch | None = None
     sync: torch.Tensor | None = None
+    beside: bool = False
 
     def check(self, m: int, slices: int, rank: int) -> None:
         """Refuse an intermediate of another shape, or a call too tall for one tile an adapter."""
@@ -424,6 +471,8 @@ class GemmExpand:
             self.sync is None or self.sync.numel() < SYNC_COUNTERS.value
         ):
             raise GemmLoRAShapeError(f"a shrink inside needs {SYNC_COUNTERS.value} counters")
+        if self.beside and self.inside is None:
+            raise GemmLoRAShapeError("a shrink beside the GEMM needs its jobs (inside)")
 
     def launch_args(self, m: int, rank: int) -> tuple[tuple[torch.Tensor, ...], dict[str, Any]]:
         """The kernel's pointers (rest list, intermediate, the shrink's list, partials and
@@ -590,15 +639,82 @@ def _launch(
     kernel, upcast = kernel_for(_gemm_lora_kernel, x, ("m",), KERNEL_CALLEES)
     expand_ptrs: tuple[torch.Tensor, ...] = (y,) * 6  # (pointers the kernel does not read)
     expand_constexprs, grid = NO_EXPAND, (column_blocks, tile.split_k)
+    sync_programs = helpers = 0
     if expand is not None:
         expand_ptrs, expand_constexprs = expand.launch_args(m, rank)
-        if expand.inside is not None:  # (one axis: the GEMM's programs, then the helpers)
-            grid = (column_blocks * tile.split_k + _helpers(x.device), 1)
-    kernel[grid](
-        x, w, *lora_args, y, *dora_args, partials, arrivals if arrivals is not None else y,
-        *expand_ptrs, m, n, k, rank, scale,
-        BLOCK_M=max(MIN_DOT, triton.next_power_of_2(m)), BLOCK_N=tile.block_n,
-        BLOCK_K=tile.block_k, R_PAD=rank_padding(rank), SPLIT_K=tile.split_k, FUSED=fused,
-        DORA=dora, **expand_constexprs, HEADER=HEADER_SIZE, UPCAST_DOT=upcast,
-        num_warps=tile.warps, num_stages=tile.stages,
-    )  # fmt: skip
+        if expand.inside is not None:  # (one axis: the GEMM's programs, then any helpers)
+            helpers = _helpers(x.device)
+            sync_programs = column_blocks * tile.split_k + helpers
+            grid = (sync_programs - helpers if expand.beside else sync_programs, 1)
+    with _beside(x.device, expand is not None and expand.beside) as side:
+        if side is not None:
+            _launch_helpers(side, x, lora_args, expand_ptrs, expand_constexprs, rank, helpers,
+                            sync_programs, upcast)  # fmt: skip
+        kernel[grid](
+            x, w, *lora_args, y, *dora_args, partials, arrivals if arrivals is not None else y,
+            *expand_ptrs, m, n, k, rank, scale, sync_programs,
+            BLOCK_M=max(MIN_DOT, triton.next_power_of_2(m)), BLOCK_N=tile.block_n,
+            BLOCK_K=tile.block_k, R_PAD=rank_padding(rank), SPLIT_K=tile.split_k, FUSED=fused,
+            DORA=dora, **expand_constexprs, HEADER=HEADER_SIZE, UPCAST_DOT=upcast,
+            num_warps=tile.warps, num_stages=tile.stages,
+        )  # fmt: skip
+
+
+@contextlib.contextmanager
+def _beside(device: torch.device, wanted: bool) -> Iterator[torch.cuda.Stream | None]:
+    """Where the shrink's helpers launch beside the GEMM: a side stream forked from the
+    current one (so it follows what came before), joined back when the block ends (so what
+    follows waits for both launches); inside a CUDA graph's capture this is the graph's fork
+    and join. ``None`` where not wanted, and on the CPU, whose interpreter runs each launch
+    to its end (the helpers then take every job first)."""
+    if not wanted:
+        yield None
+        return
+    if device.type != "cuda":
+        yield _INTERPRETER_SIDE
+        return
+    main = torch.cuda.current_stream(device)
+    side = _side_stream(device.index if device.index is not None else torch.cuda.current_device())
+    side.wait_stream(main)
+    yield side
+    main.wait_stream(side)
+
+
+#: The interpreter's stand-in for a side stream (its launches run on the caller's thread).
+_INTERPRETER_SIDE: Any = object()
+
+
+@functools.cache
+def _side_stream(index: int) -> torch.cuda.Stream:
+    return torch.cuda.Stream(index)  # type: ignore[no-untyped-call]
+
+
+def _launch_helpers(
+    side: Any,
+    x: torch.Tensor,
+    lora_args: tuple[Any, ...],
+    expand_ptrs: tuple[torch.Tensor, ...],
+    expand_constexprs: dict[str, Any],
+    rank: int,
+    helpers: int,
+    sync_programs: int,
+    upcast: bool,
+) -> None:
+    """The shrink's helpers, ``helpers`` programs on ``side`` (:func:`_shrink_helpers_kernel`:
+    the jobs and counters :meth:`GemmExpand.launch_args` gave the GEMM's launch)."""
+    kernel, _ = kernel_for(_shrink_helpers_kernel, x, ("m",), KERNEL_CALLEES)
+    _, _, tiles, partials, arrivals, sync = expand_ptrs
+    shrink = {
+        name: expand_constexprs[name]
+        for name in (
+            "SHRINK_JOBS", "SHRINK_TILE_M", "SHRINK_BLOCK_K", "SHRINK_STEPS", "SHRINK_RUNS",
+            "SLICES",
+        )
+    }  # fmt: skip
+    m, k = x.shape
+    with contextlib.nullcontext() if side is _INTERPRETER_SIDE else torch.cuda.stream(side):
+        kernel[(helpers,)](
+            x, lora_args[0], *lora_args[1:4], tiles, partials, arrivals,
+            expand_ptrs[1], sync, m, k, rank, sync_programs, **shrink, HEADER=HEADER_SIZE,
+            R_PAD=rank_padding(rank), UPCAST_DOT=upcast, num_warps=4, num_stages=1,
+        )  # fmt: skip

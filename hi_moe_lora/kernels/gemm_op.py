@@ -22,6 +22,9 @@ serves the rest of the step's LoRA tokens:
   take its jobs from the start, the GEMM's programs what is left after their K loop (runs of
   ``INSIDE_RUN_STEPS`` K steps, each job's ticket being a round trip); where it does not fit,
   ``OURS``;
+- ``SHRINK_BESIDE``: as ``ONE_LAUNCH``, the helper programs in a launch of their own on a side
+  stream beside the GEMM's (forked from the op's stream and joined back, so a CUDA graph
+  captures a fork and a join);
 - ``FUSED``: the GEMM with the fused slot, then our launch (:func:`.ops.lora_linear_impl`) on
   the rest work list;
 - ``OURS``: under the flag, cuBLAS or the plain tile, then our launch on the whole work list;
@@ -61,7 +64,9 @@ OP_NAME = "hi_moe_lora::gemm_lora_linear"
 #: against 8 and 16: o 6.5 µs of LoRA against 9.4 and 15.3, gate_up 8.3 against 10.3 and 9.8.
 INSIDE_RUN_STEPS = 4
 #: The routes that expand in the GEMM's epilogue.
-SPLIT_ROUTES = (SeveralRoute.SPLIT, SeveralRoute.ONE_LAUNCH)
+SPLIT_ROUTES = (SeveralRoute.SPLIT, SeveralRoute.ONE_LAUNCH, SeveralRoute.SHRINK_BESIDE)
+#: The routes whose shrink jobs run beside the GEMM's K loop (runs of ``INSIDE_RUN_STEPS``).
+INSIDE_ROUTES = (SeveralRoute.ONE_LAUNCH, SeveralRoute.SHRINK_BESIDE)
 
 
 def gemm_lora_linear_impl(
@@ -107,12 +112,15 @@ def gemm_lora_linear_impl(
         if not alone and several is SeveralRoute.SPLIT:  # (the rest list shrunk ahead)
             shrunk = launch_gemm_shrink(x, lora_a, rest_small, BLOCK_M_SMALL, slots, gemm_arrivals)
             expand = GemmExpand(rest_large, BLOCK_M_LARGE, shrunk, slots)
-        elif not alone:  # (the rest list shrunk inside the GEMM's launch)
+        elif (
+            not alone
+        ):  # (the rest list shrunk beside the K loop: inside the launch, or by its own)
             arrivals, shrink_arrivals, sync = counter_regions(gemm_arrivals)
             inside = prepare_shrink(
                 x, lora_a, rest_small, BLOCK_M_SMALL, slots, shrink_arrivals, INSIDE_RUN_STEPS
             )
-            expand = GemmExpand(rest_large, BLOCK_M_LARGE, inside.out, slots, inside, sync)
+            beside = several is SeveralRoute.SHRINK_BESIDE
+            expand = GemmExpand(rest_large, BLOCK_M_LARGE, inside.out, slots, inside, sync, beside)
         launch_gemm_lora(
             y, x, weight, lora_a, lora_b, token_slot, fused_slot, scale, dora,
             plan.lora_tile, arrivals, expand,
@@ -140,9 +148,9 @@ def gemm_lora_linear_impl(
 
 
 def _split_form_fits(x: torch.Tensor, route: SeveralRoute) -> bool:
-    """Whether the split form (``route``: alone or inside the GEMM's launch) takes a call of
+    """Whether the split form (``route``: alone, or beside the GEMM's K loop) takes a call of
     this shape: every adapter's rows in one tile of the rest list, and K in whole shrink runs."""
-    steps = INSIDE_RUN_STEPS if route is SeveralRoute.ONE_LAUNCH else RUN_STEPS
+    steps = INSIDE_RUN_STEPS if route in INSIDE_ROUTES else RUN_STEPS
     return x.shape[0] <= BLOCK_M_LARGE and shrink_runs(x.shape[1], steps) is not None
 
 

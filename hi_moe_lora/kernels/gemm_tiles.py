@@ -11,7 +11,8 @@ or the file ``HI_MOE_LORA_GEMM_TILES`` names). Each entry of the table also says
 - ``several``: the route of a step of several adapters (:class:`SeveralRoute`: ``"ours"``, our
   launch after the GEMM; ``"fused"``, the LoRA tile's GEMM, then our launch on the rest;
   ``"split"``, a shrink launch, then the expand in the GEMM's epilogue: :mod:`.gemm_shrink`;
-  ``"one-launch"``, the same with the shrink inside the GEMM's launch), the fastest measured.
+  ``"one-launch"``, the same with the shrink inside the GEMM's launch; ``"shrink-beside"``,
+  its helpers in a launch on a side stream), the fastest measured.
   Tables from before it say ``split`` (true: ``"split"``) or nothing (``"ours"``), and
 - ``plain``: the tile that runs the GEMM where no LoRA rides inside it, if one beat cuBLAS
   (else ``null``: cuBLAS).
@@ -98,6 +99,10 @@ class SeveralRoute(enum.Enum):
     #: the GEMM's wait for them only in the epilogue, so the shrink runs under the GEMM's K loop
     #: instead of ahead of it.
     ONE_LAUNCH = "one-launch"
+    #: The same, its helper programs in a launch of their own on a side stream beside the
+    #: GEMM's (smaller programs, so they share SMs with the GEMM's where one launch's, sized
+    #: for the GEMM, could not). Not measured on a GPU yet: no table takes it.
+    SHRINK_BESIDE = "shrink-beside"
 
 
 @dataclass(frozen=True)

@@ -69,19 +69,27 @@ def _reference(
     return out
 
 
+#: Where the split form's shrink runs: launched ahead, inside the GEMM's launch, or in a
+#: launch of its own beside the GEMM's.
+SHRINK_FORMS = ["ahead", "inside", "beside"]
+
+
 def _split_form(
-    x: torch.Tensor, a: list[torch.Tensor], work: WorkListBuffers, inside: bool
+    x: torch.Tensor, a: list[torch.Tensor], work: WorkListBuffers, form: str
 ) -> tuple[GemmExpand, torch.Tensor, torch.Tensor]:
-    """The split form's expand, the GEMM's arrival counters and the whole counter tensor: the
-    shrink launched ahead, or (``inside``) prepared to run inside the GEMM's launch."""
+    """The split form's expand, the GEMM's arrival counters and the whole counter tensor, the
+    shrink in ``form`` (:data:`SHRINK_FORMS`)."""
     arrivals = arrival_counters(x.device)
     rest_small, rest_large = work.rest_tiles[BLOCK_M_SMALL], work.rest_tiles[BLOCK_M_LARGE]
-    if not inside:
+    if form == "ahead":
         shrunk = launch_gemm_shrink(x, a, rest_small, BLOCK_M_SMALL, SLOTS, arrivals)
         return GemmExpand(rest_large, BLOCK_M_LARGE, shrunk, SLOTS), arrivals, arrivals
     gemm, shrink, sync = counter_regions(arrivals)
     launch = prepare_shrink(x, a, rest_small, BLOCK_M_SMALL, SLOTS, shrink)
-    return GemmExpand(rest_large, BLOCK_M_LARGE, launch.out, SLOTS, launch, sync), gemm, arrivals
+    expand = GemmExpand(
+        rest_large, BLOCK_M_LARGE, launch.out, SLOTS, launch, sync, beside=form == "beside"
+    )
+    return expand, gemm, arrivals
 
 
 @pytest.mark.parametrize(
@@ -177,19 +185,19 @@ def test_a_tile_that_splits_k_adds_every_runs_share_of_base_and_lora(
         (33, 512, [64], 64, GemmTile(64, 64, 2)),  # a wide rank: two adapters a dot
     ],
 )
-@pytest.mark.parametrize("inside", [False, True], ids=["shrink-ahead", "shrink-inside"])
+@pytest.mark.parametrize("form", SHRINK_FORMS)
 def test_the_split_form_expands_every_tokens_own_adapter_in_the_epilogue(
-    m: int, k: int, widths: list[int], rank: int, tile: GemmTile, inside: bool, device: str
+    m: int, k: int, widths: list[int], rank: int, tile: GemmTile, form: str, device: str
 ) -> None:
-    """Several adapters: the shrink ahead or inside the GEMM's launch, each token's expand by
-    its own adapter's B; every counter left zero."""
+    """Several adapters: the shrink ahead, inside the GEMM's launch or beside it, each token's
+    expand by its own adapter's B; every counter left zero."""
     dtype = torch.float32 if device == "cpu" else torch.bfloat16
     x, w, a, b = _case(m, k, widths, rank, device, dtype, seed=m)
     slots = [i % (SLOTS + 1) - 1 for i in range(m)]  # (every slot, tokens without an adapter)
     work = WorkListBuffers(64, SLOTS, device, fused_slot=True)
     work.update(np.array(slots), [rank] * SLOTS)
     assert work.fused_slot is not None
-    expand, arrivals, counters = _split_form(x, a, work, inside)
+    expand, arrivals, counters = _split_form(x, a, work, form)
     token_slot = torch.tensor(slots, dtype=torch.int32, device=device)
     ref = _reference(x, w, a, b, slots, None, 0.5)
     tol = 1e-4 if dtype == torch.float32 else 4e-2
@@ -204,9 +212,9 @@ def test_the_split_form_expands_every_tokens_own_adapter_in_the_epilogue(
 
 
 @pytest.mark.parametrize("tile", [GemmTile(32, 64, 2), GemmTile(32, 64, 2, split_k=2)])
-@pytest.mark.parametrize("inside", [False, True], ids=["shrink-ahead", "shrink-inside"])
+@pytest.mark.parametrize("form", SHRINK_FORMS)
 def test_the_split_form_scales_each_live_dora_slots_rows_by_its_own_ratios(
-    tile: GemmTile, inside: bool, device: str
+    tile: GemmTile, form: str, device: str
 ) -> None:
     """Unsplit, and split (each run's partial scaled: the ratio is per column)."""
     dtype = torch.float32 if device == "cpu" else torch.bfloat16
@@ -216,7 +224,7 @@ def test_the_split_form_scales_each_live_dora_slots_rows_by_its_own_ratios(
     work = WorkListBuffers(64, SLOTS, device, fused_slot=True)
     work.update(np.array(slots), [16] * SLOTS)
     assert work.fused_slot is not None
-    expand, arrivals, _ = _split_form(x, a, work, inside)
+    expand, arrivals, _ = _split_form(x, a, work, form)
     g = torch.rand(SLOTS + 1, 128, generator=torch.Generator().manual_seed(2)).to(device) + 0.5
     live = torch.tensor([0, 1, 1], dtype=torch.int32, device=device)
     y = torch.full((m, 128), float("nan"), dtype=dtype, device=device)

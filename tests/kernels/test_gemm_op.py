@@ -189,15 +189,21 @@ def test_the_routes_without_the_split_form_run_our_launch_after_the_gemm(
 
 @pytest.mark.parametrize("slots", [[1] * 8, SEVERAL])
 @pytest.mark.parametrize("specialized", [False, True])
-def test_the_one_launch_route_shrinks_inside_the_gemm(
-    slots: list[int], specialized: bool, device: str, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("route", [SeveralRoute.ONE_LAUNCH, SeveralRoute.SHRINK_BESIDE])
+def test_the_routes_with_the_shrink_beside_the_k_loop_make_no_launch_around_the_gemm(
+    slots: list[int],
+    specialized: bool,
+    route: SeveralRoute,
+    device: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """``ONE_LAUNCH``: no shrink launch and no launch after the GEMM; one GEMM launch, which
-    holds the shrink where the step has several adapters, or may have (the count not known);
+    """``ONE_LAUNCH`` and ``SHRINK_BESIDE``: no shrink launch ahead and no launch after the
+    GEMM; one GEMM call, which holds the shrink (inside its launch, or with its helpers'
+    launch beside it) where the step has several adapters, or may have (the count not known);
     every token gets its own adapter. (The counters' reset: ``test_gemm_lora.py``.)"""
     import hi_moe_lora.kernels.gemm_op as gemm_op
 
-    _plans_with_route(monkeypatch, SeveralRoute.ONE_LAUNCH)
+    _plans_with_route(monkeypatch, route)
     monkeypatch.setattr(gemm_op, "INSIDE_RUN_STEPS", 1)  # (K = 256: two runs of one step)
     shrinks = _count_calls(monkeypatch, gemm_op, "launch_gemm_shrink")
     inside = _count_calls(monkeypatch, gemm_op, "prepare_shrink")

@@ -187,7 +187,7 @@ def test_a_measured_gpu_fuses_no_shape_the_sweep_did_not_measure(
                     }
                 }
             },
-            "several is one of 'ours', 'fused', 'split', 'one-launch', not 'both'",
+            "several is one of 'ours', 'fused', 'split', 'one-launch', 'shrink-beside', not 'both'",
         ),
         (
             {
