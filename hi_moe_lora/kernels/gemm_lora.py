@@ -21,7 +21,9 @@ it cost for all of them). The fused slot and the rest list are per-step device d
 captured CUDA graph stays valid whatever the batch holds. In one launch (:class:`GemmExpand`'s
 ``inside``), the shrink's jobs run inside this kernel instead: helper programs after the GEMM's
 take them from the start, the GEMM's programs take what is left after their K loop, and each
-epilogue waits for its slice's sums (:func:`_gemm_lora_kernel` says why it cannot deadlock).
+epilogue waits for its slice's sums (:func:`_gemm_lora_kernel` says why it cannot deadlock). With
+``beside``, the helpers run in a launch of their own on a side stream instead
+(:func:`_shrink_helpers_kernel`), whose programs are small enough to share SMs with the GEMM's.
 
 The same kernel with ``FUSED`` off is a plain GEMM (:func:`launch_plain_gemm`), for the calls
 where it beats cuBLAS. A tile may split K (:class:`.gemm_tiles.GemmTile`): each run's program
@@ -88,12 +90,12 @@ SYNC_DONE = tl.constexpr(2)
 SYNC_COUNTERS = tl.constexpr(2 + MAX_GEMM_SLICES)
 
 
-def _finish_launch(sync_ptr, programs):  # type: ignore[no-untyped-def]
-    """Count this program finished; the last of the ``programs`` that share the ``sync``
-    counters (this launch's, and a launch beside it that takes the shrink's jobs) zeroes them
-    (a CUDA graph replays the launches as they left them)."""
+def _finish_launch(sync_ptr, BESIDE_PROGRAMS: tl.constexpr):  # type: ignore[no-untyped-def]
+    """Count this program finished; the last of the programs that share the ``sync`` counters
+    (this launch's, and the ``BESIDE_PROGRAMS`` of a launch beside it that shares them) zeroes
+    them (a CUDA graph replays the launches as they left them)."""
     finished = tl.atomic_add(sync_ptr + SYNC_FINISHED, 1, sem="acq_rel", scope="gpu")
-    if finished == programs - 1:
+    if finished == tl.num_programs(0) + BESIDE_PROGRAMS - 1:
         for counter in tl.static_range(SYNC_COUNTERS):
             tl.atomic_xchg(sync_ptr + counter, 0, sem="relaxed", scope="gpu")
 
@@ -128,7 +130,6 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
     k,
     rank,
     scale,
-    sync_programs,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
@@ -148,6 +149,7 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
     SHRINK_BLOCK_K: tl.constexpr,
     SHRINK_STEPS: tl.constexpr,
     SHRINK_RUNS: tl.constexpr,
+    BESIDE_PROGRAMS: tl.constexpr,
 ):
     """One GEMM program: ``BLOCK_N`` output columns (inside one slice) for all ``m`` rows, over
     one of ``SPLIT_K`` equal runs of K, from the grid's two axes. With a shrink inside
@@ -160,8 +162,8 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
     schedules (helpers that start late find no job and return). The helpers may instead run
     in a launch of their own beside this one (:func:`_shrink_helpers_kernel`, on a side stream:
     a smaller program, so several fit an SM beside a GEMM program); this launch then holds the
-    GEMM's programs only, and the same argument holds. The last of the ``sync_programs`` that
-    share the counters to finish zeroes them."""
+    GEMM's programs only (``BESIDE_PROGRAMS``: the helpers', 0 in one launch), and the same
+    argument holds. The last program of both launches to finish zeroes the counters."""
     if SHRINK_JOBS == 0:
         column_block, k_index = tl.program_id(0), tl.program_id(1)
     else:
@@ -174,7 +176,7 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
                 sync_ptr + SYNC_DONE, m, k, rank, SHRINK_JOBS, SHRINK_TILE_M, HEADER,
                 SHRINK_BLOCK_K, SHRINK_STEPS, SHRINK_RUNS, R_PAD, SLICES, UPCAST_DOT,
             )  # fmt: skip
-            _finish_launch(sync_ptr, sync_programs)  # type: ignore[no-untyped-call]
+            _finish_launch(sync_ptr, BESIDE_PROGRAMS)  # type: ignore[no-untyped-call]
             return
     n0 = column_block * BLOCK_N
     k_run = k // SPLIT_K
@@ -334,7 +336,7 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
             tl.store(y_ptrs, total.to(y_ptr.dtype.element_ty), mask=row_ok[:, None])
             tl.atomic_xchg(arrivals_ptr + column_block, 0, sem="relaxed", scope="gpu")
     if SHRINK_JOBS > 0:
-        _finish_launch(sync_ptr, sync_programs)  # type: ignore[no-untyped-call]
+        _finish_launch(sync_ptr, BESIDE_PROGRAMS)  # type: ignore[no-untyped-call]
 
 
 def _shrink_helpers_kernel(  # type: ignore[no-untyped-def]
@@ -351,7 +353,6 @@ def _shrink_helpers_kernel(  # type: ignore[no-untyped-def]
     m,
     k,
     rank,
-    sync_programs,
     SHRINK_JOBS: tl.constexpr,
     SHRINK_TILE_M: tl.constexpr,
     HEADER: tl.constexpr,
@@ -361,17 +362,18 @@ def _shrink_helpers_kernel(  # type: ignore[no-untyped-def]
     R_PAD: tl.constexpr,
     SLICES: tl.constexpr,
     UPCAST_DOT: tl.constexpr,
+    BESIDE_PROGRAMS: tl.constexpr,
 ):
     """The one-launch form's helpers in a launch of their own, beside the GEMM's (the shrink
     beside): each takes the shrink's jobs by ticket until none is left, then counts itself
-    finished among the ``sync_programs`` of both launches."""
+    finished among both launches' programs (the GEMM's: ``BESIDE_PROGRAMS``)."""
     take_shrink_jobs(
         x_ptr, lora_base_ptr, a_off0, a_off1, a_off2, shrink_tiles_ptr, shrink_partials_ptr,
         shrink_arrivals_ptr, shrunk_ptr, sync_ptr + SYNC_JOBS, sync_ptr + SYNC_DONE, m, k, rank,
         SHRINK_JOBS, SHRINK_TILE_M, HEADER, SHRINK_BLOCK_K, SHRINK_STEPS, SHRINK_RUNS, R_PAD,
         SLICES, UPCAST_DOT,
     )  # fmt: skip
-    _finish_launch(sync_ptr, sync_programs)  # type: ignore[no-untyped-call]
+    _finish_launch(sync_ptr, BESIDE_PROGRAMS)  # type: ignore[no-untyped-call]
 
 
 #: The device functions :func:`_gemm_lora_kernel` and :func:`_shrink_helpers_kernel` call,
@@ -639,24 +641,24 @@ def _launch(
     kernel, upcast = kernel_for(_gemm_lora_kernel, x, ("m",), KERNEL_CALLEES)
     expand_ptrs: tuple[torch.Tensor, ...] = (y,) * 6  # (pointers the kernel does not read)
     expand_constexprs, grid = NO_EXPAND, (column_blocks, tile.split_k)
-    sync_programs = helpers = 0
+    helpers = beside = 0
     if expand is not None:
         expand_ptrs, expand_constexprs = expand.launch_args(m, rank)
         if expand.inside is not None:  # (one axis: the GEMM's programs, then any helpers)
             helpers = _helpers(x.device)
-            sync_programs = column_blocks * tile.split_k + helpers
-            grid = (sync_programs - helpers if expand.beside else sync_programs, 1)
+            beside = helpers if expand.beside else 0
+            grid = (column_blocks * tile.split_k + helpers - beside, 1)
     with _beside(x.device, expand is not None and expand.beside) as side:
         if side is not None:
             _launch_helpers(side, x, lora_args, expand_ptrs, expand_constexprs, rank, helpers,
-                            sync_programs, upcast)  # fmt: skip
+                            grid[0], upcast)  # fmt: skip
         kernel[grid](
             x, w, *lora_args, y, *dora_args, partials, arrivals if arrivals is not None else y,
-            *expand_ptrs, m, n, k, rank, scale, sync_programs,
+            *expand_ptrs, m, n, k, rank, scale,
             BLOCK_M=max(MIN_DOT, triton.next_power_of_2(m)), BLOCK_N=tile.block_n,
             BLOCK_K=tile.block_k, R_PAD=rank_padding(rank), SPLIT_K=tile.split_k, FUSED=fused,
             DORA=dora, **expand_constexprs, HEADER=HEADER_SIZE, UPCAST_DOT=upcast,
-            num_warps=tile.warps, num_stages=tile.stages,
+            BESIDE_PROGRAMS=beside, num_warps=tile.warps, num_stages=tile.stages,
         )  # fmt: skip
 
 
@@ -697,11 +699,12 @@ def _launch_helpers(
     expand_constexprs: dict[str, Any],
     rank: int,
     helpers: int,
-    sync_programs: int,
+    gemm_programs: int,
     upcast: bool,
 ) -> None:
     """The shrink's helpers, ``helpers`` programs on ``side`` (:func:`_shrink_helpers_kernel`:
-    the jobs and counters :meth:`GemmExpand.launch_args` gave the GEMM's launch)."""
+    the jobs and counters :meth:`GemmExpand.launch_args` gave the GEMM's launch of
+    ``gemm_programs`` programs)."""
     kernel, _ = kernel_for(_shrink_helpers_kernel, x, ("m",), KERNEL_CALLEES)
     _, _, tiles, partials, arrivals, sync = expand_ptrs
     shrink = {
@@ -715,6 +718,7 @@ def _launch_helpers(
     with contextlib.nullcontext() if side is _INTERPRETER_SIDE else torch.cuda.stream(side):
         kernel[(helpers,)](
             x, lora_args[0], *lora_args[1:4], tiles, partials, arrivals,
-            expand_ptrs[1], sync, m, k, rank, sync_programs, **shrink, HEADER=HEADER_SIZE,
-            R_PAD=rank_padding(rank), UPCAST_DOT=upcast, num_warps=4, num_stages=1,
+            expand_ptrs[1], sync, m, k, rank, **shrink, HEADER=HEADER_SIZE,
+            R_PAD=rank_padding(rank), UPCAST_DOT=upcast, BESIDE_PROGRAMS=gemm_programs,
+            num_warps=4, num_stages=1,
         )  # fmt: skip
