@@ -176,7 +176,7 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
                 sync_ptr + SYNC_DONE, m, k, rank, SHRINK_JOBS, SHRINK_TILE_M, HEADER,
                 SHRINK_BLOCK_K, SHRINK_STEPS, SHRINK_RUNS, R_PAD, SLICES, UPCAST_DOT,
             )  # fmt: skip
-            _finish_launch(sync_ptr, BESIDE_PROGRAMS)  # type: ignore[no-untyped-call]
+            _finish_launch(sync_ptr, BESIDE_PROGRAMS)
             return
     n0 = column_block * BLOCK_N
     k_run = k // SPLIT_K
@@ -336,7 +336,7 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
             tl.store(y_ptrs, total.to(y_ptr.dtype.element_ty), mask=row_ok[:, None])
             tl.atomic_xchg(arrivals_ptr + column_block, 0, sem="relaxed", scope="gpu")
     if SHRINK_JOBS > 0:
-        _finish_launch(sync_ptr, BESIDE_PROGRAMS)  # type: ignore[no-untyped-call]
+        _finish_launch(sync_ptr, BESIDE_PROGRAMS)
 
 
 def _shrink_helpers_kernel(  # type: ignore[no-untyped-def]
@@ -373,7 +373,7 @@ def _shrink_helpers_kernel(  # type: ignore[no-untyped-def]
         SHRINK_JOBS, SHRINK_TILE_M, HEADER, SHRINK_BLOCK_K, SHRINK_STEPS, SHRINK_RUNS, R_PAD,
         SLICES, UPCAST_DOT,
     )  # fmt: skip
-    _finish_launch(sync_ptr, BESIDE_PROGRAMS)  # type: ignore[no-untyped-call]
+    _finish_launch(sync_ptr, BESIDE_PROGRAMS)
 
 
 #: The device functions :func:`_gemm_lora_kernel` and :func:`_shrink_helpers_kernel` call,
