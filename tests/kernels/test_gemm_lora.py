@@ -8,6 +8,11 @@ import pytest
 import torch
 
 from hi_moe_lora.kernels.config import BLOCK_M_LARGE, BLOCK_M_SMALL
+from hi_moe_lora.kernels.gemm_compile import (
+    ExpandForm,
+    compile_gemm_for_target,
+    compile_helpers_for_target,
+)
 from hi_moe_lora.kernels.gemm_lora import (
     GemmExpand,
     GemmLoRAShapeError,
@@ -300,3 +305,31 @@ def test_fusable_drops_a_plain_tile_that_does_not_fit_the_shape(
     o = [torch.empty(2, 1, 4096, 16, dtype=torch.bfloat16)]
     # (the rest of the plan kept: its route for several adapters too)
     assert fusable(x, w, o, max_rows=64) == GemmPlan(plan.lora_tile, True, None, SeveralRoute.FUSED)
+
+
+@pytest.mark.parametrize("form", ["none", *SHRINK_FORMS])
+@pytest.mark.parametrize("tile", [GemmTile(64, 128, 4), GemmTile(64, 128, 4, split_k=2)])
+def test_every_form_compiles_for_hopper(
+    form: ExpandForm, tile: GemmTile, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What only the compiler sees, before a GPU host does (a launch without the shrink once
+    compiled the helpers' branch and failed on one)."""
+    pytest.importorskip("triton.backends.nvidia")
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # compile, do not interpret
+    kernel = compile_gemm_for_target(tile, form)
+    assert kernel.asm["cubin"]
+    if form in ("inside", "beside"):
+        assert ".acquire." in kernel.asm["ptx"]  # (the epilogue's wait on the shrink's sums)
+
+
+def test_the_helpers_beside_the_gemm_hold_a_fraction_of_its_shared_memory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The point of their own launch: a program small enough to share an SM with the GEMM's."""
+    pytest.importorskip("triton.backends.nvidia")
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    helpers = compile_helpers_for_target()
+    gemm = compile_gemm_for_target(GemmTile(64, 128, 4), "beside")
+    assert helpers.asm["cubin"]
+    assert helpers.metadata.shared <= 16 * 1024
+    assert helpers.metadata.shared < gemm.metadata.shared

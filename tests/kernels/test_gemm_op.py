@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -48,9 +49,11 @@ def _run(
     no_lora: bool = False,
     specialized: bool = False,
     unit_dora: bool = False,
+    launch: Callable[[Callable[[], None], torch.Tensor], None] = lambda call, y: call(),
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The op's output and a float64 reference for qkv-like slices of 128 + 64 + 64 columns
-    (``unit_dora``: as a DoRA layer whose every slot is live with magnitude ratios of one)."""
+    (``unit_dora``: as a DoRA layer whose every slot is live with magnitude ratios of one;
+    ``launch``: how the op's call is made, given the call and its output)."""
     gen = torch.Generator().manual_seed(len(slots))
     dtype = torch.bfloat16  # (the fused GEMM takes half precision only)
     m, k, widths = len(slots), 256, (128, 64, 64)
@@ -64,15 +67,20 @@ def _run(
     work.update(np.array(slots), [RANK] * SLOTS)
     assert work.fused_slot is not None
     y = torch.full((m, sum(widths)), float("nan"), dtype=dtype, device=device)
-    torch.ops.hi_moe_lora.gemm_lora_linear(
-        y, x, w, a, b, work.tiles[BLOCK_M_SMALL], work.tiles[BLOCK_M_LARGE],
-        work.rest_tiles[BLOCK_M_SMALL], work.rest_tiles[BLOCK_M_LARGE],
-        torch.tensor(slots, dtype=torch.int32, device=device), work.fused_slot,
-        torch.full((SLOTS,), RANK, dtype=torch.int32, device=device), work.counters,
-        work.gemm_arrivals, torch.tensor([no_lora]), 1.0, min_rows, 64,
-        torch.tensor([len(set(slots))], dtype=torch.int32), specialized,
-        *_unit_dora(sum(widths), device, unit_dora),
-    )  # fmt: skip
+    token_slot = torch.tensor(slots, dtype=torch.int32, device=device)
+    ranks = torch.full((SLOTS,), RANK, dtype=torch.int32, device=device)
+    active = torch.tensor([len(set(slots))], dtype=torch.int32)
+    dora = _unit_dora(sum(widths), device, unit_dora)
+
+    def call() -> None:
+        torch.ops.hi_moe_lora.gemm_lora_linear(
+            y, x, w, a, b, work.tiles[BLOCK_M_SMALL], work.tiles[BLOCK_M_LARGE],
+            work.rest_tiles[BLOCK_M_SMALL], work.rest_tiles[BLOCK_M_LARGE], token_slot,
+            work.fused_slot, ranks, work.counters, work.gemm_arrivals, torch.tensor([no_lora]),
+            1.0, min_rows, 64, active, specialized, *dora,
+        )  # fmt: skip
+
+    launch(call, y)
     ref = x.double() @ w.double().T
     if not no_lora:
         col = 0
@@ -214,6 +222,38 @@ def test_the_routes_with_the_shrink_beside_the_k_loop_make_no_launch_around_the_
     one_adapter_alone = specialized and len(set(slots)) == 1
     assert (shrinks, ours, gemms) == ([], [], [1])
     assert inside == ([] if one_adapter_alone else [1])
+
+
+def _replayed_in_a_graph(call: Callable[[], None], y: torch.Tensor) -> None:
+    """``call`` once to compile, then captured in a CUDA graph and replayed twice, ``y``
+    cleared before each replay (so the last one wrote what the test reads)."""
+    call()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()  # type: ignore[no-untyped-call]
+    with torch.cuda.graph(graph):
+        call()
+    for _ in range(2):
+        y.fill_(float("nan"))
+        graph.replay()
+    torch.cuda.synchronize()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="captures a CUDA graph")
+@pytest.mark.parametrize(
+    "route", [SeveralRoute.SPLIT, SeveralRoute.ONE_LAUNCH, SeveralRoute.SHRINK_BESIDE]
+)
+def test_a_captured_graph_replays_each_split_form_with_its_counters_reset(
+    route: SeveralRoute, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As vLLM replays the op: the shrink beside the GEMM captured as a fork and a join of a
+    side stream, and every form's counters left zero by its own launches for the next replay
+    (a ticket left over would leave the next replay's jobs untaken)."""
+    import hi_moe_lora.kernels.gemm_op as gemm_op
+
+    _plans_with_route(monkeypatch, route)
+    monkeypatch.setattr(gemm_op, "INSIDE_RUN_STEPS", 1)  # (K = 256: two runs of one step)
+    y, ref = _run(SEVERAL, "cuda", 1, specialized=True, launch=_replayed_in_a_graph)
+    _assert_close(y, ref)
 
 
 def test_the_one_launch_route_takes_our_launch_where_k_is_not_in_whole_runs(
