@@ -112,9 +112,7 @@ def gemm_lora_linear_impl(
         if not alone and several is SeveralRoute.SPLIT:  # (the rest list shrunk ahead)
             shrunk = launch_gemm_shrink(x, lora_a, rest_small, BLOCK_M_SMALL, slots, gemm_arrivals)
             expand = GemmExpand(rest_large, BLOCK_M_LARGE, shrunk, slots)
-        elif (
-            not alone
-        ):  # (the rest list shrunk beside the K loop: inside the launch, or by its own)
+        elif not alone:  # (the rest list shrunk beside the K loop: in its launch, or beside it)
             arrivals, shrink_arrivals, sync = counter_regions(gemm_arrivals)
             inside = prepare_shrink(
                 x, lora_a, rest_small, BLOCK_M_SMALL, slots, shrink_arrivals, INSIDE_RUN_STEPS
