@@ -37,7 +37,7 @@ on a side stream beside the GEMM's).
 
     python benchmarks/kernels/bench_fused_gemm.py [--ms 8 64] [--out results.json]
     python benchmarks/kernels/bench_fused_gemm.py --product [--ms 32 64] [--adapters 1 16] \
-        [--inside-run-steps 8]
+        [--inside-run-steps 8] [--beside-helpers-per-sm 2]
 """
 
 from __future__ import annotations
@@ -59,6 +59,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_lora import _graph_time  # type: ignore[import-not-found]  # (timed the same way)
 
+import hi_moe_lora.kernels.gemm_lora as gemm_lora_module
 import hi_moe_lora.kernels.gemm_op as gemm_op  # (registers hi_moe_lora::gemm_lora_linear)
 import hi_moe_lora.kernels.ops  # noqa: F401  (registers hi_moe_lora::lora_linear)
 import hi_moe_lora.kernels.triton_kernel as fused_launcher
@@ -423,8 +424,15 @@ def main(argv: list[str] | None = None) -> int:
         default=gemm_op.INSIDE_RUN_STEPS,
         help="K steps a shrink job holds inside the GEMM's launch (the one-launch column)",
     )
+    parser.add_argument(
+        "--beside-helpers-per-sm",
+        type=int,
+        default=gemm_lora_module.BESIDE_HELPERS_PER_SM,
+        help="helper programs an SM in the shrink-beside column's launch beside the GEMM",
+    )
     args = parser.parse_args(argv)
     gemm_op.INSIDE_RUN_STEPS = args.inside_run_steps
+    gemm_lora_module.BESIDE_HELPERS_PER_SM = args.beside_helpers_per_sm
     if not torch.cuda.is_available():
         parser.error("needs a CUDA GPU")
     if args.product:

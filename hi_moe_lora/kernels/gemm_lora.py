@@ -381,12 +381,19 @@ def _shrink_helpers_kernel(  # type: ignore[no-untyped-def]
 KERNEL_CALLEES = (shrink_program, take_shrink_jobs, _finish_launch)
 
 
-def _helpers(device: torch.device) -> int:
-    """Helper programs of a launch that holds the shrink: one an SM (those the GEMM leaves free
-    take the jobs; any more find none and return), two in the interpreter."""
+#: Helper programs an SM when they run beside the GEMM in a launch of their own (small enough
+#: that several share an SM; in one launch a helper takes a GEMM program's room, so one an SM).
+#: Not measured yet: ``bench_fused_gemm.py --beside-helpers-per-sm`` times others.
+BESIDE_HELPERS_PER_SM = 1
+
+
+def _helpers(device: torch.device, per_sm: int = 1) -> int:
+    """Helper programs of a launch that holds the shrink: ``per_sm`` an SM (those the GEMM
+    leaves room for take the jobs; any more find none and return), two in the interpreter."""
     if device.type != "cuda":
         return 2
-    return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return per_sm * _sm_count(index)
 
 
 @functools.cache
@@ -645,7 +652,7 @@ def _launch(
     if expand is not None:
         expand_ptrs, expand_constexprs = expand.launch_args(m, rank)
         if expand.inside is not None:  # (one axis: the GEMM's programs, then any helpers)
-            helpers = _helpers(x.device)
+            helpers = _helpers(x.device, BESIDE_HELPERS_PER_SM if expand.beside else 1)
             beside = helpers if expand.beside else 0
             grid = (column_blocks * tile.split_k + helpers - beside, 1)
     with _beside(x.device, expand is not None and expand.beside) as side:
