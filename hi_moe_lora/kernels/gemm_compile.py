@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-import triton
-
 from .gemm_lora import (
     KERNEL_CALLEES,
     NO_EXPAND,
@@ -22,7 +20,7 @@ from .gemm_lora import (
 )
 from .gemm_shrink import SHRINK_BLOCK_K
 from .gemm_tiles import GemmTile
-from .kernel_flavour import _compiled
+from .kernel_flavour import _compiled, compile_ahead
 from .worklist import HEADER_SIZE
 
 #: Where a compiled GEMM's several-adapter LoRA comes from: none (a one-adapter or plain
@@ -62,17 +60,9 @@ _SHRINK = {
 
 
 def _compile(function: Any, constexprs: dict[str, Any], arch: int, warps: int, stages: int) -> Any:
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
     kernel = _compiled(function, ("m",), KERNEL_CALLEES)
-    names: list[str] = kernel.arg_names
-    signature = {n: "constexpr" if n in constexprs else _TYPES.get(n, "i32") for n in names}
-    source = ASTSource(
-        kernel, signature, constexprs={(names.index(n),): v for n, v in constexprs.items()}
-    )
     options = {"num_warps": warps, "num_stages": stages}
-    return triton.compile(source, target=GPUTarget("cuda", arch, 32), options=options)
+    return compile_ahead(kernel, _TYPES, constexprs, arch, options=options)
 
 
 def compile_gemm_for_target(tile: GemmTile, form: ExpandForm, arch: int = 90) -> Any:

@@ -1,6 +1,7 @@
 """A kernel function in the flavour a call takes: compiled for CUDA tensors, run by
 Triton's interpreter otherwise (CPU tests, or ``TRITON_INTERPRET=1`` on a GPU host). Each
-flavour is made once per kernel function.
+flavour is made once per kernel function. A compiled flavour can also be compiled ahead of
+time for a CUDA target without a GPU (:func:`compile_ahead`: the tests' sm_90 builds).
 
 A kernel that calls device functions resolves them through its globals, and a compiled kernel
 needs JIT functions there while the interpreter needs interpreted ones: each flavour then gets
@@ -13,7 +14,7 @@ from __future__ import annotations
 import functools
 import os
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import torch
@@ -78,3 +79,31 @@ def with_globals(fn: Callable[..., Any], scope: dict[str, Any]) -> Callable[...,
     copy.__module__ = fn.__module__
     copy.__doc__ = fn.__doc__
     return copy
+
+
+def compile_ahead(
+    kernel: Any,
+    types: Mapping[str, str],
+    constexprs: Mapping[str, Any],
+    arch: int = 90,
+    default_type: str = "i32",
+    options: Mapping[str, int] | None = None,
+    divisible_by_16: Iterable[str] = (),
+) -> Any:
+    """``kernel`` (a JIT function) compiled ahead of time for CUDA ``sm_<arch>`` (Triton's own
+    ptxas, no GPU): each argument of the type ``types`` gives it (``default_type`` for the
+    rest), the ``constexprs`` fixed, the ``divisible_by_16`` ones specialised as a serving
+    launch's aligned pointers and sizes are."""
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    names: list[str] = kernel.arg_names
+    signature = {n: "constexpr" if n in constexprs else types.get(n, default_type) for n in names}
+    source = ASTSource(
+        kernel,
+        signature,
+        constexprs={(names.index(n),): value for n, value in constexprs.items()},
+        attrs={(names.index(n),): [["tt.divisibility", 16]] for n in divisible_by_16},
+    )
+    target = GPUTarget("cuda", arch, 32)
+    return triton.compile(source, target=target, options=dict(options or {}))

@@ -20,6 +20,7 @@ import triton
 import triton.language as tl
 
 from .config import RANK_CHUNK
+from .kernel_flavour import compile_ahead
 from .reference_loops import stacked_view
 from .tensor_table import device_table, element_offsets
 
@@ -78,20 +79,9 @@ def _interpreted() -> Any:
 
 def compile_for_target(arch: int = 90, dtype: str = "bf16") -> Any:
     """The copy compiled ahead of time for CUDA ``sm_<arch>`` (no GPU needed; tests)."""
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
-    kernel = _compiled()
-    names: list[str] = kernel.arg_names
     constexprs = {"TABLE_COLUMNS": TABLE_COLUMNS, "BLOCK_ROWS": BLOCK_ROWS, "COLUMNS": RANK_CHUNK}
     types = {"src_ptr": f"*{dtype}", "dst_ptr": f"*{dtype}", "table_ptr": "*i64"}
-    signature = {
-        name: "constexpr" if name in constexprs else types.get(name, "*i32") for name in names
-    }
-    source = ASTSource(
-        kernel, signature, constexprs={(names.index(n),): v for n, v in constexprs.items()}
-    )
-    return triton.compile(source, target=GPUTarget("cuda", arch, 32))
+    return compile_ahead(_compiled(), types, constexprs, arch, default_type="*i32")
 
 
 class NarrowCopy:

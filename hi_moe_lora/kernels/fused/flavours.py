@@ -15,7 +15,7 @@ from typing import Any
 import triton
 
 from hi_moe_lora.kernels.config import TileConfig
-from hi_moe_lora.kernels.kernel_flavour import with_globals
+from hi_moe_lora.kernels.kernel_flavour import compile_ahead, with_globals
 
 from . import expand, kernel, records, scratch, shrink
 
@@ -128,9 +128,6 @@ def compile_for_target(
     column strides (constants), pointers are 16-byte aligned and the sizes and strides are
     multiples of 16 (as in every Llama-shaped layer), which is what lets the loads be vectorised.
     """
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
     kernel = compiled_kernel()
     wide_reduce = reduce_in_expand if wide_reduce_in_expand is None else wide_reduce_in_expand
     constexprs = kernel_constexprs(
@@ -148,26 +145,15 @@ def compile_for_target(
         "dora_on_ptr": "*i32",
     }
     names: list[str] = kernel.arg_names
-    signature = {
-        name: "constexpr"
-        if name in constexprs
-        else pointers.get(name, f"*{dtype}")
-        if name.endswith("_ptr")
-        else "fp32"
-        if name == "scale"
-        else "i32"
+    types = {
+        name: pointers.get(name, f"*{dtype}") if name.endswith("_ptr") else "fp32"
         for name in names
+        if name.endswith("_ptr") or name == "scale"
     }
     aligned = [
         name
         for name in names
         if name not in constexprs and name not in VARYING_ARGS and name != "scale"
     ]
-    source = ASTSource(
-        kernel,
-        signature,
-        constexprs={(names.index(name),): value for name, value in constexprs.items()},
-        attrs={(names.index(name),): [["tt.divisibility", 16]] for name in aligned},
-    )
     options = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
-    return triton.compile(source, target=GPUTarget("cuda", arch, 32), options=options)
+    return compile_ahead(kernel, types, constexprs, arch, options=options, divisible_by_16=aligned)
