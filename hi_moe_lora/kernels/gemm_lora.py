@@ -504,14 +504,18 @@ class GemmExpand:
             self.rest_tiles, self.shrunk, inside.tiles, inside.partials, inside.arrivals,
             self.sync,
         )  # fmt: skip
-        constexprs |= {
-            "SHRINK_JOBS": inside.jobs,
-            "SHRINK_TILE_M": inside.tile_m,
-            "SHRINK_BLOCK_K": SHRINK_BLOCK_K,
-            "SHRINK_STEPS": inside.steps,
-            "SHRINK_RUNS": inside.runs,
-        }
-        return pointers, constexprs
+        return pointers, constexprs | _shrink_constexprs(inside)
+
+
+def _shrink_constexprs(inside: ShrinkLaunch) -> dict[str, int]:
+    """The constexprs of the shrink's jobs (the GEMM's launch and the helpers' own take them)."""
+    return {
+        "SHRINK_JOBS": inside.jobs,
+        "SHRINK_TILE_M": inside.tile_m,
+        "SHRINK_BLOCK_K": SHRINK_BLOCK_K,
+        "SHRINK_STEPS": inside.steps,
+        "SHRINK_RUNS": inside.runs,
+    }
 
 
 #: The shrink's constexprs in a launch without it inside.
@@ -655,10 +659,10 @@ def _launch(
             helpers = _helpers(x.device, BESIDE_HELPERS_PER_SM if expand.beside else 1)
             beside = helpers if expand.beside else 0
             grid = (column_blocks * tile.split_k + helpers - beside, 1)
-    with _beside(x.device, expand is not None and expand.beside) as side:
-        if side is not None:
-            _launch_helpers(side, x, lora_args, expand_ptrs, expand_constexprs, rank, helpers,
-                            grid[0], upcast)  # fmt: skip
+    with _beside(x.device, expand is not None and expand.beside) as on_side:
+        if on_side is not None and expand is not None:
+            with on_side:
+                _launch_helpers(x, lora_args, expand, rank, helpers, grid[0], upcast)
         kernel[grid](
             x, w, *lora_args, y, *dora_args, partials, arrivals if arrivals is not None else y,
             *expand_ptrs, m, n, k, rank, scale,
@@ -670,27 +674,25 @@ def _launch(
 
 
 @contextlib.contextmanager
-def _beside(device: torch.device, wanted: bool) -> Iterator[torch.cuda.Stream | None]:
-    """Where the shrink's helpers launch beside the GEMM: a side stream forked from the
-    current one (so it follows what came before), joined back when the block ends (so what
-    follows waits for both launches); inside a CUDA graph's capture this is the graph's fork
-    and join. ``None`` where not wanted, and on the CPU, whose interpreter runs each launch
-    to its end (the helpers then take every job first)."""
+def _beside(
+    device: torch.device, wanted: bool
+) -> Iterator[contextlib.AbstractContextManager[Any] | None]:
+    """Where the shrink's helpers launch beside the GEMM: the context to launch them in, a side
+    stream forked from the current one (so it follows what came before), joined back when the
+    block ends (so what follows waits for both launches); inside a CUDA graph's capture this is
+    the graph's fork and join. ``None`` where not wanted; on the CPU no stream, as the
+    interpreter runs each launch to its end (the helpers then take every job first)."""
     if not wanted:
         yield None
         return
     if device.type != "cuda":
-        yield _INTERPRETER_SIDE
+        yield contextlib.nullcontext()
         return
     main = torch.cuda.current_stream(device)
     side = _side_stream(device.index if device.index is not None else torch.cuda.current_device())
     side.wait_stream(main)
-    yield side
+    yield torch.cuda.stream(side)
     main.wait_stream(side)
-
-
-#: The interpreter's stand-in for a side stream (its launches run on the caller's thread).
-_INTERPRETER_SIDE: Any = object()
 
 
 @functools.cache
@@ -699,33 +701,25 @@ def _side_stream(index: int) -> torch.cuda.Stream:
 
 
 def _launch_helpers(
-    side: Any,
     x: torch.Tensor,
     lora_args: tuple[Any, ...],
-    expand_ptrs: tuple[torch.Tensor, ...],
-    expand_constexprs: dict[str, Any],
+    expand: GemmExpand,
     rank: int,
     helpers: int,
     gemm_programs: int,
     upcast: bool,
 ) -> None:
-    """The shrink's helpers, ``helpers`` programs on ``side`` (:func:`_shrink_helpers_kernel`:
-    the jobs and counters :meth:`GemmExpand.launch_args` gave the GEMM's launch of
-    ``gemm_programs`` programs)."""
+    """The shrink's helpers, ``helpers`` programs (:func:`_shrink_helpers_kernel`) on the
+    current stream: ``expand``'s jobs and counters, shared with the GEMM's launch of
+    ``gemm_programs`` programs."""
+    inside, sync = expand.inside, expand.sync
+    if inside is None or sync is None:
+        raise GemmLoRAShapeError("a shrink beside the GEMM needs its jobs (inside)")
     kernel, _ = kernel_for(_shrink_helpers_kernel, x, ("m",), KERNEL_CALLEES)
-    _, _, tiles, partials, arrivals, sync = expand_ptrs
-    shrink = {
-        name: expand_constexprs[name]
-        for name in (
-            "SHRINK_JOBS", "SHRINK_TILE_M", "SHRINK_BLOCK_K", "SHRINK_STEPS", "SHRINK_RUNS",
-            "SLICES",
-        )
-    }  # fmt: skip
     m, k = x.shape
-    with contextlib.nullcontext() if side is _INTERPRETER_SIDE else torch.cuda.stream(side):
-        kernel[(helpers,)](
-            x, lora_args[0], *lora_args[1:4], tiles, partials, arrivals,
-            expand_ptrs[1], sync, m, k, rank, **shrink, HEADER=HEADER_SIZE,
-            R_PAD=rank_padding(rank), UPCAST_DOT=upcast, BESIDE_PROGRAMS=gemm_programs,
-            num_warps=4, num_stages=1,
-        )  # fmt: skip
+    kernel[(helpers,)](
+        x, lora_args[0], *lora_args[1:4], inside.tiles, inside.partials, inside.arrivals,
+        expand.shrunk, sync, m, k, rank, **_shrink_constexprs(inside), HEADER=HEADER_SIZE,
+        R_PAD=rank_padding(rank), SLICES=expand.shrunk.shape[1], UPCAST_DOT=upcast,
+        BESIDE_PROGRAMS=gemm_programs, num_warps=4, num_stages=1,
+    )  # fmt: skip
