@@ -383,8 +383,10 @@ KERNEL_CALLEES = (shrink_program, take_shrink_jobs, _finish_launch)
 
 #: Helper programs an SM when they run beside the GEMM in a launch of their own (small enough
 #: that several share an SM; in one launch a helper takes a GEMM program's room, so one an SM).
-#: Not measured yet: ``bench_fused_gemm.py --beside-helpers-per-sm`` times others.
-BESIDE_HELPERS_PER_SM = 1
+#: ``bench_fused_gemm.py --beside-helpers-per-sm`` at 16 adapters (H200, 2026-11-29, LoRA's µs
+#: over cuBLAS, qkv / down / o): 1: 18.5 / 14.9 / 14.6; 2: 14.8 / 11.3 / 10.8; 4: 12.7 / 9.1 /
+#: 10.1; 8: 13.7 / 8.5 / 10.7.
+BESIDE_HELPERS_PER_SM = 4
 
 
 def _helpers(device: torch.device, per_sm: int = 1) -> int:

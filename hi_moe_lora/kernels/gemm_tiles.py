@@ -78,11 +78,13 @@ class GemmTile:
 class SeveralRoute(enum.Enum):
     """How a shape's calls run in a step of several adapters.
 
-    Measured per shape at 16 adapters and 64 rows (H200, 2026-11-28, three windows): the split
-    form in one launch won on o and gate_up (by 1.2-2.0 and 2.5-4.1 µs); our launch after
-    cuBLAS on qkv, where the shrink costs about what our whole launch does, in either form;
-    the LoRA tile's GEMM, then our launch, on down (by 1.0-1.5 µs over the split form, and by
-    about 14 over one launch, where down's GEMM likely leaves the shrink's jobs few free SMs).
+    Measured per shape at 16 adapters and 64 rows (H200, 2026-11-28 and -29, four windows):
+    the split form in one launch won on o and gate_up (by 1.2-2.0 and 2.5-4.1 µs); our launch
+    after cuBLAS on qkv, where the shrink costs about what our whole launch does, in either
+    form. Down lost by about 14 µs in one launch on its first tile (64 x 128, four stages: one
+    program an SM, so the shrink's jobs found few free SMs) and took the LoRA tile's GEMM, then
+    our launch; on a tile of 64 x 64, six stages, it wins in one launch by 2.4-3.3 µs (served:
+    about 100 µs less GPU time in a 16-adapter step, two rounds).
     """
 
     #: cuBLAS or the plain tile, then our launch over every LoRA token. Without
@@ -101,7 +103,9 @@ class SeveralRoute(enum.Enum):
     ONE_LAUNCH = "one-launch"
     #: The same, its helper programs in a launch of their own on a side stream beside the
     #: GEMM's (smaller programs, so they share SMs with the GEMM's where one launch's, sized
-    #: for the GEMM, could not). Not measured on a GPU yet: no table takes it.
+    #: for the GEMM, could not). Measured at 16 adapters (H200, 2026-11-29), it beat each
+    #: shipped route only on a shape's old tile or by less than the noise (qkv 12.7 against
+    #: 13.4 µs), so no table takes it.
     SHRINK_BESIDE = "shrink-beside"
 
 

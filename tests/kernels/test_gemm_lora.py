@@ -23,7 +23,14 @@ from hi_moe_lora.kernels.gemm_lora import (
     launch_plain_gemm,
 )
 from hi_moe_lora.kernels.gemm_shrink import launch_gemm_shrink, prepare_shrink
-from hi_moe_lora.kernels.gemm_tiles import GemmPlan, GemmTile, SeveralRoute, default_plan
+from hi_moe_lora.kernels.gemm_tiles import (
+    TABLE_FILE,
+    GemmPlan,
+    GemmTile,
+    SeveralRoute,
+    default_plan,
+    load_table,
+)
 from hi_moe_lora.kernels.layout import DoraEpilogue
 from hi_moe_lora.kernels.worklist import WorkListBuffers
 
@@ -320,6 +327,36 @@ def test_every_form_compiles_for_hopper(
     assert kernel.asm["cubin"]
     if form in ("inside", "beside"):
         assert ".acquire." in kernel.asm["ptx"]  # (the epilogue's wait on the shrink's sums)
+
+
+#: The compiled form each route for several adapters launches its LoRA tile's GEMM in.
+ROUTE_FORMS: dict[SeveralRoute, ExpandForm] = {
+    SeveralRoute.OURS: "none",
+    SeveralRoute.FUSED: "none",
+    SeveralRoute.SPLIT: "ahead",
+    SeveralRoute.ONE_LAUNCH: "inside",
+    SeveralRoute.SHRINK_BESIDE: "beside",
+}
+SHIPPED_PLANS = sorted(
+    (device, key, plan)
+    for device, plans in load_table(TABLE_FILE).items()
+    for key, plan in plans.items()
+)  # (device and key are unique: the plans are never compared)
+
+
+@pytest.mark.parametrize(
+    ("device", "key", "plan"), SHIPPED_PLANS, ids=[f"{d}-{k}" for d, k, _ in SHIPPED_PLANS]
+)
+def test_every_shipped_plan_compiles_for_hopper_in_its_route(
+    device: str, key: str, plan: GemmPlan, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tile a table ships (down's changed in the eighteenth window) compiles in the form its
+    route launches, before a GPU host serves it."""
+    pytest.importorskip("triton.backends.nvidia")
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    assert compile_gemm_for_target(plan.lora_tile, ROUTE_FORMS[plan.several]).asm["cubin"]
+    if plan.plain_tile is not None:
+        assert compile_gemm_for_target(plan.plain_tile, "none").asm["cubin"]
 
 
 def test_the_helpers_beside_the_gemm_hold_a_fraction_of_its_shared_memory(

@@ -166,7 +166,8 @@ def test_a_fusable_call_makes_no_launch_after_the_gemm(
         # the LoRA tile's GEMM first, so that a one-adapter step still finds its fused slot
         (SeveralRoute.OURS, True, ([], [1], [1])),
         (SeveralRoute.OURS, False, ([1], [1], [])),
-        # ``FUSED`` (down on the H200): the LoRA tile's GEMM, then our launch, either way
+        # ``FUSED`` (down on the H200 until the eighteenth window): the LoRA tile's GEMM, then our
+        # launch, either way
         (SeveralRoute.FUSED, True, ([1], [1], [])),
         (SeveralRoute.FUSED, False, ([1], [1], [])),
     ],

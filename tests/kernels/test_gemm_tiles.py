@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -64,15 +63,14 @@ BENCHMARK_TABLES = sorted(
 
 
 @pytest.mark.parametrize("path", BENCHMARK_TABLES, ids=lambda path: path.stem)
-def test_the_benchmarks_tables_hold_the_shipped_tiles_with_other_routes(path: Path) -> None:
-    """``gpu_e2e.sh``'s ``+NAME`` labels serve these: the shipped table's tiles, so that only
-    the route for several adapters differs from the shipped plans."""
+def test_the_benchmarks_tables_plan_every_shape_the_shipped_one_does(path: Path) -> None:
+    """``gpu_e2e.sh``'s ``+NAME`` labels serve these beside the shipped table (earlier shipped
+    tables, or the shipped one with other routes): each plans the same GPUs and shapes, so a
+    served A/B differs only in the plans, never in which shapes fall back to the rule of thumb."""
     shipped, other = load_table(TABLE_FILE), load_table(path)
     assert other.keys() == shipped.keys()
     for device, plans in shipped.items():
         assert other[device].keys() == plans.keys()
-        for key, plan in plans.items():
-            assert replace(other[device][key], several=plan.several) == plan
 
 
 @pytest.mark.parametrize(
@@ -92,16 +90,16 @@ def test_older_tables_keep_the_route_they_meant_for_several_adapters(
 
 
 def test_the_shipped_h200_routes_are_the_measured_ones() -> None:
-    """16 adapters, H200 (benchmarks/README.md, fourteenth to sixteenth windows): our launch
-    after cuBLAS on qkv, the split form in one launch on o and gate_up, the LoRA tile's GEMM
-    then our launch on down."""
+    """16 adapters, H200 (benchmarks/README.md, fourteenth to eighteenth windows): our launch
+    after cuBLAS on qkv, the split form in one launch on o, gate_up and down (down on its
+    eighteenth-window tile, 64 x 64, six stages, K split in two)."""
     plans = load_table(TABLE_FILE)["NVIDIA H200"]
     routes = [plans[shape_key(n, k)].several for n, k in SHAPES]
     assert routes == [
         SeveralRoute.OURS,
         SeveralRoute.ONE_LAUNCH,
         SeveralRoute.ONE_LAUNCH,
-        SeveralRoute.FUSED,
+        SeveralRoute.ONE_LAUNCH,
     ]
 
 
