@@ -18,6 +18,13 @@ K splits) per projection and keeps, for :mod:`hi_moe_lora.kernels.gemm_tiles`:
   shrink's jobs inside the GEMM's launch), or with its helpers in a launch of their own on a
   side stream (``shrink-beside``).
 
+The routes that run the GEMM on the ``lora`` tile are timed on every LoRA tile within
+``--route-margin`` µs of the fastest with one adapter (at most ``--route-tiles``), and the plan
+takes the tile and route fastest with 16 adapters among them. Tiles that tie with one adapter
+differ by up to 26 µs in one launch (H200, 2026-11-29: a tile's shared memory decides whether
+the shrink's helpers find room), so timing the routes on the fastest tile alone chose gate_up's
+slowest route and missed down's fastest (benchmarks/README.md, eighteenth window).
+
 Every call is timed in one CUDA graph over a pool of weight copies larger than L2 (each call
 reads W from HBM, as a served step does), median of the replays, at ``--m`` rows; each tile's
 output is checked against a float64 reference before it is timed. Tiles are compiled first in
@@ -26,7 +33,8 @@ tried on the whole grid, LoRA tiles on the ``--candidates`` (12) fastest plain o
 rule of thumb's.
 
     python benchmarks/kernels/tune_gemm_tiles.py [--m 64] [--out tiles.json] \\
-        [--results results.json] [--shapes qkv o gate_up down] [--shape NAME=K:W1,W2 ...]
+        [--results results.json] [--shapes qkv o gate_up down] [--shape NAME=K:W1,W2 ...] \\
+        [--route-margin 1.0] [--route-tiles 4]
 
 ``--shape`` adds a projection of another model or tensor-parallel split: its input width K and
 its output slices (qkv at tensor parallel 2: ``qkv_tp2=4096:2048,512,512``). On a GPU the table
@@ -209,7 +217,13 @@ class Compiler:
 
 
 def tune_shape(
-    shape: str, m: int, replays: int, candidates: int, compiler: Compiler
+    shape: str,
+    m: int,
+    replays: int,
+    candidates: int,
+    compiler: Compiler,
+    route_margin: float = 1.0,
+    route_tiles: int = 4,
 ) -> dict[str, Any]:
     k, widths = SHAPES[shape]
     n = sum(widths)
@@ -276,10 +290,10 @@ def tune_shape(
     compiler.compile(shape, m, lora_grid, lora=True)
     lora_times = {tile: timed(fused, tile, lora_ref) for tile in lora_grid}
     best_plain = min(plain_times, key=lambda t: plain_times[t][0])
-    best_lora = min(lora_times, key=lambda t: lora_times[t][0])
-    several_after, several_fused, several_split, several_one, several_beside = _time_several(
-        cases, best_lora, replays, timed
-    )
+    route_grid = close_tiles(lora_times, route_margin, route_tiles)
+    best_lora = route_grid[0]
+    by_tile = {tile: _time_several(cases, tile, replays, timed) for tile in route_grid}
+    several_after, several_fused, several_split, several_one, several_beside = by_tile[best_lora]
     return {
         "shape": shape,
         "n": n,
@@ -305,7 +319,37 @@ def tune_shape(
         "max_err_several_split": several_split[1],
         "max_err_several_one_launch": several_one[1],
         "max_err_several_shrink_beside": several_beside[1],
+        "several_by_tile": [
+            {
+                "tile": _fields(tile),
+                "lora_us": lora_times[tile][0],
+                "us": {route.value: us for route, (us, _) in zip(ROUTES, times, strict=True)},
+                "max_err": max(err for _, err in times),
+            }
+            for tile, times in by_tile.items()
+        ],
     }
+
+
+#: The routes :func:`_time_several` times, in the order it returns them.
+ROUTES = (
+    SeveralRoute.OURS,
+    SeveralRoute.FUSED,
+    SeveralRoute.SPLIT,
+    SeveralRoute.ONE_LAUNCH,
+    SeveralRoute.SHRINK_BESIDE,
+)
+
+
+def close_tiles(
+    lora_times: dict[GemmTile, tuple[float, float]], margin: float, most: int
+) -> list[GemmTile]:
+    """The LoRA tiles within ``margin`` µs of the fastest with one adapter, fastest first, at
+    most ``most`` (the fastest always)."""
+    ranked = sorted(lora_times, key=lambda tile: lora_times[tile][0])
+    fastest = lora_times[ranked[0]][0]
+    close = [tile for tile in ranked[1:] if lora_times[tile][0] <= fastest + margin]
+    return [ranked[0], *close][: max(1, most)]
 
 
 def _time_several(
@@ -389,26 +433,58 @@ def _fields(tile: GemmTile) -> list[int]:
 
 
 def plan_from(row: dict[str, Any], margin: float) -> GemmPlan:
-    """The shape's plan from its measurements."""
-    lora_tile = GemmTile(*row["best_lora"][:5])
+    """The shape's plan from its measurements: the plain tile where it beat cuBLAS by
+    ``margin``; among the LoRA tiles whose routes were timed (``several_by_tile``; rows from
+    before it: the fastest tile's, in the flat ``several_*`` fields), the tile and route
+    fastest with several adapters. Ties go to the tile faster with one adapter, then to
+    :data:`ROUTES`' order ("ours" first); a route a row does not hold was not measured and is
+    never taken."""
     plain_us = row["best_plain"][5]
     plain_tile = GemmTile(*row["best_plain"][:5])
     keep_plain = plain_us < row["cublas_us"] * (1.0 - margin)
     # Several adapters on the route "ours": the plain GEMM the plan keeps, then our launch.
     gemm_us = plain_us if keep_plain else row["cublas_us"]
-    several_us = {
-        SeveralRoute.OURS: row.get("several_cublas_ours_us", 0.0) - row["cublas_us"] + gemm_us,
-        SeveralRoute.FUSED: row.get("several_fused_ours_us", float("inf")),
-        SeveralRoute.SPLIT: row.get("several_split_us", float("inf")),
-        SeveralRoute.ONE_LAUNCH: row.get("several_one_launch_us", float("inf")),
-        SeveralRoute.SHRINK_BESIDE: row.get("several_shrink_beside_us", float("inf")),
-    }  # (a route a row does not hold was not measured: never taken; "ours" wins ties)
+    best: tuple[float, GemmTile, float, SeveralRoute] | None = None
+    for tile, lora_us, us in _route_timings(row):
+        for route in ROUTES:
+            taken = us.get(route.value, float("inf"))
+            if route is SeveralRoute.OURS:
+                taken = taken - row["cublas_us"] + gemm_us
+            if best is None or taken < best[0]:
+                best = (taken, tile, lora_us, route)
+    assert best is not None
+    _, lora_tile, lora_us, several = best
     return GemmPlan(
         lora_tile,
-        fuse=row["best_lora"][5] < row["cublas_ours_us"],
+        fuse=lora_us < row["cublas_ours_us"],
         plain_tile=plain_tile if keep_plain else None,
-        several=min(several_us, key=lambda route: several_us[route]),
+        several=several,
     )
+
+
+def _route_timings(row: dict[str, Any]) -> list[tuple[GemmTile, float, dict[str, float]]]:
+    """(LoRA tile, its µs with one adapter, {route: µs with several}) per tile timed, the
+    fastest with one adapter first."""
+    if row.get("several_by_tile"):
+        entries = sorted(row["several_by_tile"], key=lambda entry: entry["lora_us"])
+        return [(GemmTile(*e["tile"]), e["lora_us"], e["us"]) for e in entries]
+    flat = {
+        SeveralRoute.OURS: row.get("several_cublas_ours_us", row["cublas_us"]),
+        SeveralRoute.FUSED: row.get("several_fused_ours_us"),
+        SeveralRoute.SPLIT: row.get("several_split_us"),
+        SeveralRoute.ONE_LAUNCH: row.get("several_one_launch_us"),
+        SeveralRoute.SHRINK_BESIDE: row.get("several_shrink_beside_us"),
+    }
+    us = {route.value: t for route, t in flat.items() if t is not None}
+    return [(GemmTile(*row["best_lora"][:5]), row["best_lora"][5], us)]
+
+
+def _other_tile(plan: GemmPlan, best_lora: list[Any]) -> str:
+    """Where the plan's LoRA tile is not the fastest with one adapter: which it is."""
+    if _fields(plan.lora_tile) == best_lora[:5]:
+        return ""
+    t = plan.lora_tile
+    return f" on {t.block_n}x{t.block_k}x{t.stages} w{t.warps} s{t.split_k}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -422,6 +498,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=12, help="compiling processes (0: none)")
     parser.add_argument("--out", type=Path, help="the table to write (merged)")
     parser.add_argument("--results", type=Path, help="every tile's time, as JSON")
+    parser.add_argument(
+        "--route-margin",
+        type=float,
+        default=1.0,
+        help="time the routes for several adapters on LoRA tiles this many µs of the fastest",
+    )
+    parser.add_argument("--route-tiles", type=int, default=4, help="at most this many tiles")
     args = parser.parse_args(argv)
     SHAPES.update(dict(args.extra))
     shapes = [*args.shapes, *(name for name, _ in args.extra)]
@@ -443,7 +526,15 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     try:
         for shape in shapes:
-            row = tune_shape(shape, args.m, args.replays, args.lora_candidates, compiler)
+            row = tune_shape(
+                shape,
+                args.m,
+                args.replays,
+                args.lora_candidates,
+                compiler,
+                args.route_margin,
+                args.route_tiles,
+            )
             rows.append(row)
             plan = plan_from(row, args.margin)
             plans[shape_key(row["n"], row["k"])] = plan
@@ -459,7 +550,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"| {row['several_split_us']:.1f} | {row['several_one_launch_us']:.1f} "
                 f"| {row['several_shrink_beside_us']:.1f} "
                 f"| fuse {'yes' if plan.fuse else 'no'}, plain "
-                f"{'ours' if plan.plain_tile else 'cuBLAS'}, several {plan.several.value} |",
+                f"{'ours' if plan.plain_tile else 'cuBLAS'}, several {plan.several.value}"
+                f"{_other_tile(plan, bl)} |",
                 flush=True,
             )
     finally:

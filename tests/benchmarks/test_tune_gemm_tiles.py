@@ -86,3 +86,53 @@ def test_a_shape_of_another_model_is_read_from_the_command_line() -> None:
     for bad in ("qkv", "qkv=4096", "qkv=4096:", "=4096:64", "qkv=0:64", "qkv=4096:64,x"):
         with pytest.raises(argparse.ArgumentTypeError, match="expected"):
             tune.parse_shape(bad)
+
+
+def _by_tile(tile: list[int], lora_us: float, **us: float) -> dict[str, object]:
+    return {"tile": tile, "lora_us": lora_us, "us": us, "max_err": 0.0}
+
+
+def test_the_tile_and_route_are_chosen_together_among_tiles_that_tie_with_one_adapter() -> None:
+    """gate_up on an H200 (2026-11-29): two tiles 0.1 µs apart with one adapter, and 26 µs
+    apart in one launch; the plan must not take the first tile's slower route."""
+    row = _row(71.4, 75.8, 62.8, 65.9) | {
+        "several_by_tile": [
+            _by_tile(
+                [64, 64, 3, 4, 1], 65.9, ours=85.5, fused=84.6, split=98.7, **{"one-launch": 101.9}
+            ),
+            _by_tile(
+                [128, 64, 4, 4, 1], 66.0, ours=85.5, fused=84.2, split=78.6, **{"one-launch": 75.5}
+            ),
+        ]
+    }
+    plan = tune.plan_from(row, margin=0.02)
+    assert plan.lora_tile == GemmTile(128, 64, 4, 4, 1)
+    assert plan.several is SeveralRoute.ONE_LAUNCH
+    assert plan.fuse  # (66.0 with one adapter against 75.8 for cuBLAS then our launch)
+
+
+def test_a_tie_with_several_adapters_goes_to_the_tile_faster_with_one() -> None:
+    row = _row(18.5, 26.7, 18.4, 22.0) | {
+        "several_by_tile": [
+            _by_tile([64, 64, 6, 4, 2], 22.4, ours=31.0, split=29.0),
+            _by_tile([32, 128, 4, 4, 1], 22.0, ours=31.0, split=29.0),
+        ]
+    }
+    plan = tune.plan_from(row, margin=0.02)
+    assert plan.lora_tile == GemmTile(32, 128, 4, 4, 1)
+    assert plan.several is SeveralRoute.SPLIT
+
+
+def test_the_routes_are_timed_on_the_tiles_within_the_margin_fastest_first() -> None:
+    times = {
+        GemmTile(64, 64, 6, 4, 2): (39.1, 0.0),
+        GemmTile(64, 128, 4, 4, 2): (39.4, 0.0),
+        GemmTile(32, 128, 4, 4, 2): (40.8, 0.0),
+        GemmTile(32, 64, 6, 4, 2): (42.4, 0.0),
+    }
+    assert tune.close_tiles(times, margin=1.0, most=4) == [
+        GemmTile(64, 64, 6, 4, 2),
+        GemmTile(64, 128, 4, 4, 2),
+    ]
+    assert tune.close_tiles(times, margin=5.0, most=3) == list(times)[:3]
+    assert tune.close_tiles(times, margin=-1.0, most=0) == [GemmTile(64, 64, 6, 4, 2)]
