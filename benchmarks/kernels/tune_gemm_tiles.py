@@ -502,7 +502,7 @@ def main(argv: list[str] | None = None) -> int:
         "--route-margin",
         type=float,
         default=1.0,
-        help="time the routes for several adapters on LoRA tiles this many µs of the fastest",
+        help="time the routes on the LoRA tiles within this many µs of the fastest",
     )
     parser.add_argument("--route-tiles", type=int, default=4, help="at most this many tiles")
     args = parser.parse_args(argv)
