@@ -45,8 +45,6 @@ ROUTE_KEYS = {
 }
 #: (input width, output width) of the bench's projections, as in bench_fused_gemm.py.
 SHAPES = {"qkv": (4096, 6144), "o": (4096, 4096), "gate_up": (4096, 28672), "down": (14336, 4096)}
-
-
 #: The bench's time of the op as its shipped plan routes it (the shipped route's own time).
 SHIPPED_KEY = "fused, specialized"
 
