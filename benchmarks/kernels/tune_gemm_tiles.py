@@ -292,7 +292,7 @@ def tune_shape(
     best_plain = min(plain_times, key=lambda t: plain_times[t][0])
     route_grid = close_tiles(lora_times, route_margin, route_tiles)
     best_lora = route_grid[0]
-    by_tile = {tile: _time_several(cases, tile, replays, timed) for tile in route_grid}
+    by_tile = _time_several(cases, route_grid, timed)
     several_after, several_fused, several_split, several_one, several_beside = by_tile[best_lora]
     return {
         "shape": shape,
@@ -353,11 +353,12 @@ def close_tiles(
 
 
 def _time_several(
-    cases: list[dict[str, Any]], lora_tile: GemmTile, replays: int, timed: Any
-) -> tuple[tuple[float, float], ...]:
-    """A step of ``SLOTS`` adapters (the rows dealt round robin): cuBLAS then our launch, the
-    GEMM on ``lora_tile`` (no fused slot in such a step) then our launch on the rest, the
-    split form (the shrink launch, then the GEMM on ``lora_tile`` with the expand in its
+    cases: list[dict[str, Any]], lora_tiles: list[GemmTile], timed: Any
+) -> dict[GemmTile, tuple[tuple[float, float], ...]]:
+    """A step of ``SLOTS`` adapters (the rows dealt round robin), per tile of ``lora_tiles``,
+    each route of :data:`ROUTES` in order: cuBLAS then our launch (the same for every tile,
+    timed once), the GEMM on the tile (no fused slot in such a step) then our launch on the
+    rest, the split form (the shrink launch, then the GEMM on the tile with the expand in its
     epilogue), the split form in one launch (the op's runs of K for the shrink inside), and
     the same with the helpers' launch beside the GEMM's; each (µs a call, largest difference
     from float64)."""
@@ -389,43 +390,44 @@ def _time_several(
 
     rest_small, rest_large = work.rest_tiles[BLOCK_M_SMALL], work.rest_tiles[BLOCK_M_LARGE]
 
-    def fused_then_ours(c: dict[str, Any]) -> None:
+    def fused_then_ours(c: dict[str, Any], tile: GemmTile) -> None:
         launch_gemm_lora(
             c["y"], c["x"], c["w"], c["a"], c["b"], token_slot, fused_slot, 1.0,
-            tile=lora_tile, arrivals=arrivals,
+            tile=tile, arrivals=arrivals,
         )  # fmt: skip
         torch.ops.hi_moe_lora.lora_linear(
             c["y"], c["x"], c["a"], c["b"], rest_small, rest_large,
             ranks, work.counters, no_lora, 1.0, 0, True, None, None,
         )  # fmt: skip
 
-    def split(c: dict[str, Any]) -> None:
+    def split(c: dict[str, Any], tile: GemmTile) -> None:
         shrunk = launch_gemm_shrink(c["x"], c["a"], rest_small, BLOCK_M_SMALL, SLOTS, arrivals)
         launch_gemm_lora(
             c["y"], c["x"], c["w"], c["a"], c["b"], token_slot, fused_slot, 1.0,
-            tile=lora_tile, arrivals=arrivals,
+            tile=tile, arrivals=arrivals,
             expand=GemmExpand(rest_large, BLOCK_M_LARGE, shrunk, SLOTS),
         )  # fmt: skip
 
     gemm_arrivals, shrink_arrivals, sync = counter_regions(arrivals)
 
-    def one_launch(c: dict[str, Any], beside: bool = False) -> None:
+    def one_launch(c: dict[str, Any], tile: GemmTile, beside: bool = False) -> None:
         inside = prepare_shrink(
             c["x"], c["a"], rest_small, BLOCK_M_SMALL, SLOTS, shrink_arrivals, INSIDE_RUN_STEPS
         )
         launch_gemm_lora(
             c["y"], c["x"], c["w"], c["a"], c["b"], token_slot, fused_slot, 1.0,
-            tile=lora_tile, arrivals=gemm_arrivals,
+            tile=tile, arrivals=gemm_arrivals,
             expand=GemmExpand(rest_large, BLOCK_M_LARGE, inside.out, SLOTS, inside, sync, beside),
         )  # fmt: skip
 
-    return (
-        timed(after, None, reference),
-        timed(fused_then_ours, None, reference),
-        timed(split, None, reference),
-        timed(one_launch, None, reference),
-        timed(lambda c: one_launch(c, beside=True), None, reference),
-    )
+    def shrink_beside(c: dict[str, Any], tile: GemmTile) -> None:
+        one_launch(c, tile, beside=True)
+
+    ours = timed(after, None, reference)
+    on_tile = (fused_then_ours, split, one_launch, shrink_beside)
+    return {
+        tile: (ours, *(timed(route, tile, reference) for route in on_tile)) for tile in lora_tiles
+    }
 
 
 def _fields(tile: GemmTile) -> list[int]:
@@ -479,12 +481,16 @@ def _route_timings(row: dict[str, Any]) -> list[tuple[GemmTile, float, dict[str,
     return [(GemmTile(*row["best_lora"][:5]), row["best_lora"][5], us)]
 
 
+def _label(fields: list[Any]) -> str:
+    """A tile's fields (:func:`_fields`) as the printed table names it."""
+    block_n, block_k, stages, warps, split_k = fields[:5]
+    return f"{block_n}x{block_k}x{stages} w{warps} s{split_k}"
+
+
 def _other_tile(plan: GemmPlan, best_lora: list[Any]) -> str:
     """Where the plan's LoRA tile is not the fastest with one adapter: which it is."""
-    if _fields(plan.lora_tile) == best_lora[:5]:
-        return ""
-    t = plan.lora_tile
-    return f" on {t.block_n}x{t.block_k}x{t.stages} w{t.warps} s{t.split_k}"
+    fields = _fields(plan.lora_tile)
+    return "" if fields == best_lora[:5] else f" on {_label(fields)}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -543,8 +549,8 @@ def main(argv: list[str] | None = None) -> int:
             bp, bl = row["best_plain"], row["best_lora"]
             print(
                 f"| {shape} | {row['cublas_us']:.1f} | {row['cublas_ours_us']:.1f} "
-                f"| {bp[5]:.1f} ({bp[0]}x{bp[1]}x{bp[2]} w{bp[3]} s{bp[4]}) "
-                f"| {bl[5]:.1f} ({bl[0]}x{bl[1]}x{bl[2]} w{bl[3]} s{bl[4]}; err {bl[6]:.3f}) "
+                f"| {bp[5]:.1f} ({_label(bp)}) "
+                f"| {bl[5]:.1f} ({_label(bl)}; err {bl[6]:.3f}) "
                 f"| {row['default_lora_us']:.1f} "
                 f"| {row['several_cublas_ours_us']:.1f} | {row['several_fused_ours_us']:.1f} "
                 f"| {row['several_split_us']:.1f} | {row['several_one_launch_us']:.1f} "
