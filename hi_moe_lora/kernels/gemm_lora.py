@@ -715,8 +715,9 @@ def _launch_helpers(
     current stream: ``expand``'s jobs and counters, shared with the GEMM's launch of
     ``gemm_programs`` programs."""
     inside, sync = expand.inside, expand.sync
-    if inside is None or sync is None:
-        raise GemmLoRAShapeError("a shrink beside the GEMM needs its jobs (inside)")
+    # (GemmExpand.check refused a shrink beside without its jobs and counters)
+    assert inside is not None
+    assert sync is not None
     kernel, _ = kernel_for(_shrink_helpers_kernel, x, ("m",), KERNEL_CALLEES)
     m, k = x.shape
     kernel[(helpers,)](

@@ -3,6 +3,8 @@ against a float64 reference."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -266,6 +268,11 @@ def test_the_split_form_refuses_an_intermediate_of_another_shape(device: str) ->
     short = GemmExpand(rest, 2, torch.zeros(4, 1, 16, device=device), SLOTS)
     with pytest.raises(GemmLoRAShapeError, match="at most 2"):
         launch_gemm_lora(y, x, w, a, b, token_slot, work.fused_slot, 1.0, expand=short)
+    jobless = GemmExpand(rest, BLOCK_M_LARGE, torch.zeros(4, 1, 16, device=device), SLOTS)
+    with pytest.raises(GemmLoRAShapeError, match="needs its jobs"):  # (beside, nothing inside)
+        launch_gemm_lora(
+            y, x, w, a, b, token_slot, work.fused_slot, 1.0, expand=replace(jobless, beside=True)
+        )
 
 
 @pytest.mark.parametrize("tile", [GemmTile(32, 64, 2), SPLIT, GemmTile(64, 32, 2, split_k=2)])
