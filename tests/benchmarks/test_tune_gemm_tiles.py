@@ -136,3 +136,32 @@ def test_the_routes_are_timed_on_the_tiles_within_the_margin_fastest_first() -> 
     ]
     assert tune.close_tiles(times, margin=5.0, most=3) == list(times)[:3]
     assert tune.close_tiles(times, margin=-1.0, most=0) == [GemmTile(64, 64, 6, 4, 2)]
+
+
+def test_the_shrink_beside_is_taken_only_where_the_routes_name_it() -> None:
+    """qkv on an H200 (2026-11-29): the shrink beside 0.3 µs ahead of our launch by the
+    microbenchmark; served, the step stalled. The plan keeps our launch unless asked."""
+    row = _row(17.8, 25.6, 19.3, 21.4) | {
+        "several_by_tile": [
+            _by_tile(
+                [64, 128, 4, 4, 1],
+                21.4,
+                ours=30.5,
+                fused=31.9,
+                split=31.1,
+                **{"one-launch": 37.7, "shrink-beside": 30.2},
+            )
+        ]
+    }
+    assert tune.plan_from(row, margin=0.02).several is SeveralRoute.OURS
+    every = tune.ROUTES
+    assert tune.plan_from(row, margin=0.02, routes=every).several is SeveralRoute.SHRINK_BESIDE
+
+
+def test_the_routes_given_must_hold_our_launch(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        tune.main(["--routes", "one-launch", "split"])
+    assert '--routes must hold "ours"' in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        tune.main(["--routes", "sideways"])
+    assert "invalid SeveralRoute value: 'sideways'" in capsys.readouterr().err
