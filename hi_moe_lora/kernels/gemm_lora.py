@@ -62,7 +62,7 @@ from .gemm_shrink import (
     shrink_program,
     take_shrink_jobs,
 )
-from .gemm_tiles import GemmPlan, GemmTile, plan_for
+from .gemm_tiles import MAX_PLAN_ROWS, GemmPlan, GemmTile, plan_for
 from .kernel_flavour import kernel_for
 from .layout import DoraEpilogue
 from .tensor_table import element_offsets
@@ -70,8 +70,11 @@ from .worklist import HEADER_SIZE
 
 #: Token rows (least, most) of the calls that take the fused GEMM. Decode steps of up to 64
 #: requests fit one row tile; below 33 rows the prototype's LoRA cost 4.5-20 µs inside the GEMM
-#: against 1.3-5.4 at 64 (H200, ``benchmarks/kernels/bench_fused_gemm.py``, 2026-11-28).
-FUSED_GEMM_ROWS = (33, 64)
+#: against 1.3-5.4 at 64 (H200, ``benchmarks/kernels/bench_fused_gemm.py``, 2026-11-28), and a
+#: one-adapter step's still adds up to 50 µs a call at 32 rows against our launch's 7-9
+#: (2026-11-29). A plan's ``several_from_rows`` lets steps of several adapters below the least
+#: take its split form.
+FUSED_GEMM_ROWS = (33, MAX_PLAN_ROWS)
 #: Slices a call may have (qkv has three).
 MAX_GEMM_SLICES = 3
 #: The smallest row tile ``tl.dot`` takes, and the rank padding of the intermediate.

@@ -30,8 +30,11 @@ serves the rest of the step's LoRA tokens:
 - ``OURS``: under the flag, cuBLAS or the plain tile, then our launch on the whole work list;
   without it, as ``FUSED`` (a one-adapter step must still find its fused slot).
 
-Every other call runs ``x W^T`` by the plan's plain GEMM (:func:`.gemm_lora.launch_plain_gemm`)
-where it has one, which beat cuBLAS on that GPU, else by ``torch.mm`` (cuBLAS on CUDA, as vLLM's
+Below ``min_rows``, a call takes the plan's split form only where its table says so
+(``several_from_rows``) and the step is known to serve several adapters (specialized); one
+adapter's LoRA inside the GEMM is slower there than our launch. Every other call runs ``x W^T``
+by the plan's plain GEMM (:func:`.gemm_lora.launch_plain_gemm`) where it has one (from
+``min_rows`` up), which beat cuBLAS on that GPU, else by ``torch.mm`` (cuBLAS on CUDA, as vLLM's
 unquantized layers do), then our launch over the whole work list. A step without LoRA (vLLM's
 ``no_lora`` flag) takes that base GEMM alone. The choice depends only on static shapes and CPU
 flags, as in :mod:`.ops`, so a CUDA graph captured around the op stays valid; the fused slot and
@@ -52,7 +55,7 @@ from .gemm_lora import (
     launch_plain_gemm,
 )
 from .gemm_shrink import RUN_STEPS, launch_gemm_shrink, prepare_shrink, shrink_runs
-from .gemm_tiles import SeveralRoute
+from .gemm_tiles import GemmPlan, SeveralRoute
 from .layout import DoraEpilogue
 from .op_registry import register_op
 from .ops import lora_linear_impl, use_triton
@@ -94,17 +97,21 @@ def gemm_lora_linear_impl(
     dora_live: torch.Tensor | None = None,
 ) -> None:
     """``y = x W^T + scale x A[slot]^T B[slot]^T`` per token (``W`` is ``(n, k)``)."""
-    plan = None
-    if x.shape[0] >= min_rows and use_triton(x):
-        plan = fusable(x, weight, lora_b, max_rows)
+    plan = fusable(x, weight, lora_b, max_rows) if use_triton(x) else None
     alone = specialized and int(active_loras.item()) == 1
-    fused = plan is not None and plan.fuse and not bool(no_lora.item())
-    dora = None
-    if dora_scales is not None and dora_live is not None:
-        dora = DoraEpilogue(dora_scales, dora_live)
     several = plan.several if plan is not None else SeveralRoute.OURS
     if several in SPLIT_ROUTES and not _split_form_fits(x, several):
         several = SeveralRoute.OURS
+    lora = not bool(no_lora.item())
+    several_known = specialized and lora and not alone  # (a step of several adapters)
+    if x.shape[0] < min_rows and not (
+        plan and _few_rows_take_route(plan, x, several, several_known)
+    ):
+        plan = None  # (below the fused GEMM's least rows: cuBLAS, then our launch)
+    fused = plan is not None and plan.fuse and lora
+    dora = None
+    if dora_scales is not None and dora_live is not None:
+        dora = DoraEpilogue(dora_scales, dora_live)
     if plan is not None and fused and (alone or several in SPLIT_ROUTES):
         expand = None
         arrivals = gemm_arrivals
@@ -143,6 +150,24 @@ def gemm_lora_linear_impl(
         y, x, lora_a, lora_b, *tiles, slot_rank, counters, no_lora, scale, 0, True,
         dora_scales, dora_live,
     )  # fmt: skip
+
+
+def _few_rows_take_route(
+    plan: GemmPlan, x: torch.Tensor, several: SeveralRoute, several_known: bool
+) -> bool:
+    """Whether a call of fewer rows than the fused GEMM's least takes the plan's split form
+    (``several``, where it fits): only where the plan's table says so
+    (``several_from_rows``), and only in a step known to serve several adapters (vLLM's
+    ``--specialize-active-lora``: the op is captured per count of active adapters), since one
+    adapter's LoRA inside the GEMM is slower there than our launch."""
+    rows = plan.several_from_rows
+    return (
+        several_known
+        and rows is not None
+        and x.shape[0] >= rows
+        and plan.fuse
+        and several in SPLIT_ROUTES
+    )
 
 
 def _split_form_fits(x: torch.Tensor, route: SeveralRoute) -> bool:

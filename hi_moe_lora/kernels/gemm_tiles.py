@@ -15,7 +15,11 @@ or the file ``HI_MOE_LORA_GEMM_TILES`` names). Each entry of the table also says
   its helpers in a launch on a side stream), the fastest measured.
   Tables from before it say ``split`` (true: ``"split"``) or nothing (``"ours"``), and
 - ``plain``: the tile that runs the GEMM where no LoRA rides inside it, if one beat cuBLAS
-  (else ``null``: cuBLAS).
+  (else ``null``: cuBLAS), and, optionally,
+- ``several_from_rows``: the least token rows at which a step of several adapters takes
+  ``several`` where that is a split form, below the fused GEMM's least rows
+  (:data:`.gemm_lora.FUSED_GEMM_ROWS`; under ``--specialize-active-lora`` only, the count of
+  adapters known). Absent: such calls run cuBLAS then our launch, as before.
 
 On a GPU the table holds, a shape it does not hold (another model, another tensor-parallel
 split) is not fused: cuBLAS then our launch, as without the fused GEMM, until the sweep measures
@@ -37,6 +41,8 @@ from pathlib import Path
 from typing import Any
 
 ENV_GEMM_TILES = "HI_MOE_LORA_GEMM_TILES"
+#: The most rows a plan serves (one row tile of the fused GEMM).
+MAX_PLAN_ROWS = 64
 #: The table shipped with the package.
 TABLE_FILE = Path(__file__).with_name("gemm_tiles.json")
 
@@ -121,6 +127,16 @@ class GemmPlan:
     plain_tile: GemmTile | None
     #: The route of a step of several adapters.
     several: SeveralRoute = SeveralRoute.OURS
+    #: The least rows at which a step of several adapters takes ``several`` (a split form)
+    #: below the fused GEMM's least rows; None: not below them. At 8 and 32 rows with 8
+    #: adapters the split form in one launch beat cuBLAS then our launch by 4-8 µs a call on
+    #: o, gate_up and down (H200, 2026-11-29, benchmarks/README.md, nineteenth window); a
+    #: one-adapter step's LoRA inside the GEMM lost there by up to 42 µs, so those keep our
+    #: launch.
+    several_from_rows: int | None = None
+
+    def __post_init__(self) -> None:
+        _check_rows(self.several_from_rows)
 
 
 def default_tile(n: int, k: int) -> GemmTile:
@@ -183,6 +199,23 @@ def _several(entry: dict[str, Any], where: str) -> SeveralRoute:
     return SeveralRoute.SPLIT if split else SeveralRoute.OURS
 
 
+def _check_rows(rows: Any) -> None:
+    if rows is None or (type(rows) is int and 1 <= rows <= MAX_PLAN_ROWS):
+        return
+    raise GemmTilesError(
+        f"several_from_rows is a count of rows from 1 to {MAX_PLAN_ROWS}, not {rows!r}"
+    )
+
+
+def _several_from_rows(entry: dict[str, Any], where: str) -> int | None:
+    rows = entry.get("several_from_rows")
+    try:
+        _check_rows(rows)
+    except GemmTilesError as error:
+        raise GemmTilesError(f"{where}: {error}") from None
+    return rows
+
+
 def parse_table(raw: Any, source: str) -> dict[str, dict[str, GemmPlan]]:
     """``{device name: {shape key: plan}}`` from a table's JSON (``{"devices": ...}``)."""
     devices = raw.get("devices") if isinstance(raw, dict) else None
@@ -203,6 +236,7 @@ def parse_table(raw: Any, source: str) -> dict[str, dict[str, GemmPlan]]:
                 entry["fuse"],
                 None if plain is None else _tile(plain, f"{where}: plain"),
                 _several(entry, where),
+                _several_from_rows(entry, where),
             )
         table[device] = plans
     return table
@@ -213,18 +247,22 @@ def table_json(table: dict[str, dict[str, GemmPlan]], note: str) -> dict[str, An
     return {
         "note": note,
         "devices": {
-            device: {
-                key: {
-                    "lora": asdict(plan.lora_tile),
-                    "fuse": plan.fuse,
-                    "several": plan.several.value,
-                    "plain": None if plan.plain_tile is None else asdict(plan.plain_tile),
-                }
-                for key, plan in plans.items()
-            }
+            device: {key: _entry_json(plan) for key, plan in plans.items()}
             for device, plans in table.items()
         },
     }
+
+
+def _entry_json(plan: GemmPlan) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "lora": asdict(plan.lora_tile),
+        "fuse": plan.fuse,
+        "several": plan.several.value,
+        "plain": None if plan.plain_tile is None else asdict(plan.plain_tile),
+    }
+    if plan.several_from_rows is not None:
+        entry["several_from_rows"] = plan.several_from_rows
+    return entry
 
 
 def load_table(path: Path) -> dict[str, dict[str, GemmPlan]]:

@@ -225,6 +225,48 @@ def test_the_routes_with_the_shrink_beside_the_k_loop_make_no_launch_around_the_
     assert inside == ([] if one_adapter_alone else [1])
 
 
+@pytest.mark.parametrize("route", [SeveralRoute.SPLIT, SeveralRoute.ONE_LAUNCH])
+@pytest.mark.parametrize(
+    ("slots", "specialized", "from_rows", "takes_the_split_form"),
+    [
+        (SEVERAL, True, 8, True),  # (10 rows: several adapters, counted, from 8 rows)
+        (SEVERAL, True, 11, False),  # (fewer rows than the plan's least)
+        (SEVERAL, True, None, False),  # (the plan does not say)
+        (SEVERAL, False, 8, False),  # (the count of adapters not known)
+        ([2] * 10, True, 8, False),  # (one adapter: its LoRA inside the GEMM is slower there)
+    ],
+)
+def test_below_the_fused_rows_only_a_counted_step_of_several_adapters_takes_the_split_form(
+    route: SeveralRoute,
+    slots: list[int],
+    specialized: bool,
+    from_rows: int | None,
+    takes_the_split_form: bool,
+    device: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Calls of fewer rows than the fused GEMM's least (``min_rows`` 33 here) run cuBLAS then
+    our launch, unless the plan's ``several_from_rows`` lets a step that vLLM counts as several
+    adapters take its split form; every token gets its own adapter either way."""
+    import hi_moe_lora.kernels.gemm_lora as gemm_lora
+    import hi_moe_lora.kernels.gemm_op as gemm_op
+
+    def plan(device_name: str, n: int, k: int) -> GemmPlan:
+        return replace(default_plan(n, k), several=route, several_from_rows=from_rows)
+
+    monkeypatch.setattr(gemm_lora, "plan_for", plan)
+    monkeypatch.setattr(gemm_op, "INSIDE_RUN_STEPS", 1)  # (K = 256: two runs of one step)
+    gemms = _count_calls(monkeypatch, gemm_op, "launch_gemm_lora")
+    ours = _count_calls(monkeypatch, gemm_op, "lora_linear_impl")
+    cublas = _count_calls(monkeypatch, gemm_op.torch, "mm")
+    y, ref = _run(slots, device, 33, specialized=specialized)
+    _assert_close(y, ref)
+    if takes_the_split_form:
+        assert (gemms, ours, cublas) == ([1], [], [])
+    else:
+        assert (gemms, ours, cublas) == ([], [1], [1])
+
+
 def _replayed_in_a_graph(call: Callable[[], None], y: torch.Tensor) -> None:
     """``call`` once to compile, then captured in a CUDA graph and replayed twice, ``y``
     cleared before each replay (so the last one wrote what the test reads)."""

@@ -53,6 +53,25 @@ def test_a_table_round_trips_through_its_json() -> None:
     assert parse_table(raw, "test") == table
 
 
+def test_a_plans_least_rows_for_several_adapters_round_trips_and_is_left_out_when_unset() -> None:
+    few_rows = GemmPlan(GemmTile(64, 64, 6), True, None, SeveralRoute.ONE_LAUNCH, 8)
+    table = {"gpu": {"4096x4096": few_rows, "6144x4096": TUNED}}
+    raw = json.loads(json.dumps(table_json(table, "test")))
+    assert raw["devices"]["gpu"]["4096x4096"]["several_from_rows"] == 8
+    assert "several_from_rows" not in raw["devices"]["gpu"]["6144x4096"]
+    assert parse_table(raw, "test") == table
+
+
+@pytest.mark.parametrize("rows", [0, 65, 8.0, True, "8"])
+def test_a_least_rows_out_of_one_row_tile_is_refused_with_where(rows: object) -> None:
+    entry = {"lora": {"block_n": 64, "block_k": 64, "stages": 2}, "fuse": True}
+    raw = {"devices": {"gpu": {"64x64": entry | {"several_from_rows": rows}}}}
+    with pytest.raises(GemmTilesError, match=r"bad\.json: gpu: 64x64: several_from_rows is a"):
+        parse_table(raw, "bad.json")
+    with pytest.raises(GemmTilesError, match="from 1 to 64"):
+        GemmPlan(GemmTile(64, 64, 2), True, None, several_from_rows=rows)  # type: ignore[arg-type]
+
+
 def test_the_shipped_table_is_valid() -> None:
     load_table(TABLE_FILE)
 
