@@ -72,8 +72,8 @@ from .worklist import HEADER_SIZE
 #: requests fit one row tile; below 33 rows the prototype's LoRA cost 4.5-20 µs inside the GEMM
 #: against 1.3-5.4 at 64 (H200, ``benchmarks/kernels/bench_fused_gemm.py``, 2026-11-28), and a
 #: one-adapter step's still adds up to 50 µs a call at 32 rows against our launch's 7-9
-#: (2026-11-29). A plan's ``several_from_rows`` lets steps of several adapters below the least
-#: take its split form.
+#: (2026-11-29). A plan's ``few_rows`` lets steps of several adapters below the least take a
+#: split form.
 FUSED_GEMM_ROWS = (33, MAX_PLAN_ROWS)
 #: Slices a call may have (qkv has three).
 MAX_GEMM_SLICES = 3

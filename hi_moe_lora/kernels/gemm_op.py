@@ -30,9 +30,9 @@ serves the rest of the step's LoRA tokens:
 - ``OURS``: under the flag, cuBLAS or the plain tile, then our launch on the whole work list;
   without it, as ``FUSED`` (a one-adapter step must still find its fused slot).
 
-Below ``min_rows``, a call takes the plan's split form only where its table says so
-(``several_from_rows``) and the step is known to serve several adapters (specialized); one
-adapter's LoRA inside the GEMM is slower there than our launch. Every other call runs ``x W^T``
+Below ``min_rows``, a call takes a split form only where its plan says so (``few_rows``: from
+how many rows, by which route) and the step is known to serve several adapters (specialized);
+one adapter's LoRA inside the GEMM is slower there than our launch. Every other call runs ``x W^T``
 by the plan's plain GEMM (:func:`.gemm_lora.launch_plain_gemm`) where it has one (from
 ``min_rows`` up), which beat cuBLAS on that GPU, else by ``torch.mm`` (cuBLAS on CUDA, as vLLM's
 unquantized layers do), then our launch over the whole work list. A step without LoRA (vLLM's
@@ -43,6 +43,8 @@ both work lists are per-step device data. Registered through :mod:`.op_registry`
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import torch
 
@@ -55,7 +57,7 @@ from .gemm_lora import (
     launch_plain_gemm,
 )
 from .gemm_shrink import RUN_STEPS, launch_gemm_shrink, prepare_shrink, shrink_runs
-from .gemm_tiles import GemmPlan, SeveralRoute
+from .gemm_tiles import SPLIT_ROUTES, GemmPlan, SeveralRoute
 from .layout import DoraEpilogue
 from .op_registry import register_op
 from .ops import lora_linear_impl, use_triton
@@ -66,8 +68,6 @@ OP_NAME = "hi_moe_lora::gemm_lora_linear"
 #: At 16 adapters, 64 rows (H200, benchmarks/README.md, sixteenth window), runs of 4 steps
 #: against 8 and 16: o 6.5 µs of LoRA against 9.4 and 15.3, gate_up 8.3 against 10.3 and 9.8.
 INSIDE_RUN_STEPS = 4
-#: The routes that expand in the GEMM's epilogue.
-SPLIT_ROUTES = (SeveralRoute.SPLIT, SeveralRoute.ONE_LAUNCH, SeveralRoute.SHRINK_BESIDE)
 #: The routes whose shrink jobs run beside the GEMM's K loop (runs of ``INSIDE_RUN_STEPS``).
 INSIDE_ROUTES = (SeveralRoute.ONE_LAUNCH, SeveralRoute.SHRINK_BESIDE)
 
@@ -99,15 +99,13 @@ def gemm_lora_linear_impl(
     """``y = x W^T + scale x A[slot]^T B[slot]^T`` per token (``W`` is ``(n, k)``)."""
     plan = fusable(x, weight, lora_b, max_rows) if use_triton(x) else None
     alone = specialized and int(active_loras.item()) == 1
+    lora = not bool(no_lora.item())
+    if plan is not None and x.shape[0] < min_rows:
+        several_known = specialized and lora and not alone  # (a step of several adapters)
+        plan = _few_rows_plan(plan, x, several_known)
     several = plan.several if plan is not None else SeveralRoute.OURS
     if several in SPLIT_ROUTES and not _split_form_fits(x, several):
         several = SeveralRoute.OURS
-    lora = not bool(no_lora.item())
-    several_known = specialized and lora and not alone  # (a step of several adapters)
-    if x.shape[0] < min_rows and not (
-        plan and _few_rows_take_route(plan, x, several, several_known)
-    ):
-        plan = None  # (below the fused GEMM's least rows: cuBLAS, then our launch)
     fused = plan is not None and plan.fuse and lora
     dora = None
     if dora_scales is not None and dora_live is not None:
@@ -152,22 +150,18 @@ def gemm_lora_linear_impl(
     )  # fmt: skip
 
 
-def _few_rows_take_route(
-    plan: GemmPlan, x: torch.Tensor, several: SeveralRoute, several_known: bool
-) -> bool:
-    """Whether a call of fewer rows than the fused GEMM's least takes the plan's split form
-    (``several``, where it fits): only where the plan's table says so
-    (``several_from_rows``), and only in a step known to serve several adapters (vLLM's
-    ``--specialize-active-lora``: the op is captured per count of active adapters), since one
-    adapter's LoRA inside the GEMM is slower there than our launch."""
-    rows = plan.several_from_rows
-    return (
-        several_known
-        and rows is not None
-        and x.shape[0] >= rows
-        and plan.fuse
-        and several in SPLIT_ROUTES
-    )
+def _few_rows_plan(plan: GemmPlan, x: torch.Tensor, several_known: bool) -> GemmPlan | None:
+    """The plan of a call of fewer rows than the fused GEMM's least: its ``few_rows`` route
+    (a split form, where it fits) in a step known to serve several adapters (vLLM's
+    ``--specialize-active-lora``: the op is captured per count of active adapters), from the
+    rows it names; else None (cuBLAS, then our launch), since one adapter's LoRA inside the
+    GEMM is slower there than our launch."""
+    few = plan.few_rows
+    if not several_known or few is None or x.shape[0] < few.from_rows or not plan.fuse:
+        return None
+    if not _split_form_fits(x, few.several):
+        return None
+    return replace(plan, several=few.several)
 
 
 def _split_form_fits(x: torch.Tensor, route: SeveralRoute) -> bool:

@@ -16,10 +16,10 @@ or the file ``HI_MOE_LORA_GEMM_TILES`` names). Each entry of the table also says
   Tables from before it say ``split`` (true: ``"split"``) or nothing (``"ours"``), and
 - ``plain``: the tile that runs the GEMM where no LoRA rides inside it, if one beat cuBLAS
   (else ``null``: cuBLAS), and, optionally,
-- ``several_from_rows``: the least token rows at which a step of several adapters takes
-  ``several`` where that is a split form, below the fused GEMM's least rows
-  (:data:`.gemm_lora.FUSED_GEMM_ROWS`; under ``--specialize-active-lora`` only, the count of
-  adapters known). Absent: such calls run cuBLAS then our launch, as before.
+- ``few_rows``: ``{"from_rows": R, "several": ROUTE}``, how a step of several adapters runs
+  below the fused GEMM's least rows (:data:`.gemm_lora.FUSED_GEMM_ROWS`): from ``R`` rows, by
+  ``ROUTE``, a split form (:class:`FewRows`; under ``--specialize-active-lora`` only, the count
+  of adapters known). Absent: such calls run cuBLAS then our launch.
 
 On a GPU the table holds, a shape it does not hold (another model, another tensor-parallel
 split) is not fused: cuBLAS then our launch, as without the fused GEMM, until the sweep measures
@@ -115,6 +115,34 @@ class SeveralRoute(enum.Enum):
     SHRINK_BESIDE = "shrink-beside"
 
 
+#: The routes that expand in the GEMM's epilogue (a split form).
+SPLIT_ROUTES = (SeveralRoute.SPLIT, SeveralRoute.ONE_LAUNCH, SeveralRoute.SHRINK_BESIDE)
+
+
+@dataclass(frozen=True)
+class FewRows:
+    """How a step of several adapters runs below the fused GEMM's least rows.
+
+    At 8 and 32 rows with 8 adapters the split form in one launch beat cuBLAS then our launch
+    by 4-8 µs a call on o, gate_up and down, and by 2.1-2.4 on qkv, whose route above (``ours``)
+    differs (H200, 2026-11-29, benchmarks/README.md, nineteenth window). A one-adapter step's
+    LoRA inside the GEMM lost there by up to 42 µs, so those keep our launch.
+    """
+
+    #: The least rows that take it (fewer: cuBLAS, then our launch).
+    from_rows: int
+    #: Its route, a split form.
+    several: SeveralRoute = SeveralRoute.ONE_LAUNCH
+
+    def __post_init__(self) -> None:
+        rows = self.from_rows
+        if type(rows) is not int or not 1 <= rows <= MAX_PLAN_ROWS:
+            raise GemmTilesError(f"from_rows is from 1 to {MAX_PLAN_ROWS}, not {rows!r}")
+        if self.several not in SPLIT_ROUTES:
+            names = ", ".join(repr(route.value) for route in SPLIT_ROUTES)
+            raise GemmTilesError(f"several is a split form ({names}), not {self.several.value!r}")
+
+
 @dataclass(frozen=True)
 class GemmPlan:
     """How the calls of one weight shape run."""
@@ -127,16 +155,9 @@ class GemmPlan:
     plain_tile: GemmTile | None
     #: The route of a step of several adapters.
     several: SeveralRoute = SeveralRoute.OURS
-    #: The least rows at which a step of several adapters takes ``several`` (a split form)
-    #: below the fused GEMM's least rows; None: not below them. At 8 and 32 rows with 8
-    #: adapters the split form in one launch beat cuBLAS then our launch by 4-8 µs a call on
-    #: o, gate_up and down (H200, 2026-11-29, benchmarks/README.md, nineteenth window); a
-    #: one-adapter step's LoRA inside the GEMM lost there by up to 42 µs, so those keep our
-    #: launch.
-    several_from_rows: int | None = None
-
-    def __post_init__(self) -> None:
-        _check_rows(self.several_from_rows)
+    #: How a step of several adapters runs below the fused GEMM's least rows; None: cuBLAS,
+    #: then our launch.
+    few_rows: FewRows | None = None
 
 
 def default_tile(n: int, k: int) -> GemmTile:
@@ -199,21 +220,19 @@ def _several(entry: dict[str, Any], where: str) -> SeveralRoute:
     return SeveralRoute.SPLIT if split else SeveralRoute.OURS
 
 
-def _check_rows(rows: Any) -> None:
-    if rows is None or (type(rows) is int and 1 <= rows <= MAX_PLAN_ROWS):
-        return
-    raise GemmTilesError(
-        f"several_from_rows is a count of rows from 1 to {MAX_PLAN_ROWS}, not {rows!r}"
-    )
-
-
-def _several_from_rows(entry: dict[str, Any], where: str) -> int | None:
-    rows = entry.get("several_from_rows")
+def _few_rows(entry: dict[str, Any], where: str) -> FewRows | None:
+    """An entry's ``few_rows``, if it has one."""
+    raw = entry.get("few_rows")
+    if raw is None:
+        return None
+    where = f"{where}: few_rows"
+    if not isinstance(raw, dict) or set(raw) - {"from_rows", "several"} or "several" not in raw:
+        raise GemmTilesError(f'{where}: expected {{"from_rows": rows, "several": route}}')
+    several = _several(raw, where)
     try:
-        _check_rows(rows)
+        return FewRows(raw.get("from_rows"), several)  # type: ignore[arg-type]
     except GemmTilesError as error:
         raise GemmTilesError(f"{where}: {error}") from None
-    return rows
 
 
 def parse_table(raw: Any, source: str) -> dict[str, dict[str, GemmPlan]]:
@@ -236,7 +255,7 @@ def parse_table(raw: Any, source: str) -> dict[str, dict[str, GemmPlan]]:
                 entry["fuse"],
                 None if plain is None else _tile(plain, f"{where}: plain"),
                 _several(entry, where),
-                _several_from_rows(entry, where),
+                _few_rows(entry, where),
             )
         table[device] = plans
     return table
@@ -260,8 +279,11 @@ def _entry_json(plan: GemmPlan) -> dict[str, Any]:
         "several": plan.several.value,
         "plain": None if plan.plain_tile is None else asdict(plan.plain_tile),
     }
-    if plan.several_from_rows is not None:
-        entry["several_from_rows"] = plan.several_from_rows
+    if plan.few_rows is not None:
+        entry["few_rows"] = {
+            "from_rows": plan.few_rows.from_rows,
+            "several": plan.few_rows.several.value,
+        }
     return entry
 
 

@@ -12,7 +12,13 @@ import torch
 
 import hi_moe_lora.kernels.gemm_op  # noqa: F401  (registers the op)
 from hi_moe_lora.kernels.config import BLOCK_M_LARGE, BLOCK_M_SMALL
-from hi_moe_lora.kernels.gemm_tiles import GemmPlan, GemmTile, SeveralRoute, default_plan
+from hi_moe_lora.kernels.gemm_tiles import (
+    FewRows,
+    GemmPlan,
+    GemmTile,
+    SeveralRoute,
+    default_plan,
+)
 from hi_moe_lora.kernels.worklist import WorkListBuffers
 
 SLOTS = 4
@@ -246,25 +252,32 @@ def test_below_the_fused_rows_only_a_counted_step_of_several_adapters_takes_the_
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Calls of fewer rows than the fused GEMM's least (``min_rows`` 33 here) run cuBLAS then
-    our launch, unless the plan's ``several_from_rows`` lets a step that vLLM counts as several
-    adapters take its split form; every token gets its own adapter either way."""
+    our launch, unless the plan's ``few_rows`` lets a step that vLLM counts as several adapters
+    take a split form: its own, not the plan's route from 33 rows (``ours`` here). Every token
+    gets its own adapter either way."""
     import hi_moe_lora.kernels.gemm_lora as gemm_lora
     import hi_moe_lora.kernels.gemm_op as gemm_op
 
+    few = None if from_rows is None else FewRows(from_rows, route)
+
     def plan(device_name: str, n: int, k: int) -> GemmPlan:
-        return replace(default_plan(n, k), several=route, several_from_rows=from_rows)
+        return replace(default_plan(n, k), several=SeveralRoute.OURS, few_rows=few)
 
     monkeypatch.setattr(gemm_lora, "plan_for", plan)
     monkeypatch.setattr(gemm_op, "INSIDE_RUN_STEPS", 1)  # (K = 256: two runs of one step)
+    shrinks = _count_calls(monkeypatch, gemm_op, "launch_gemm_shrink")
+    inside = _count_calls(monkeypatch, gemm_op, "prepare_shrink")
     gemms = _count_calls(monkeypatch, gemm_op, "launch_gemm_lora")
     ours = _count_calls(monkeypatch, gemm_op, "lora_linear_impl")
     cublas = _count_calls(monkeypatch, gemm_op.torch, "mm")
     y, ref = _run(slots, device, 33, specialized=specialized)
     _assert_close(y, ref)
-    if takes_the_split_form:
-        assert (gemms, ours, cublas) == ([1], [], [])
-    else:
-        assert (gemms, ours, cublas) == ([], [1], [1])
+    if not takes_the_split_form:
+        assert (gemms, ours, cublas, shrinks, inside) == ([], [1], [1], [], [])
+    elif route is SeveralRoute.SPLIT:  # (the shrink launched ahead)
+        assert (gemms, ours, cublas, shrinks, inside) == ([1], [], [], [1], [])
+    else:  # (the shrink inside the GEMM's launch)
+        assert (gemms, ours, cublas, shrinks, inside) == ([1], [], [], [], [1])
 
 
 def _replayed_in_a_graph(call: Callable[[], None], y: torch.Tensor) -> None:

@@ -11,6 +11,7 @@ from hi_moe_lora.kernels import gemm_tiles
 from hi_moe_lora.kernels.gemm_tiles import (
     ENV_GEMM_TILES,
     TABLE_FILE,
+    FewRows,
     GemmPlan,
     GemmTile,
     GemmTilesError,
@@ -53,23 +54,36 @@ def test_a_table_round_trips_through_its_json() -> None:
     assert parse_table(raw, "test") == table
 
 
-def test_a_plans_least_rows_for_several_adapters_round_trips_and_is_left_out_when_unset() -> None:
-    few_rows = GemmPlan(GemmTile(64, 64, 6), True, None, SeveralRoute.ONE_LAUNCH, 8)
-    table = {"gpu": {"4096x4096": few_rows, "6144x4096": TUNED}}
+def test_a_plans_few_rows_round_trip_and_are_left_out_when_unset() -> None:
+    few = FewRows(8, SeveralRoute.SPLIT)
+    table = {"gpu": {"4096x4096": GemmPlan(GemmTile(64, 64, 6), True, None, few_rows=few)}}
+    table["gpu"]["6144x4096"] = TUNED
     raw = json.loads(json.dumps(table_json(table, "test")))
-    assert raw["devices"]["gpu"]["4096x4096"]["several_from_rows"] == 8
-    assert "several_from_rows" not in raw["devices"]["gpu"]["6144x4096"]
+    assert raw["devices"]["gpu"]["4096x4096"]["few_rows"] == {"from_rows": 8, "several": "split"}
+    assert "few_rows" not in raw["devices"]["gpu"]["6144x4096"]
     assert parse_table(raw, "test") == table
 
 
-@pytest.mark.parametrize("rows", [0, 65, 8.0, True, "8"])
-def test_a_least_rows_out_of_one_row_tile_is_refused_with_where(rows: object) -> None:
+@pytest.mark.parametrize(
+    ("few_rows", "message"),
+    [
+        ({"from_rows": 0, "several": "one-launch"}, "from_rows is from 1 to 64, not 0"),
+        ({"from_rows": 65, "several": "one-launch"}, "from_rows is from 1 to 64, not 65"),
+        ({"from_rows": True, "several": "one-launch"}, "from_rows is from 1 to 64, not True"),
+        ({"from_rows": "8", "several": "one-launch"}, "from_rows is from 1 to 64, not '8'"),
+        ({"several": "one-launch"}, "from_rows is from 1 to 64, not None"),
+        ({"from_rows": 8, "several": "ours"}, "several is a split form .*, not 'ours'"),
+        ({"from_rows": 8, "several": "sideways"}, "several is one of"),
+        ({"from_rows": 8}, "expected"),
+        ({"from_rows": 8, "several": "split", "to_rows": 32}, "expected"),
+        (8, "expected"),
+    ],
+)
+def test_bad_few_rows_are_refused_with_where(few_rows: object, message: str) -> None:
     entry = {"lora": {"block_n": 64, "block_k": 64, "stages": 2}, "fuse": True}
-    raw = {"devices": {"gpu": {"64x64": entry | {"several_from_rows": rows}}}}
-    with pytest.raises(GemmTilesError, match=r"bad\.json: gpu: 64x64: several_from_rows is a"):
+    raw = {"devices": {"gpu": {"64x64": entry | {"few_rows": few_rows}}}}
+    with pytest.raises(GemmTilesError, match=rf"^bad\.json: gpu: 64x64: few_rows: {message}"):
         parse_table(raw, "bad.json")
-    with pytest.raises(GemmTilesError, match="from 1 to 64"):
-        GemmPlan(GemmTile(64, 64, 2), True, None, several_from_rows=rows)  # type: ignore[arg-type]
 
 
 def test_the_shipped_table_is_valid() -> None:
