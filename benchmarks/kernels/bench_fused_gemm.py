@@ -63,6 +63,7 @@ import hi_moe_lora.kernels.gemm_lora as gemm_lora_module
 import hi_moe_lora.kernels.gemm_op as gemm_op  # (registers hi_moe_lora::gemm_lora_linear)
 import hi_moe_lora.kernels.ops  # noqa: F401  (registers hi_moe_lora::lora_linear)
 import hi_moe_lora.kernels.triton_kernel as fused_launcher
+from benchmarks.kernels.llama_shapes import PROJECTIONS, packed
 from hi_moe_lora.kernels.config import BLOCK_M_LARGE, BLOCK_M_SMALL
 from hi_moe_lora.kernels.gemm_lora import fusable, launch_gemm_lora
 from hi_moe_lora.kernels.gemm_shrink import launch_gemm_shrink
@@ -74,12 +75,7 @@ from hi_moe_lora.kernels.worklist import WorkListBuffers
 fused_launcher.precompile_prefill_variants = lambda *args, **kwargs: 0
 
 #: (input width, output width) of the Llama-3-8B projections (packed ones as one matrix).
-SHAPES = {
-    "qkv": (4096, 6144),
-    "o": (4096, 4096),
-    "gate_up": (4096, 28672),
-    "down": (14336, 4096),
-}
+SHAPES = {name: packed(name) for name in PROJECTIONS}
 RANK = 16
 #: Weight bytes the copies of one case must exceed (twice an H200's L2).
 POOL_BYTES = 2 * 60 * 2**20
@@ -101,7 +97,7 @@ SMALL_M_TILES = (
 )
 SMALL_M = 32
 #: Output slices of the packed projections (the product's layout).
-SLICES = {"qkv": (4096, 1024, 1024), "o": (4096,), "gate_up": (14336, 14336), "down": (4096,)}
+SLICES = {name: slices for name, (_, slices) in PROJECTIONS.items()}
 #: Slots of the product's cases (``--max-loras``).
 PRODUCT_SLOTS = 16
 

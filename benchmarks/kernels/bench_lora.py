@@ -29,15 +29,13 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.kernels.llama_shapes import PROJECTIONS  # noqa: E402
 from hi_moe_lora.kernels.reference_loops import lora_linear_reference  # noqa: E402
 from hi_moe_lora.kernels.triton_kernel import launch_fused_lora  # noqa: E402
 from hi_moe_lora.kernels.worklist import WorkListBuffers  # noqa: E402
 
 SHAPES: dict[str, tuple[int, list[int]]] = {
-    "qkv": (4096, [4096, 1024, 1024]),
-    "o": (4096, [4096]),
-    "gate_up": (4096, [14336, 14336]),
-    "down": (14336, [4096]),
+    name: (k, list(slices)) for name, (k, slices) in PROJECTIONS.items()
 }
 SLOTS = 8
 Copy = tuple[torch.Tensor, torch.Tensor, list[torch.Tensor], list[torch.Tensor]]

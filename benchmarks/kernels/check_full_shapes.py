@@ -18,16 +18,12 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.kernels.llama_shapes import PROJECTIONS  # noqa: E402
 from hi_moe_lora.kernels.reference_loops import lora_linear_reference  # noqa: E402
 from hi_moe_lora.kernels.triton_kernel import DoraEpilogue, launch_fused_lora  # noqa: E402
 from hi_moe_lora.kernels.worklist import WorkListBuffers  # noqa: E402
 
-SHAPES = {
-    "qkv": (4096, [4096, 1024, 1024]),
-    "o": (4096, [4096]),
-    "gate_up": (4096, [14336, 14336]),
-    "down": (14336, [4096]),
-}
+SHAPES = {name: (k, list(slices)) for name, (k, slices) in PROJECTIONS.items()}
 RANKS = [8, 16, 64, 16, 8, 64, 16, 32]
 #: Slots holding DoRA adapters in the "dora" cases (narrow and wide ranks among them).
 DORA_SLOTS = (0, 2, 5, 7)

@@ -26,6 +26,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from benchmarks.kernels.llama_shapes import PROJECTIONS, packed
 from hi_moe_lora.kernels.gemm_tiles import (
     TABLE_FILE,
     GemmPlan,
@@ -44,7 +45,7 @@ ROUTE_KEYS = {
     SeveralRoute.SHRINK_BESIDE: "shrink-beside, specialized",
 }
 #: (input width, output width) of the bench's projections, as in bench_fused_gemm.py.
-SHAPES = {"qkv": (4096, 6144), "o": (4096, 4096), "gate_up": (4096, 28672), "down": (14336, 4096)}
+SHAPES = {name: packed(name) for name in PROJECTIONS}
 #: The bench's time of the op as its shipped plan routes it (the shipped route's own time).
 SHIPPED_KEY = "fused, specialized"
 

@@ -19,16 +19,14 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from benchmarks.kernels.llama_shapes import PROJECTIONS
 from hi_moe_lora.kernels.config import choose_config
 from hi_moe_lora.kernels.fused.flavours import compile_for_target
 
 #: (name, input width K, output widths) of one Llama-3-8B layer's wrapped linears.
-LLAMA_8B_SHAPES = (
-    ("qkv", 4096, (4096, 1024, 1024)),
-    ("o", 4096, (4096,)),
-    ("gate_up", 4096, (14336, 14336)),
-    ("down", 14336, (4096,)),
-)
+LLAMA_8B_SHAPES = tuple((name, k, slices) for name, (k, slices) in PROJECTIONS.items())
 H100_SMS = 132
 SLOTS = 9
 _USAGE = re.compile(r"REG:(\d+) STACK:(\d+)")

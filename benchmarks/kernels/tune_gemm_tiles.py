@@ -68,6 +68,7 @@ from bench_lora import _graph_time  # type: ignore[import-not-found]  # (timed t
 
 import hi_moe_lora.kernels.ops  # noqa: F401  (registers hi_moe_lora::lora_linear)
 import hi_moe_lora.kernels.triton_kernel as fused_launcher
+from benchmarks.kernels.llama_shapes import PROJECTIONS
 from hi_moe_lora.kernels.config import BLOCK_M_LARGE, BLOCK_M_SMALL
 from hi_moe_lora.kernels.gemm_lora import (
     GemmExpand,
@@ -92,13 +93,8 @@ from hi_moe_lora.kernels.worklist import WorkListBuffers
 # (decode sizes only: serving compiles a layer's prefill variants on its first call)
 fused_launcher.precompile_prefill_variants = lambda *args, **kwargs: 0
 
-#: (input width K, output slices) of the Llama-3-8B projections.
-SHAPES = {
-    "qkv": (4096, (4096, 1024, 1024)),
-    "o": (4096, (4096,)),
-    "gate_up": (4096, (14336, 14336)),
-    "down": (14336, (4096,)),
-}
+#: (input width K, output slices) of the projections: Llama-3-8B's, and ``--shape``'s added.
+SHAPES = dict(PROJECTIONS)
 RANK = 16
 SLOTS = 16
 SLOT = 3  # (the adapter every row is on)
