@@ -97,12 +97,15 @@ def gemm_lora_linear_impl(
     dora_live: torch.Tensor | None = None,
 ) -> None:
     """``y = x W^T + scale x A[slot]^T B[slot]^T`` per token (``W`` is ``(n, k)``)."""
-    plan = fusable(x, weight, lora_b, max_rows) if use_triton(x) else None
     alone = specialized and int(active_loras.item()) == 1
     lora = not bool(no_lora.item())
-    if plan is not None and x.shape[0] < min_rows:
-        several_known = specialized and lora and not alone  # (a step of several adapters)
-        plan = _few_rows_plan(plan, x, several_known)
+    several_known = specialized and lora and not alone  # (a step of several adapters)
+    few_rows = x.shape[0] < min_rows
+    plan = None
+    if (several_known or not few_rows) and use_triton(x):
+        plan = fusable(x, weight, lora_b, max_rows)
+    if plan is not None and few_rows:
+        plan = _few_rows_plan(plan, x)
     several = plan.several if plan is not None else SeveralRoute.OURS
     if several in SPLIT_ROUTES and not _split_form_fits(x, several):
         several = SeveralRoute.OURS
@@ -150,14 +153,14 @@ def gemm_lora_linear_impl(
     )  # fmt: skip
 
 
-def _few_rows_plan(plan: GemmPlan, x: torch.Tensor, several_known: bool) -> GemmPlan | None:
-    """The plan of a call of fewer rows than the fused GEMM's least: its ``few_rows`` route
-    (a split form, where it fits) in a step known to serve several adapters (vLLM's
-    ``--specialize-active-lora``: the op is captured per count of active adapters), from the
-    rows it names; else None (cuBLAS, then our launch), since one adapter's LoRA inside the
-    GEMM is slower there than our launch."""
+def _few_rows_plan(plan: GemmPlan, x: torch.Tensor) -> GemmPlan | None:
+    """The plan of a call of fewer rows than the fused GEMM's least, in a step known to serve
+    several adapters (vLLM's ``--specialize-active-lora``: the op is captured per count of
+    active adapters): its ``few_rows`` route (a split form, where it fits), from the rows it
+    names; else None (cuBLAS, then our launch). Steps of one adapter, or of a count not known,
+    never get here: one adapter's LoRA inside the GEMM is slower there than our launch."""
     few = plan.few_rows
-    if not several_known or few is None or x.shape[0] < few.from_rows or not plan.fuse:
+    if few is None or x.shape[0] < few.from_rows or not plan.fuse:
         return None
     if not _split_form_fits(x, few.several):
         return None
