@@ -339,7 +339,8 @@ ROUTES = (
 #: The routes a plan may take (``--routes``): every route timed but the shrink beside. Its side
 #: stream's fork and join cost a served step more than the microbenchmark sees: qkv's plan took
 #: it for 0.3 µs a call, and a 16-adapter decode step then idled 2,555 µs and kept the GPU busy
-#: 376 µs longer (H200, 2026-11-29, benchmarks/README.md, nineteenth window).
+#: 376 µs longer (gate_up's tiles moved in the same table; H200, 2026-11-29, benchmarks/README.md,
+#: nineteenth window).
 PLANNED_ROUTES = tuple(route for route in ROUTES if route is not SeveralRoute.SHRINK_BESIDE)
 
 
