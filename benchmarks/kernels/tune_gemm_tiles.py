@@ -41,6 +41,10 @@ rule of thumb's.
 its output slices (qkv at tensor parallel 2: ``qkv_tp2=4096:2048,512,512``). On a GPU the table
 holds, a shape it does not hold is not fused.
 
+Below 33 rows (``--m 8``: the 8-concurrent decode step) it times and prints the same columns
+for ``--results``, but writes no table: a table's plans serve 33-64 rows, and few-rows calls
+take a plan's ``few_rows`` (:class:`hi_moe_lora.kernels.gemm_tiles.FewRows`) on its tile.
+
 ``--out`` writes the table (merged into the file if it exists; serve it with
 ``HI_MOE_LORA_GEMM_TILES=tiles.json``, or copy the device's entry into
 ``hi_moe_lora/kernels/gemm_tiles.json`` to ship it).
@@ -71,6 +75,7 @@ import hi_moe_lora.kernels.triton_kernel as fused_launcher
 from benchmarks.kernels.llama_shapes import PROJECTIONS
 from hi_moe_lora.kernels.config import BLOCK_M_LARGE, BLOCK_M_SMALL
 from hi_moe_lora.kernels.gemm_lora import (
+    FUSED_GEMM_ROWS,
     GemmExpand,
     arrival_counters,
     counter_regions,
@@ -80,6 +85,7 @@ from hi_moe_lora.kernels.gemm_lora import (
 from hi_moe_lora.kernels.gemm_op import INSIDE_RUN_STEPS
 from hi_moe_lora.kernels.gemm_shrink import launch_gemm_shrink, prepare_shrink
 from hi_moe_lora.kernels.gemm_tiles import (
+    MAX_PLAN_ROWS,
     GemmPlan,
     GemmTile,
     SeveralRoute,
@@ -502,7 +508,13 @@ def _other_tile(plan: GemmPlan, best_lora: list[Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--m", type=int, default=64, help="token rows (the plans serve 33-64)")
+    parser.add_argument(
+        "--m",
+        type=int,
+        default=64,
+        help=f"token rows, 1-{MAX_PLAN_ROWS} (a table's plans serve {FUSED_GEMM_ROWS[0]}-"
+        f"{FUSED_GEMM_ROWS[1]}: --out takes only those)",
+    )
     parser.add_argument("--shapes", nargs="*", default=list(SHAPES), choices=list(SHAPES))
     parser.add_argument("--shape", type=parse_shape, action="append", default=[], dest="extra")
     parser.add_argument("--replays", type=int, default=20)
@@ -529,6 +541,13 @@ def main(argv: list[str] | None = None) -> int:
         + "; the shrink beside stalls a served step)",
     )
     args = parser.parse_args(argv)
+    if not 1 <= args.m <= MAX_PLAN_ROWS:
+        parser.error(f"--m is from 1 to {MAX_PLAN_ROWS} rows, not {args.m}")
+    if args.out is not None and not FUSED_GEMM_ROWS[0] <= args.m <= FUSED_GEMM_ROWS[1]:
+        parser.error(
+            f"--out writes plans that serve {FUSED_GEMM_ROWS[0]}-{FUSED_GEMM_ROWS[1]} rows; "
+            f"tiles timed at {args.m} rows would serve them untimed (--results keeps the times)"
+        )
     if SeveralRoute.OURS not in args.routes:
         parser.error('--routes must hold "ours" (a call the split form does not fit takes it)')
     SHAPES.update(dict(args.extra))

@@ -165,3 +165,17 @@ def test_the_routes_given_must_hold_our_launch(capsys: pytest.CaptureFixture[str
     with pytest.raises(SystemExit):
         tune.main(["--routes", "sideways"])
     assert "invalid SeveralRoute value: 'sideways'" in capsys.readouterr().err
+
+
+def test_rows_outside_a_plan_are_timed_but_write_no_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "tiles.json"
+    with pytest.raises(SystemExit):
+        tune.main(["--m", "8", "--out", str(out)])
+    assert "--out writes plans that serve 33-64 rows" in capsys.readouterr().err
+    assert not out.exists()
+    for rows in ("0", "65"):
+        with pytest.raises(SystemExit):
+            tune.main(["--m", rows])
+        assert f"--m is from 1 to 64 rows, not {rows}" in capsys.readouterr().err
