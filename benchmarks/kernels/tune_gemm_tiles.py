@@ -43,7 +43,8 @@ holds, a shape it does not hold is not fused.
 
 Below 33 rows (``--m 8``: the 8-concurrent decode step) it times and prints the same columns
 for ``--results``, but writes no table: a table's plans serve 33-64 rows, and few-rows calls
-take a plan's ``few_rows`` (:class:`hi_moe_lora.kernels.gemm_tiles.FewRows`) on its tile.
+take a plan's ``few_rows`` (:class:`hi_moe_lora.kernels.gemm_tiles.FewRows`) on the plan's
+LoRA tile.
 
 ``--out`` writes the table (merged into the file if it exists; serve it with
 ``HI_MOE_LORA_GEMM_TILES=tiles.json``, or copy the device's entry into
