@@ -37,7 +37,11 @@ on a side stream beside the GEMM's).
 
     python benchmarks/kernels/bench_fused_gemm.py [--ms 8 64] [--out results.json]
     python benchmarks/kernels/bench_fused_gemm.py --product [--ms 32 64] [--adapters 1 16] \
-        [--inside-run-steps 8] [--beside-helpers-per-sm 2]
+        [--inside-run-steps 8] [--beside-helpers-per-sm 2] [--slot-rank 64]
+
+``--slot-rank 64`` times the same rank-16 adapters in slots of rank 64 (``--max-lora-rank 64``):
+our launch reads only their ranks (the plugin's rank tracker and B's narrow copies); the split
+forms work at the slots' rank.
 """
 
 from __future__ import annotations
@@ -68,6 +72,7 @@ from hi_moe_lora.kernels.config import BLOCK_M_LARGE, BLOCK_M_SMALL
 from hi_moe_lora.kernels.gemm_lora import fusable, launch_gemm_lora
 from hi_moe_lora.kernels.gemm_shrink import launch_gemm_shrink
 from hi_moe_lora.kernels.gemm_tiles import SeveralRoute
+from hi_moe_lora.kernels.ranks import SlotRanks
 from hi_moe_lora.kernels.worklist import WorkListBuffers
 
 # Serving compiles a layer's prefill variants on its first call; this benchmark times decode
@@ -252,8 +257,14 @@ def run_case(shape: str, m: int, replays: int) -> dict[str, Any]:
     }
 
 
-def run_product_case(shape: str, m: int, adapters: int, replays: int) -> dict[str, Any]:
-    """The fused-GEMM op against cuBLAS then our op, ``adapters`` adapters over ``m`` rows."""
+def run_product_case(
+    shape: str, m: int, adapters: int, replays: int, slot_rank: int = RANK
+) -> dict[str, Any]:
+    """The fused-GEMM op against cuBLAS then our op, ``adapters`` adapters over ``m`` rows.
+
+    ``slot_rank`` above ``RANK``: vLLM's slots under a larger ``--max-lora-rank``, the adapters
+    still of rank ``RANK`` (zeros beyond, as vLLM pads them), with the plugin's rank tracker
+    (:class:`.ranks.SlotRanks`: the real ranks and B's narrow copies, which our launch reads)."""
     k, n = SHAPES[shape]
     widths = SLICES[shape]
     gen = torch.Generator(device="cuda").manual_seed(m * 7 + adapters)
@@ -263,12 +274,17 @@ def run_product_case(shape: str, m: int, adapters: int, replays: int) -> dict[st
     def rand(*size: int, std: float) -> torch.Tensor:
         return (torch.randn(*size, generator=gen, device="cuda") * std).to(dtype)
 
+    def pad(t: torch.Tensor, rows: bool = False) -> torch.Tensor:
+        """``t`` widened to the slots' rank (A's rank rows, B's rank columns), zeros beyond."""
+        extra = slot_rank - RANK
+        return torch.nn.functional.pad(t, (0, 0, 0, extra) if rows else (0, extra)).contiguous()
+
     pool = [
         {
             "x": rand(m, k, std=1.0),
             "w": rand(n, k, std=k**-0.5),
-            "a": [rand(PRODUCT_SLOTS, 1, RANK, k, std=k**-0.5) for _ in widths],
-            "b": [rand(PRODUCT_SLOTS, 1, wd, RANK, std=RANK**-0.5) for wd in widths],
+            "a": [pad(rand(PRODUCT_SLOTS, 1, RANK, k, std=k**-0.5), rows=True) for _ in widths],
+            "b": [pad(rand(PRODUCT_SLOTS, 1, wd, RANK, std=RANK**-0.5)) for wd in widths],
             "y": torch.empty(m, n, dtype=dtype, device="cuda"),
         }
         for _ in range(copies)
@@ -279,6 +295,12 @@ def run_product_case(shape: str, m: int, adapters: int, replays: int) -> dict[st
     assert work.fused_slot is not None
     token_slot = slots.to("cuda")
     ranks = torch.full((PRODUCT_SLOTS,), RANK, dtype=torch.int32, device="cuda")
+    if slot_rank > RANK:  # (the wrapper's tracker: real ranks, B's narrow copies)
+        tracker = SlotRanks(PRODUCT_SLOTS, slot_rank, "cuda")
+        for c in pool:
+            tracker.observe(c["a"], c["b"])
+        tracker.refresh(list(range(PRODUCT_SLOTS)))
+        ranks = tracker.ranks
     no_lora = torch.zeros(1, dtype=torch.bool)
     small, large = work.tiles[BLOCK_M_SMALL], work.tiles[BLOCK_M_LARGE]
     rest_small, rest_large = work.rest_tiles[BLOCK_M_SMALL], work.rest_tiles[BLOCK_M_LARGE]
@@ -367,6 +389,7 @@ def run_product_case(shape: str, m: int, adapters: int, replays: int) -> dict[st
         "shape": shape,
         "m": m,
         "adapters": adapters,
+        "slot_rank": slot_rank,
         "us": times,
         "max_diff_fused_vs_unfused": deviation,
         "copies": copies,
@@ -385,7 +408,7 @@ def product_main(args: argparse.Namespace) -> int:
     for shape in args.shapes:
         for m in args.ms:
             for adapters in args.adapters:
-                row = run_product_case(shape, m, adapters, args.replays)
+                row = run_product_case(shape, m, adapters, args.replays, args.slot_rank)
                 rows.append(row)
                 if args.out is not None:
                     args.out.write_text(json.dumps(rows, indent=1))
@@ -414,6 +437,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--product", action="store_true", help="time the served op")
     parser.add_argument("--adapters", type=int, nargs="+", default=[1, 16])
+    parser.add_argument(
+        "--slot-rank",
+        type=int,
+        default=RANK,
+        choices=(16, 32, 64, 128),
+        help="the slots' rank (--max-lora-rank; --product only); the adapters stay rank 16",
+    )
     parser.add_argument(
         "--inside-run-steps",
         type=int,

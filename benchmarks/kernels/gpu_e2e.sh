@@ -63,6 +63,8 @@
 #   BASE_AGAIN=1        the base model again after the adapter runs ("base-again"); ratios are to
 #                       the mean of both base runs, and the summary prints their difference (the
 #                       drift the ratios carry). 0: one base run, first
+#   RUNS="base many"    the measured runs and their order (default: base, one, each of MANY,
+#                       base-again): the runs that matter first when the deadline may cut the rest
 #   RUN_PROMPTS=...     prompts per measured run (default 256; 16 x C at C <= 16, 4 x C above 64):
 #                       more prompts, longer runs, steadier ratios
 #   DEADLINE_S=560      seconds from the start after which no further measured run begins (a run
@@ -272,6 +274,7 @@ for L in $LABELS; do
 done
 KINDS="base one"; for k in $MANY; do [ "$k" = "$N" ] && KINDS="$KINDS many" || KINDS="$KINDS many$k"; done
 [ "${BASE_AGAIN:-1}" = 1 ] && KINDS="$KINDS base-again"
+KINDS=${RUNS:-$KINDS}  # RUNS="base many one": these runs, in this order
 for C in $CONCS; do
   NP=256; [ "$C" -le 16 ] && NP=$((16 * C)); [ "$C" -gt 64 ] && NP=$((4 * C))
   NP=${RUN_PROMPTS:-$NP}

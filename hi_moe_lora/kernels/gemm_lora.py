@@ -62,7 +62,7 @@ from .gemm_shrink import (
     shrink_program,
     take_shrink_jobs,
 )
-from .gemm_tiles import MAX_PLAN_ROWS, GemmPlan, GemmTile, plan_for
+from .gemm_tiles import MAX_PLAN_ROWS, GemmPlan, GemmTile, at_slot_rank, plan_for
 from .kernel_flavour import kernel_for
 from .layout import DoraEpilogue
 from .tensor_table import element_offsets
@@ -422,7 +422,9 @@ def fusable(
     x: torch.Tensor, w: torch.Tensor, lora_b: Sequence[torch.Tensor], max_rows: int
 ) -> GemmPlan | None:
     """How a call of this shape runs (:class:`.gemm_tiles.GemmPlan`): None where the fused GEMM
-    cannot take it at all (then: cuBLAS, and our launch for every LoRA token)."""
+    cannot take it at all (then: cuBLAS, and our launch for every LoRA token). The plan is
+    the measured one at the slots' rank (:func:`.gemm_tiles.at_slot_rank`: B is
+    ``(slots, 1, n_i, rank)``)."""
     if x.dim() != 2 or not 1 <= x.shape[0] <= max_rows or not 1 <= len(lora_b) <= MAX_GEMM_SLICES:
         return None
     if x.dtype not in (torch.float16, torch.bfloat16) or w.dtype != x.dtype:
@@ -430,7 +432,7 @@ def fusable(
     n, k = w.shape
     if x.shape[1] != k:
         return None
-    plan = plan_for(_device_name(x.device), n, k)
+    plan = at_slot_rank(plan_for(_device_name(x.device), n, k), lora_b[0].shape[3])
     widths = [b.shape[2] for b in lora_b]
     if not _whole_tiles(widths, n, k, plan.lora_tile):
         return None

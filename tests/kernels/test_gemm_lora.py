@@ -27,6 +27,7 @@ from hi_moe_lora.kernels.gemm_lora import (
 from hi_moe_lora.kernels.gemm_shrink import launch_gemm_shrink, prepare_shrink
 from hi_moe_lora.kernels.gemm_tiles import (
     TABLE_FILE,
+    FewRows,
     GemmPlan,
     GemmTile,
     SeveralRoute,
@@ -303,6 +304,21 @@ def test_fusable_plans_decode_sized_half_precision_calls_of_whole_tiles() -> Non
     assert fusable(x, w, qkv, max_rows=32) is None  # (more rows than decode)
     assert fusable(x.float(), w.float(), qkv, max_rows=64) is None
     assert fusable(x, w, qkv[:2], max_rows=64) is None  # (slices do not cover W)
+
+
+@pytest.mark.parametrize("slot_rank", [16, 64])
+def test_fusable_plans_for_the_slots_rank(slot_rank: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Slots wider than the tables' measured rank (``--max-lora-rank 64``): several adapters
+    take our launch, whatever the measured route (:func:`.gemm_tiles.at_slot_rank`)."""
+    import hi_moe_lora.kernels.gemm_lora as gemm_lora
+
+    plan = GemmPlan(GemmTile(64, 128, 4), True, None, SeveralRoute.ONE_LAUNCH, FewRows(8))
+    monkeypatch.setattr(gemm_lora, "plan_for", lambda device, n, k: plan)
+    x = torch.empty(64, 4096, dtype=torch.bfloat16)
+    w = torch.empty(6144, 4096, dtype=torch.bfloat16)
+    qkv = [torch.empty(2, 1, wd, slot_rank, dtype=torch.bfloat16) for wd in (4096, 1024, 1024)]
+    expected = plan if slot_rank == 16 else replace(plan, several=SeveralRoute.OURS, few_rows=None)
+    assert fusable(x, w, qkv, max_rows=64) == expected
 
 
 def test_fusable_drops_a_plain_tile_that_does_not_fit_the_shape(

@@ -56,10 +56,13 @@ def _run(
     specialized: bool = False,
     unit_dora: bool = False,
     launch: Callable[[Callable[[], None], torch.Tensor], None] = lambda call, y: call(),
+    slot_rank: int = RANK,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The op's output and a float64 reference for qkv-like slices of 128 + 64 + 64 columns
     (``unit_dora``: as a DoRA layer whose every slot is live with magnitude ratios of one;
-    ``launch``: how the op's call is made, given the call and its output)."""
+    ``launch``: how the op's call is made, given the call and its output; ``slot_rank``: the
+    stacked weights' rank, vLLM's ``--max-lora-rank``, the adapters' own rank being ``RANK``,
+    zeros beyond it as vLLM pads them)."""
     gen = torch.Generator().manual_seed(len(slots))
     dtype = torch.bfloat16  # (the fused GEMM takes half precision only)
     m, k, widths = len(slots), 256, (128, 64, 64)
@@ -67,6 +70,9 @@ def _run(
     w = torch.randn(sum(widths), k, generator=gen) / k**0.5
     a = [torch.randn(SLOTS, 1, RANK, k, generator=gen) / k**0.5 for _ in widths]
     b = [torch.randn(SLOTS, 1, wd, RANK, generator=gen) / RANK**0.5 for wd in widths]
+    pad = slot_rank - RANK
+    a = [torch.nn.functional.pad(t, (0, 0, 0, pad)) for t in a]
+    b = [torch.nn.functional.pad(t, (0, pad)) for t in b]
     x, w = x.to(device, dtype), w.to(device, dtype)
     a, b = [t.to(device, dtype) for t in a], [t.to(device, dtype) for t in b]
     work = WorkListBuffers(128, SLOTS, device, fused_slot=True)
@@ -278,6 +284,46 @@ def test_below_the_fused_rows_only_a_counted_step_of_several_adapters_takes_the_
         assert (gemms, ours, cublas, shrinks, inside) == ([1], [], [], [1], [])
     else:  # (the shrink inside the GEMM's launch)
         assert (gemms, ours, cublas, shrinks, inside) == ([1], [], [], [], [1])
+
+
+@pytest.mark.parametrize(
+    ("slots", "specialized", "min_rows", "launches"),
+    [
+        (SEVERAL, True, 1, ([], [1], [1])),  # (counted: cuBLAS, then our launch)
+        (SEVERAL, False, 1, ([1], [1], [])),  # (not counted: the GEMM finds no fused slot)
+        (SEVERAL, True, 33, ([], [1], [1])),  # (below the fused rows, despite few_rows)
+        ([2] * 10, True, 1, ([1], [], [])),  # (one adapter: its LoRA still in the GEMM)
+    ],
+)
+def test_slots_wider_than_the_measured_rank_give_several_adapters_our_launch(
+    slots: list[int],
+    specialized: bool,
+    min_rows: int,
+    launches: tuple[list[int], list[int], list[int]],
+    device: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Under ``--max-lora-rank 64`` (slots of rank 64, adapters of rank 16) a plan whose
+    routes are split forms still gives a step of several adapters no shrink: the split forms
+    would work at the slots' rank (:func:`.gemm_tiles.at_slot_rank`). ``launches``: fused
+    GEMMs, our launches, cuBLAS calls. Every token gets its own adapter."""
+    import hi_moe_lora.kernels.gemm_lora as gemm_lora
+    import hi_moe_lora.kernels.gemm_op as gemm_op
+
+    def plan(device_name: str, n: int, k: int) -> GemmPlan:
+        return replace(default_plan(n, k), several=SeveralRoute.ONE_LAUNCH, few_rows=FewRows(8))
+
+    monkeypatch.setattr(gemm_lora, "plan_for", plan)
+    monkeypatch.setattr(gemm_op, "INSIDE_RUN_STEPS", 1)  # (K = 256: two runs of one step)
+    shrinks = _count_calls(monkeypatch, gemm_op, "launch_gemm_shrink")
+    inside = _count_calls(monkeypatch, gemm_op, "prepare_shrink")
+    gemms = _count_calls(monkeypatch, gemm_op, "launch_gemm_lora")
+    ours = _count_calls(monkeypatch, gemm_op, "lora_linear_impl")
+    cublas = _count_calls(monkeypatch, gemm_op.torch, "mm")
+    y, ref = _run(slots, device, min_rows, specialized=specialized, slot_rank=64)
+    _assert_close(y, ref)
+    assert (shrinks, inside) == ([], [])
+    assert (gemms, ours, cublas) == launches
 
 
 def _replayed_in_a_graph(call: Callable[[], None], y: torch.Tensor) -> None:

@@ -16,6 +16,7 @@ from hi_moe_lora.kernels.gemm_tiles import (
     GemmTile,
     GemmTilesError,
     SeveralRoute,
+    at_slot_rank,
     default_plan,
     load_table,
     parse_table,
@@ -134,6 +135,22 @@ def test_the_shipped_h200_routes_are_the_measured_ones() -> None:
         SeveralRoute.ONE_LAUNCH,
         SeveralRoute.ONE_LAUNCH,
     ]
+
+
+@pytest.mark.parametrize("route", list(SeveralRoute))
+def test_above_the_measured_slot_rank_several_adapters_take_our_launch(
+    route: SeveralRoute,
+) -> None:
+    """The routes were measured with rank-16 slots; the split forms work at the slots' rank,
+    so under a larger ``--max-lora-rank`` a step of several adapters takes our launch, at
+    every row count, while the one-adapter plan (tile, fuse, plain tile) stays."""
+    plan = GemmPlan(GemmTile(64, 64, 6), True, GemmTile(32, 256, 3), route, FewRows(8))
+    for rank in (8, 16):
+        assert at_slot_rank(plan, rank) == plan
+    for rank in (32, 64, 128):
+        assert at_slot_rank(plan, rank) == GemmPlan(
+            plan.lora_tile, True, plan.plain_tile, SeveralRoute.OURS, None
+        )
 
 
 def test_a_shape_the_table_lacks_takes_the_rule_of_thumb() -> None:
