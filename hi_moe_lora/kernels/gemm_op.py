@@ -11,8 +11,9 @@ GPU) decides. Where it fuses, the base GEMM carries the LoRA of a step that serv
 - otherwise, and for several active adapters, the step's fused slot decides on the device (-1
   when it is not a one-adapter step).
 
-The plan's route for several adapters (:class:`.gemm_tiles.SeveralRoute`, measured per shape)
-serves the rest of the step's LoRA tokens:
+The plan's route for several adapters (:class:`.gemm_tiles.SeveralRoute`, measured per shape
+with rank-16 slots; ``OURS`` for wider slots, :func:`.gemm_tiles.at_slot_rank`) serves the rest
+of the step's LoRA tokens:
 
 - ``SPLIT``: a shrink launch ahead (:func:`.gemm_shrink.launch_gemm_shrink`, over the rest work
   list, empty in a one-adapter step) and their expand in the GEMM's epilogue; no launch
