@@ -131,6 +131,26 @@ def _count_calls(monkeypatch: pytest.MonkeyPatch, owner: object, name: str) -> l
     return calls
 
 
+def _count_launches(
+    monkeypatch: pytest.MonkeyPatch, plan: Callable[[str, int, int], GemmPlan]
+) -> tuple[list[int], list[int], list[int], list[int], list[int]]:
+    """Every shape takes ``plan``'s plan, the shrink inside in runs of one K step (K = 256: two
+    runs); the op's calls counted: fused GEMMs, our launches, cuBLAS calls, shrink launches
+    ahead, shrinks inside the GEMM (each list grows as the op runs)."""
+    import hi_moe_lora.kernels.gemm_lora as gemm_lora
+    import hi_moe_lora.kernels.gemm_op as gemm_op
+
+    monkeypatch.setattr(gemm_lora, "plan_for", plan)
+    monkeypatch.setattr(gemm_op, "INSIDE_RUN_STEPS", 1)
+    return (
+        _count_calls(monkeypatch, gemm_op, "launch_gemm_lora"),
+        _count_calls(monkeypatch, gemm_op, "lora_linear_impl"),
+        _count_calls(monkeypatch, gemm_op.torch, "mm"),
+        _count_calls(monkeypatch, gemm_op, "launch_gemm_shrink"),
+        _count_calls(monkeypatch, gemm_op, "prepare_shrink"),
+    )
+
+
 SEVERAL = [0, 3, 3, -1, 2, 3, 0, 3, 1, 1]
 
 
@@ -261,33 +281,25 @@ def test_below_the_fused_rows_only_a_counted_step_of_several_adapters_takes_the_
     our launch, unless the plan's ``few_rows`` lets a step that vLLM counts as several adapters
     take a split form: its own, not the plan's route from 33 rows (``ours`` here). Every token
     gets its own adapter either way."""
-    import hi_moe_lora.kernels.gemm_lora as gemm_lora
-    import hi_moe_lora.kernels.gemm_op as gemm_op
 
     few = None if from_rows is None else FewRows(from_rows, route)
 
     def plan(device_name: str, n: int, k: int) -> GemmPlan:
         return replace(default_plan(n, k), several=SeveralRoute.OURS, few_rows=few)
 
-    monkeypatch.setattr(gemm_lora, "plan_for", plan)
-    monkeypatch.setattr(gemm_op, "INSIDE_RUN_STEPS", 1)  # (K = 256: two runs of one step)
-    shrinks = _count_calls(monkeypatch, gemm_op, "launch_gemm_shrink")
-    inside = _count_calls(monkeypatch, gemm_op, "prepare_shrink")
-    gemms = _count_calls(monkeypatch, gemm_op, "launch_gemm_lora")
-    ours = _count_calls(monkeypatch, gemm_op, "lora_linear_impl")
-    cublas = _count_calls(monkeypatch, gemm_op.torch, "mm")
+    launches = _count_launches(monkeypatch, plan)
     y, ref = _run(slots, device, 33, specialized=specialized)
     _assert_close(y, ref)
     if not takes_the_split_form:
-        assert (gemms, ours, cublas, shrinks, inside) == ([], [1], [1], [], [])
+        assert launches == ([], [1], [1], [], [])
     elif route is SeveralRoute.SPLIT:  # (the shrink launched ahead)
-        assert (gemms, ours, cublas, shrinks, inside) == ([1], [], [], [1], [])
+        assert launches == ([1], [], [], [1], [])
     else:  # (the shrink inside the GEMM's launch)
-        assert (gemms, ours, cublas, shrinks, inside) == ([1], [], [], [], [1])
+        assert launches == ([1], [], [], [], [1])
 
 
 @pytest.mark.parametrize(
-    ("slots", "specialized", "min_rows", "launches"),
+    ("slots", "specialized", "min_rows", "expected"),
     [
         (SEVERAL, True, 1, ([], [1], [1])),  # (counted: cuBLAS, then our launch)
         (SEVERAL, False, 1, ([1], [1], [])),  # (not counted: the GEMM finds no fused slot)
@@ -299,31 +311,22 @@ def test_slots_wider_than_the_measured_rank_give_several_adapters_our_launch(
     slots: list[int],
     specialized: bool,
     min_rows: int,
-    launches: tuple[list[int], list[int], list[int]],
+    expected: tuple[list[int], list[int], list[int]],
     device: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Under ``--max-lora-rank 64`` (slots of rank 64, adapters of rank 16) a plan whose
     routes are split forms still gives a step of several adapters no shrink: the split forms
-    would work at the slots' rank (:func:`.gemm_tiles.at_slot_rank`). ``launches``: fused
+    would work at the slots' rank (:func:`.gemm_tiles.at_slot_rank`). ``expected``: fused
     GEMMs, our launches, cuBLAS calls. Every token gets its own adapter."""
-    import hi_moe_lora.kernels.gemm_lora as gemm_lora
-    import hi_moe_lora.kernels.gemm_op as gemm_op
 
     def plan(device_name: str, n: int, k: int) -> GemmPlan:
         return replace(default_plan(n, k), several=SeveralRoute.ONE_LAUNCH, few_rows=FewRows(8))
 
-    monkeypatch.setattr(gemm_lora, "plan_for", plan)
-    monkeypatch.setattr(gemm_op, "INSIDE_RUN_STEPS", 1)  # (K = 256: two runs of one step)
-    shrinks = _count_calls(monkeypatch, gemm_op, "launch_gemm_shrink")
-    inside = _count_calls(monkeypatch, gemm_op, "prepare_shrink")
-    gemms = _count_calls(monkeypatch, gemm_op, "launch_gemm_lora")
-    ours = _count_calls(monkeypatch, gemm_op, "lora_linear_impl")
-    cublas = _count_calls(monkeypatch, gemm_op.torch, "mm")
+    launches = _count_launches(monkeypatch, plan)
     y, ref = _run(slots, device, min_rows, specialized=specialized, slot_rank=64)
     _assert_close(y, ref)
-    assert (shrinks, inside) == ([], [])
-    assert (gemms, ours, cublas) == launches
+    assert launches == (*expected, [], [])  # (no shrink, ahead or inside)
 
 
 def _replayed_in_a_graph(call: Callable[[], None], y: torch.Tensor) -> None:
