@@ -180,6 +180,13 @@ def at_slot_rank(plan: GemmPlan, slot_rank: int) -> GemmPlan:
     LoRA stays inside the GEMM (served at max rank 64: 0.881 of the base, 0.899 at 16)."""
     if slot_rank <= MEASURED_SLOT_RANK:
         return plan
+    return _several_by_our_launch(plan)
+
+
+@functools.cache
+def _several_by_our_launch(plan: GemmPlan) -> GemmPlan:
+    """``plan`` with our launch for several adapters, made once per plan (the op asks on every
+    eager call: a cached plan costs a hash, a new one a dataclass copy)."""
     return replace(plan, several=SeveralRoute.OURS, few_rows=None)
 
 
