@@ -15,6 +15,7 @@ from .gemm_lora import (
     KERNEL_CALLEES,
     NO_EXPAND,
     NO_SHRINK_INSIDE,
+    RANK_PART,
     _gemm_lora_kernel,
     _shrink_helpers_kernel,
 )
@@ -65,14 +66,18 @@ def _compile(function: Any, constexprs: dict[str, Any], arch: int, warps: int, s
     return compile_ahead(kernel, _TYPES, constexprs, arch, options=options)
 
 
-def compile_gemm_for_target(tile: GemmTile, form: ExpandForm, arch: int = 90) -> Any:
-    """The fused GEMM's kernel for 64 rows of a qkv-like call (three slices, rank 16) on
-    ``tile``, its several-adapter LoRA in ``form``, compiled for ``sm_<arch>``."""
+def compile_gemm_for_target(
+    tile: GemmTile, form: ExpandForm, arch: int = 90, slot_rank: int = 16
+) -> Any:
+    """The fused GEMM's kernel for 64 rows of a qkv-like call (three slices, slots of
+    ``slot_rank``: above 16 the split form's expand has later rank parts) on ``tile``, its
+    several-adapter LoRA in ``form``, compiled for ``sm_<arch>``."""
     constexprs: dict[str, Any] = {
         "BLOCK_M": 64,
         "BLOCK_N": tile.block_n,
         "BLOCK_K": tile.block_k,
-        "R_PAD": 16,
+        "R_PAD": slot_rank,
+        "RANK_PART": RANK_PART,
         "SPLIT_K": tile.split_k,
         "FUSED": True,
         "DORA": False,

@@ -62,7 +62,14 @@ from .gemm_shrink import (
     shrink_program,
     take_shrink_jobs,
 )
-from .gemm_tiles import MAX_PLAN_ROWS, GemmPlan, GemmTile, at_slot_rank, plan_for
+from .gemm_tiles import (
+    MAX_PLAN_ROWS,
+    GemmPlan,
+    GemmTile,
+    at_slot_rank,
+    measured_slot_rank,
+    plan_for,
+)
 from .kernel_flavour import kernel_for
 from .layout import DoraEpilogue
 from .tensor_table import element_offsets
@@ -79,6 +86,8 @@ FUSED_GEMM_ROWS = (33, MAX_PLAN_ROWS)
 MAX_GEMM_SLICES = 3
 #: The smallest row tile ``tl.dot`` takes, and the rank padding of the intermediate.
 MIN_DOT = 16
+#: Ranks the split form's expand takes in one part (each adapter at its own rank, in parts).
+RANK_PART = MIN_DOT
 
 
 class GemmLoRAShapeError(ValueError):
@@ -137,6 +146,7 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
     R_PAD: tl.constexpr,
+    RANK_PART: tl.constexpr,
     SPLIT_K: tl.constexpr,
     FUSED: tl.constexpr,
     DORA: tl.constexpr,
@@ -211,9 +221,13 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
     acc = tl.full((BLOCK_M, BLOCK_N), 0.0, tl.float32)
     if EXPAND:  # (the split form's small loads before the K loop, off the epilogue's chain)
         rest = tl.load(rest_ptr)
+        wide = tl.load(rest_ptr + 1)  # (the rest's tiles of adapters wider than a rank part)
         rest_slot = tl.load(token_slot_ptr + offs_m, mask=row_ok, other=-1)
         piece = tl.where(n0 >= end1, 2, tl.where(n0 >= end0, 1, 0))
-        shrunk_ptrs = shrunk_ptr + (offs_m[:, None] * SLICES + piece) * R_PAD + ranks[None, :]
+        part_ranks = tl.arange(0, RANK_PART)
+        shrunk_ptrs = (
+            shrunk_ptr + (offs_m[:, None] * SLICES + piece) * R_PAD + part_ranks[None, :]
+        )  # fmt: skip
         shrunk_ok = ((rest_slot >= 0) & (offs_m < m * (rest > 0)))[:, None]  # (none if empty)
         if SHRINK_JOBS == 0:
             shrunk = tl.load(shrunk_ptrs, mask=shrunk_ok, other=0.0)
@@ -269,7 +283,11 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
         # rows are whose. ``CHUNK`` adapters a dot: their B stacked along its K (adapter by
         # adapter, rank by rank), each row's intermediate repeated beside itself and kept only
         # under its own adapter's ranks, so the loads of a chunk depend on nothing but its
-        # owners (one gather), not on the adapter before.
+        # owners (one gather), not on the adapter before. The ranks go in parts of
+        # ``RANK_PART``, each adapter at its own rank (its tile record's): every adapter takes
+        # the first part; only the wide tiles (listed first) take the later parts, and a part
+        # with no wide tile is skipped, so rank-16 adapters in wider slots cost what they cost
+        # in rank-16 slots.
         if (rest > 0) & (k_index == 0):
             if SHRINK_JOBS > 0:  # (this slice's sums counted by the shrink's jobs: wait)
                 owed = tl.load(shrink_tiles_ptr)
@@ -279,32 +297,45 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
                         sync_ptr + SYNC_DONE + piece, 0, sem="acquire", scope="gpu"
                     )
                 shrunk = tl.load(shrunk_ptrs, mask=shrunk_ok, other=0.0, cache_modifier=".cg")
-            inter = (shrunk * scale).to(x_ptr.dtype.element_ty)  # (rounded, as vLLM does)
-            repeated = tl.reshape(
-                tl.broadcast_to(inter[:, None, :], (BLOCK_M, CHUNK, R_PAD)),
-                (BLOCK_M, CHUNK * R_PAD),
-            )
-            stacked = tl.arange(0, CHUNK * R_PAD)
-            stacked_rank = stacked % R_PAD
+            stacked = tl.arange(0, CHUNK * RANK_PART)
+            stacked_rank = stacked % RANK_PART
             b_cols = b_off + (offs_n - first)[None, :].to(tl.int64) * rank
-            for chunk in tl.static_range(CHUNKS):
-                which = chunk * CHUNK + stacked // R_PAD
-                owner = tl.load(
-                    rest_ptr + HEADER + which * (3 + REST_TILE_M), mask=which < rest, other=-1
-                )
-                live = owner >= 0
-                bt = tl.load(
-                    lora_base_ptr + b_cols + owner[:, None].to(tl.int64) * width * rank
-                    + stacked_rank[:, None],
-                    mask=(live & (stacked_rank < rank))[:, None],
-                    other=0.0,
-                )  # fmt: skip
-                theirs = (rest_slot[:, None] == owner[None, :]) & live[None, :]
-                lhs = tl.where(theirs, repeated, 0.0)
-                if UPCAST_DOT:
-                    lhs = lhs.to(tl.float32)
-                    bt = bt.to(tl.float32)
-                acc = tl.dot(lhs, bt, acc)
+            for part in tl.static_range(R_PAD // RANK_PART):
+                if part == 0:  # (every tile of the list)
+                    tiles_here = rest
+                else:  # (the wide tiles; none: the part is skipped)
+                    tiles_here = wide
+                    shrunk = tl.load(
+                        shrunk_ptrs + part * RANK_PART, mask=shrunk_ok, other=0.0,
+                        cache_modifier=".cg",
+                    )  # fmt: skip
+                if tiles_here > 0:
+                    inter = (shrunk * scale).to(x_ptr.dtype.element_ty)  # (rounded, as vLLM)
+                    repeated = tl.reshape(
+                        tl.broadcast_to(inter[:, None, :], (BLOCK_M, CHUNK, RANK_PART)),
+                        (BLOCK_M, CHUNK * RANK_PART),
+                    )
+                    at_rank = part * RANK_PART + stacked_rank
+                    for chunk in tl.static_range(CHUNKS):
+                        which = chunk * CHUNK + stacked // RANK_PART
+                        owner = tl.load(
+                            rest_ptr + HEADER + which * (3 + REST_TILE_M),
+                            mask=which < tiles_here,
+                            other=-1,
+                        )
+                        live = owner >= 0
+                        bt = tl.load(
+                            lora_base_ptr + b_cols + owner[:, None].to(tl.int64) * width * rank
+                            + at_rank[:, None],
+                            mask=(live & (at_rank < rank))[:, None],
+                            other=0.0,
+                        )  # fmt: skip
+                        theirs = (rest_slot[:, None] == owner[None, :]) & live[None, :]
+                        lhs = tl.where(theirs, repeated, 0.0)
+                        if UPCAST_DOT:
+                            lhs = lhs.to(tl.float32)
+                            bt = bt.to(tl.float32)
+                        acc = tl.dot(lhs, bt, acc)
         if DORA:  # noqa: SIM102  (a constexpr branch; every run's share, the ratio is per column)
             if rest > 0:
                 known = rest_slot >= 0
@@ -432,7 +463,9 @@ def fusable(
     n, k = w.shape
     if x.shape[1] != k:
         return None
-    plan = at_slot_rank(plan_for(_device_name(x.device), n, k), lora_b[0].shape[3])
+    plan = at_slot_rank(
+        plan_for(_device_name(x.device), n, k), lora_b[0].shape[3], measured_slot_rank()
+    )
     widths = [b.shape[2] for b in lora_b]
     if not _whole_tiles(widths, n, k, plan.lora_tile):
         return None
@@ -495,7 +528,7 @@ class GemmExpand:
         counters, the launch's counters), its constexprs for this call (``CHUNK`` adapters a dot
         of the epilogue, their stacked ranks about 128; ``CHUNKS`` such dots to cover the most
         adapters ``m`` rows can hold; the shrink's, where it runs inside)."""
-        chunk = max(1, EXPAND_DOT_K // rank_padding(rank))
+        chunk = EXPAND_DOT_K // RANK_PART
         constexprs = {
             "EXPAND": True,
             "CHUNK": chunk,
@@ -674,9 +707,10 @@ def _launch(
             x, w, *lora_args, y, *dora_args, partials, arrivals if arrivals is not None else y,
             *expand_ptrs, m, n, k, rank, scale,
             BLOCK_M=max(MIN_DOT, triton.next_power_of_2(m)), BLOCK_N=tile.block_n,
-            BLOCK_K=tile.block_k, R_PAD=rank_padding(rank), SPLIT_K=tile.split_k, FUSED=fused,
-            DORA=dora, **expand_constexprs, HEADER=HEADER_SIZE, UPCAST_DOT=upcast,
-            BESIDE_PROGRAMS=beside, num_warps=tile.warps, num_stages=tile.stages,
+            BLOCK_K=tile.block_k, R_PAD=rank_padding(rank), RANK_PART=RANK_PART,
+            SPLIT_K=tile.split_k, FUSED=fused, DORA=dora, **expand_constexprs,
+            HEADER=HEADER_SIZE, UPCAST_DOT=upcast, BESIDE_PROGRAMS=beside, num_warps=tile.warps,
+            num_stages=tile.stages,
         )  # fmt: skip
 
 

@@ -86,6 +86,7 @@ def shrink_program(  # type: ignore[no-untyped-def]
     if tile < tl.load(tiles_ptr):
         record = tiles_ptr + HEADER + tile * (3 + TILE_M)
         slot = tl.load(record).to(tl.int64)
+        tile_rank = tl.minimum(tl.load(record + 1), rank)
         length = tl.load(record + 2)
         within = tl.arange(0, TILE_M)
         row_ok = within < length
@@ -99,7 +100,7 @@ def shrink_program(  # type: ignore[no-untyped-def]
             lora_base_ptr + a_off + slot * rank * k + ranks[None, :] * k
             + k_first + steps[:, None]
         )  # fmt: skip
-        rank_ok = ranks < rank
+        rank_ok = ranks < tile_rank  # (the adapter's own rank: A is zero past it)
         acc = tl.full((TILE_M, R_PAD), 0.0, tl.float32)
         for step in tl.static_range(STEPS):
             xt = tl.load(x_ptrs + step * BLOCK_K, mask=row_ok[:, None], other=0.0)
@@ -110,7 +111,7 @@ def shrink_program(  # type: ignore[no-untyped-def]
             acc = tl.dot(xt, at, acc)
         mine = (tile * SLICES + piece) * RUNS
         at_run = (mine + run) * TILE_M * R_PAD + within[:, None] * R_PAD + ranks[None, :]
-        tl.store(partials_ptr + at_run, acc)
+        tl.store(partials_ptr + at_run, acc, mask=rank_ok[None, :])
         tl.debug_barrier()  # (every thread's partial stored before the arrival is counted)
         counter = arrivals_ptr + tile * SLICES + piece
         if tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu") == RUNS - 1:
@@ -118,7 +119,10 @@ def shrink_program(  # type: ignore[no-untyped-def]
             first = mine * TILE_M * R_PAD + within[:, None] * R_PAD + ranks[None, :]
             for other in tl.static_range(RUNS):  # (in run order: a fixed sum)
                 total += tl.load(
-                    partials_ptr + first + other * TILE_M * R_PAD, cache_modifier=".cg"
+                    partials_ptr + first + other * TILE_M * R_PAD,
+                    mask=rank_ok[None, :],
+                    other=0.0,
+                    cache_modifier=".cg",
                 )
             out = out_ptr + (rows[:, None] * SLICES + piece) * R_PAD + ranks[None, :]
             tl.store(out, total, mask=row_ok[:, None])

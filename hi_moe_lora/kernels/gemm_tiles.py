@@ -173,12 +173,12 @@ class GemmPlan:
     few_rows: FewRows | None = None
 
 
-def at_slot_rank(plan: GemmPlan, slot_rank: int) -> GemmPlan:
+def at_slot_rank(plan: GemmPlan, slot_rank: int, measured: int = MEASURED_SLOT_RANK) -> GemmPlan:
     """``plan`` for slots of ``slot_rank`` (the stacked A's and B's rank): as measured up to
-    :data:`MEASURED_SLOT_RANK`; above it, steps of several adapters take our launch (``OURS``,
-    no ``few_rows``), which reads only the ranks each adapter has, while a one-adapter step's
-    LoRA stays inside the GEMM (served at max rank 64: 0.881 of the base, 0.899 at 16)."""
-    if slot_rank <= MEASURED_SLOT_RANK:
+    ``measured`` (the table's :func:`measured_slot_rank`); above it, steps of several adapters
+    take our launch (``OURS``, no ``few_rows``), while a one-adapter step's LoRA stays inside
+    the GEMM (served at max rank 64: 0.881 of the base, 0.899 at 16)."""
+    if slot_rank <= measured:
         return plan
     return _several_by_our_launch(plan)
 
@@ -319,22 +319,52 @@ def _entry_json(plan: GemmPlan) -> dict[str, Any]:
 
 def load_table(path: Path) -> dict[str, dict[str, GemmPlan]]:
     """Read and check a table file."""
+    return parse_table(_read_json(path), str(path))
+
+
+def _read_json(path: Path) -> Any:
     try:
-        raw = json.loads(path.read_text())
+        return json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as error:
         raise GemmTilesError(f"{path}: {error}") from None
-    return parse_table(raw, str(path))
+
+
+def table_slot_rank(raw: Any, source: str) -> int:
+    """A table's ``measured_slot_rank``: the widest slots (``--max-lora-rank``) its routes for
+    several adapters were measured at (:data:`MEASURED_SLOT_RANK` where it does not say)."""
+    rank = raw.get("measured_slot_rank", MEASURED_SLOT_RANK) if isinstance(raw, dict) else None
+    if not isinstance(rank, int) or isinstance(rank, bool) or rank < MEASURED_SLOT_RANK:
+        raise GemmTilesError(
+            f"{source}: measured_slot_rank is a whole number of at least {MEASURED_SLOT_RANK}, "
+            f"not {rank!r}"
+        )
+    return rank
 
 
 @functools.cache
-def _active_table() -> dict[str, dict[str, GemmPlan]]:
-    """The shipped table, or the one ``HI_MOE_LORA_GEMM_TILES`` names (read once)."""
+def _active_file() -> tuple[dict[str, dict[str, GemmPlan]], int]:
+    """The shipped table, or the one ``HI_MOE_LORA_GEMM_TILES`` names (read once), and its
+    measured slot rank."""
     chosen = os.environ.get(ENV_GEMM_TILES, "")
     path = Path(chosen) if chosen else TABLE_FILE
-    table = load_table(path)
+    raw = _read_json(path)
+    table, slot_rank = parse_table(raw, str(path)), table_slot_rank(raw, str(path))
     if chosen:
-        logger.info("fused GEMM tiles from %s (%s)", path, ", ".join(sorted(table)) or "empty")
-    return table
+        logger.info(
+            "fused GEMM tiles from %s (%s; several adapters measured up to slot rank %d)",
+            path, ", ".join(sorted(table)) or "empty", slot_rank,
+        )  # fmt: skip
+    return table, slot_rank
+
+
+def _active_table() -> dict[str, dict[str, GemmPlan]]:
+    """The active table's plans (:func:`_active_file`)."""
+    return _active_file()[0]
+
+
+def measured_slot_rank() -> int:
+    """The active table's measured slot rank (:func:`table_slot_rank`)."""
+    return _active_file()[1]
 
 
 def measured_devices() -> frozenset[str]:

@@ -226,6 +226,52 @@ def test_the_split_form_expands_every_tokens_own_adapter_in_the_epilogue(
         assert int(counters.abs().sum()) == 0
 
 
+#: Real ranks of the three slots, in slots of rank 64 (``--max-lora-rank 64``).
+OWN_RANKS = [16, 64, 8]
+
+
+def _padded_past_own_ranks(
+    a: list[torch.Tensor], b: list[torch.Tensor], filler: float
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Copies of ``a`` and ``b`` with each slot's A rows past its own rank (:data:`OWN_RANKS`)
+    set to ``filler``, and the B columns past 16 of the slots not wider than 16."""
+    a, b = [t.clone() for t in a], [t.clone() for t in b]
+    for slot, own in enumerate(OWN_RANKS):
+        for a_i, b_i in zip(a, b, strict=True):
+            a_i[slot, :, own:] = filler
+            if own <= 16:
+                b_i[slot, :, :, 16:] = filler
+    return a, b
+
+
+@pytest.mark.parametrize("form", SHRINK_FORMS)
+def test_the_split_form_reads_each_adapter_at_its_own_rank_in_wider_slots(
+    form: str, device: str
+) -> None:
+    """Rank-16 and rank-8 adapters beside a rank-64 one, in rank-64 slots: the shrink reads A
+    only up to each tile's rank and the expand's later rank parts only for the wide tile; the
+    NaN past those ranks (vLLM holds zeros there) proves it, against float64 on the zeros."""
+    dtype = torch.float32 if device == "cpu" else torch.bfloat16
+    m, widths = 24, [64, 32, 32]
+    x, w, a, b = _case(m, 256, widths, 64, device, dtype, seed=9)
+    a_zero, b_zero = _padded_past_own_ranks(a, b, 0.0)
+    a_nan, b_nan = _padded_past_own_ranks(a, b, float("nan"))
+    slots = [i % (SLOTS + 1) - 1 for i in range(m)]
+    work = WorkListBuffers(64, SLOTS, device, fused_slot=True)
+    work.update(np.array(slots), OWN_RANKS)
+    assert work.fused_slot is not None
+    expand, arrivals, counters = _split_form(x, a_nan, work, form)
+    y = torch.full((m, sum(widths)), float("nan"), dtype=dtype, device=device)
+    launch_gemm_lora(
+        y, x, w, a_nan, b_nan, torch.tensor(slots, dtype=torch.int32, device=device),
+        work.fused_slot, 0.5, tile=GemmTile(32, 64, 2), arrivals=arrivals, expand=expand,
+    )  # fmt: skip
+    ref = _reference(x, w, a_zero, b_zero, slots, None, 0.5)
+    tol = 1e-4 if dtype == torch.float32 else 4e-2
+    assert float((y.double() - ref).abs().max()) < tol * max(1.0, float(ref.abs().max()))
+    assert int(counters.abs().sum()) == 0
+
+
 @pytest.mark.parametrize("tile", [GemmTile(32, 64, 2), GemmTile(32, 64, 2, split_k=2)])
 @pytest.mark.parametrize("form", SHRINK_FORMS)
 def test_the_split_form_scales_each_live_dora_slots_rows_by_its_own_ratios(
@@ -306,18 +352,23 @@ def test_fusable_plans_decode_sized_half_precision_calls_of_whole_tiles() -> Non
     assert fusable(x, w, qkv[:2], max_rows=64) is None  # (slices do not cover W)
 
 
-@pytest.mark.parametrize("slot_rank", [16, 64])
-def test_fusable_plans_for_the_slots_rank(slot_rank: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Slots wider than the tables' measured rank (``--max-lora-rank 64``): several adapters
-    take our launch, whatever the measured route (:func:`.gemm_tiles.at_slot_rank`)."""
+@pytest.mark.parametrize(("slot_rank", "measured"), [(16, 16), (64, 16), (64, 64)])
+def test_fusable_plans_for_the_slots_rank(
+    slot_rank: int, measured: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Slots wider than the table's measured slot rank (``--max-lora-rank 64`` under a table
+    measured at 16): several adapters take our launch, whatever the measured route
+    (:func:`.gemm_tiles.at_slot_rank`); a table measured at 64 keeps its routes there."""
     import hi_moe_lora.kernels.gemm_lora as gemm_lora
 
     plan = GemmPlan(GemmTile(64, 128, 4), True, None, SeveralRoute.ONE_LAUNCH, FewRows(8))
     monkeypatch.setattr(gemm_lora, "plan_for", lambda device, n, k: plan)
+    monkeypatch.setattr(gemm_lora, "measured_slot_rank", lambda: measured)
     x = torch.empty(64, 4096, dtype=torch.bfloat16)
     w = torch.empty(6144, 4096, dtype=torch.bfloat16)
     qkv = [torch.empty(2, 1, wd, slot_rank, dtype=torch.bfloat16) for wd in (4096, 1024, 1024)]
-    expected = plan if slot_rank == 16 else replace(plan, several=SeveralRoute.OURS, few_rows=None)
+    mine = slot_rank <= measured
+    expected = plan if mine else replace(plan, several=SeveralRoute.OURS, few_rows=None)
     assert fusable(x, w, qkv, max_rows=64) == expected
 
 
@@ -338,15 +389,19 @@ def test_fusable_drops_a_plain_tile_that_does_not_fit_the_shape(
 
 
 @pytest.mark.parametrize("form", ["none", *SHRINK_FORMS])
-@pytest.mark.parametrize("tile", [GemmTile(64, 128, 4), GemmTile(64, 128, 4, split_k=2)])
+@pytest.mark.parametrize(
+    ("tile", "slot_rank"),
+    [(GemmTile(64, 128, 4), 16), (GemmTile(64, 128, 4, split_k=2), 16), (GemmTile(64, 64, 6), 64)],
+)
 def test_every_form_compiles_for_hopper(
-    form: ExpandForm, tile: GemmTile, monkeypatch: pytest.MonkeyPatch
+    form: ExpandForm, tile: GemmTile, slot_rank: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """What only the compiler sees, before a GPU host does (a launch without the shrink once
-    compiled the helpers' branch and failed on one)."""
+    compiled the helpers' branch and failed on one); rank-64 slots compile the expand's later
+    rank parts."""
     pytest.importorskip("triton.backends.nvidia")
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # compile, do not interpret
-    kernel = compile_gemm_for_target(tile, form)
+    kernel = compile_gemm_for_target(tile, form, slot_rank=slot_rank)
     assert kernel.asm["cubin"]
     if form in ("inside", "beside"):
         assert ".acquire." in kernel.asm["ptx"]  # (the epilogue's wait on the shrink's sums)

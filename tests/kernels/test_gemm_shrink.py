@@ -65,6 +65,34 @@ def test_every_listed_tokens_partials_sum_to_its_adapters_shrink(
             assert not bool(got[rank:].any())  # (the padding's ranks are zero)
 
 
+def test_each_tile_is_shrunk_at_its_own_rank_in_wider_slots(device: str) -> None:
+    """Slots of rank 64 holding adapters of ranks 64, 16 and 8 (the work list's records carry
+    each slot's real rank): A is read only up to a tile's rank (NaN past it proves it; vLLM
+    holds zeros there), and the sum's ranks past it are written as zeros."""
+    dtype = torch.float32 if device == "cpu" else torch.bfloat16
+    own = [64, 16, 8, 16, 64]
+    x, a = _adapters(30, 512, 64, 2, device, dtype)
+    for slot, rank in enumerate(own):
+        for a_i in a:
+            a_i[slot, :, rank:] = float("nan")
+    slots = [i % (SLOTS + 1) - 1 for i in range(30)]
+    work = WorkListBuffers(64, SLOTS, device)
+    work.update(np.array(slots), own)
+    arrivals = arrival_counters(device)
+    out = launch_gemm_shrink(x, a, work.tiles[BLOCK_M_SMALL], BLOCK_M_SMALL, SLOTS, arrivals)
+    assert int(arrivals.abs().sum()) == 0
+    tol = 1e-4 if dtype == torch.float32 else 2e-2
+    for row, slot in enumerate(slots):
+        if slot < 0:
+            continue
+        rank = own[slot]
+        for piece, a_i in enumerate(a):
+            expected = x[row].double() @ a_i[slot, 0, :rank].double().T
+            got = out[row, piece].double()
+            assert float((got[:rank] - expected).abs().max()) < tol
+            assert not bool(got[rank:].any())
+
+
 def test_an_empty_list_launches_programs_that_write_nothing(device: str) -> None:
     x, a = _adapters(8, 256, 16, 1, device, torch.float32 if device == "cpu" else torch.bfloat16)
     work = WorkListBuffers(64, SLOTS, device)

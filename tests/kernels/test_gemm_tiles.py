@@ -10,6 +10,7 @@ import pytest
 from hi_moe_lora.kernels import gemm_tiles
 from hi_moe_lora.kernels.gemm_tiles import (
     ENV_GEMM_TILES,
+    MEASURED_SLOT_RANK,
     TABLE_FILE,
     FewRows,
     GemmPlan,
@@ -19,10 +20,12 @@ from hi_moe_lora.kernels.gemm_tiles import (
     at_slot_rank,
     default_plan,
     load_table,
+    measured_slot_rank,
     parse_table,
     plan_for,
     shape_key,
     table_json,
+    table_slot_rank,
 )
 
 TUNED = GemmPlan(
@@ -33,10 +36,10 @@ TUNED = GemmPlan(
 @pytest.fixture(autouse=True)
 def _fresh_table() -> object:
     """Each test reads the table again (it is read once per process)."""
-    gemm_tiles._active_table.cache_clear()
+    gemm_tiles._active_file.cache_clear()
     plan_for.cache_clear()
     yield None
-    gemm_tiles._active_table.cache_clear()
+    gemm_tiles._active_file.cache_clear()
     plan_for.cache_clear()
 
 
@@ -147,10 +150,31 @@ def test_above_the_measured_slot_rank_several_adapters_take_our_launch(
     plan = GemmPlan(GemmTile(64, 64, 6), True, GemmTile(32, 256, 3), route, FewRows(8))
     for rank in (8, 16):
         assert at_slot_rank(plan, rank) == plan
+    ours = GemmPlan(plan.lora_tile, True, plan.plain_tile, SeveralRoute.OURS, None)
     for rank in (32, 64, 128):
-        assert at_slot_rank(plan, rank) == GemmPlan(
-            plan.lora_tile, True, plan.plain_tile, SeveralRoute.OURS, None
-        )
+        assert at_slot_rank(plan, rank) == ours
+    # A table measured up to slot rank 64 keeps its routes there, not above.
+    assert at_slot_rank(plan, 64, measured=64) == plan
+    assert at_slot_rank(plan, 128, measured=64) == ours
+
+
+def test_a_table_says_up_to_which_slot_rank_its_routes_were_measured(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert measured_slot_rank() == MEASURED_SLOT_RANK  # (the shipped table: not said)
+    path = tmp_path / "tiles.json"
+    raw = table_json({"NVIDIA H200": {"6144x4096": TUNED}}, "test") | {"measured_slot_rank": 64}
+    path.write_text(json.dumps(raw))
+    monkeypatch.setenv(ENV_GEMM_TILES, str(path))
+    gemm_tiles._active_file.cache_clear()
+    assert measured_slot_rank() == 64
+    assert plan_for("NVIDIA H200", 6144, 4096) == TUNED
+
+
+@pytest.mark.parametrize("rank", [8, 0, "64", True, 64.0])
+def test_a_bad_measured_slot_rank_is_refused_with_its_file(rank: object) -> None:
+    with pytest.raises(GemmTilesError, match=r"^bad\.json: measured_slot_rank is a whole"):
+        table_slot_rank({"devices": {}, "measured_slot_rank": rank}, "bad.json")
 
 
 def test_a_shape_the_table_lacks_takes_the_rule_of_thumb() -> None:
