@@ -80,6 +80,7 @@ def compile_gemm_for_target(
         "RANK_PART": RANK_PART,
         "SPLIT_K": tile.split_k,
         "FUSED": True,
+        "FUSED_RANK": True,
         "DORA": False,
         "HEADER": HEADER_SIZE,
         "UPCAST_DOT": False,

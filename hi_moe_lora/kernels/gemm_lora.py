@@ -149,6 +149,7 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
     RANK_PART: tl.constexpr,
     SPLIT_K: tl.constexpr,
     FUSED: tl.constexpr,
+    FUSED_RANK: tl.constexpr,
     DORA: tl.constexpr,
     EXPAND: tl.constexpr,
     CHUNK: tl.constexpr,
@@ -204,8 +205,11 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
     width = tl.where(n0 >= end1, n - end1, tl.where(n0 >= end0, end1 - end0, end0))
     a_off = tl.where(n0 >= end1, a_off2, tl.where(n0 >= end0, a_off1, a_off0))
     b_off = tl.where(n0 >= end1, b_off2, tl.where(n0 >= end0, b_off1, b_off0))
-    if FUSED:  # noqa: SIM108  (a constexpr branch; Triton's ternary is not the same)
+    own_rank = rank  # (the fused slot's adapter's rank: the slots' unless the step says it)
+    if FUSED:  # (constexpr branches)
         slot = tl.load(fused_slot_ptr)
+        if FUSED_RANK:  # (beside the slot, one round trip: A and B read up to it only)
+            own_rank = tl.minimum(tl.load(fused_slot_ptr + 1), rank)
     else:  # (the plain GEMM: no slot to read)
         slot = column_block * 0 - 1
     slot_c = tl.maximum(slot, 0).to(tl.int64)
@@ -217,7 +221,7 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
         lora_base_ptr + b_off + slot_c * width * rank
         + (offs_n - first)[None, :].to(tl.int64) * rank + ranks[:, None]
     )  # fmt: skip
-    rank_ok = ranks < rank
+    rank_ok = ranks < own_rank
     acc = tl.full((BLOCK_M, BLOCK_N), 0.0, tl.float32)
     if EXPAND:  # (the split form's small loads before the K loop, off the epilogue's chain)
         rest = tl.load(rest_ptr)
@@ -610,7 +614,9 @@ def launch_gemm_lora(
     expand: GemmExpand | None = None,
 ) -> None:
     """``y = x W^T``, plus ``scale (x A_s^T) B_s^T`` on the rows whose ``token_slot`` is
-    ``fused_slot[0]`` (``s``; none when it is negative), per slice. ``tile``: the plan's (by
+    ``fused_slot[0]`` (``s``; none when it is negative), per slice; a ``fused_slot[1]`` is
+    ``s``'s adapter's own rank (the work list writes it), past which A and B are not read
+    (vLLM holds zeros there). ``tile``: the plan's (by
     default the table's for this GPU and shape); ``arrivals``: :func:`arrival_counters`, needed
     when the tile splits K; ``expand``: the rest list's adapters, shrunk ahead (split form)."""
     k = x.shape[1]
@@ -642,6 +648,7 @@ def launch_gemm_lora(
         y, x, w, widths, tile, arrivals,
         (base, *a_offs, *b_offs, *ends, token_slot, fused_slot),
         (dora_scales, dora_live), rank, scale, fused=True, dora=dora is not None, expand=expand,
+        fused_rank=fused_slot.numel() > 1,
     )  # fmt: skip
 
 
@@ -672,6 +679,7 @@ def _launch(
     fused: bool,
     dora: bool,
     expand: GemmExpand | None = None,
+    fused_rank: bool = False,
 ) -> None:
     m, k = x.shape
     n = w.shape[0]
@@ -708,7 +716,8 @@ def _launch(
             *expand_ptrs, m, n, k, rank, scale,
             BLOCK_M=max(MIN_DOT, triton.next_power_of_2(m)), BLOCK_N=tile.block_n,
             BLOCK_K=tile.block_k, R_PAD=rank_padding(rank), RANK_PART=RANK_PART,
-            SPLIT_K=tile.split_k, FUSED=fused, DORA=dora, **expand_constexprs,
+            SPLIT_K=tile.split_k, FUSED=fused, FUSED_RANK=fused_rank, DORA=dora,
+            **expand_constexprs,
             HEADER=HEADER_SIZE, UPCAST_DOT=upcast, BESIDE_PROGRAMS=beside, num_warps=tile.warps,
             num_stages=tile.stages,
         )  # fmt: skip

@@ -21,10 +21,11 @@ or the file ``HI_MOE_LORA_GEMM_TILES`` names). Each entry of the table also says
   ``ROUTE``, a split form (:class:`FewRows`; under ``--specialize-active-lora`` only, the count
   of adapters known). Absent: such calls run cuBLAS then our launch.
 
-Every route and tile was measured with slots of rank 16 (vLLM's ``--max-lora-rank 16``), and
-the split forms work at the slots' rank, not the adapters' own: under ``--max-lora-rank 64``
-their shrink and expand do four times a rank-16 adapter's work, where our launch reads narrow
-copies of B and skips the ranks an adapter lacks. So above :data:`MEASURED_SLOT_RANK`, steps of
+Every route and tile of the shipped table was measured with slots of rank 16 (vLLM's
+``--max-lora-rank 16``). The split forms read each adapter at its own rank (the work list's
+tile records carry it), but a wide adapter (rank 64 in rank-64 slots) still costs them four
+times a rank-16 one, and what a wider slot costs them was not measured into the table. So above
+the table's ``measured_slot_rank`` (:data:`MEASURED_SLOT_RANK` where it says none), steps of
 several adapters take our launch (:func:`at_slot_rank`).
 
 On a GPU the table holds, a shape it does not hold (another model, another tensor-parallel

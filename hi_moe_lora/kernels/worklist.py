@@ -22,9 +22,10 @@ that takes the launch's last ticket resets them), so they are never written here
 
 With the fused GEMM on (:mod:`.gemm_lora`), the buffers also hold the step's *fused slot* (the
 slot of every LoRA token when the step serves one adapter, else -1: its LoRA rides in the base
-GEMM) and a second set of tile lists, the *rest*, for the launch after that GEMM: every other
-slot's tokens, which is no tile in a one-adapter step (only the header, a count of zero, is
-copied then) and the whole list otherwise.
+GEMM), followed by that slot's real rank (0 without one), and a second set of tile lists, the
+*rest*, for the launch after that GEMM: every other slot's tokens, which is no tile in a
+one-adapter step (only the header, a count of zero, is copied then) and the whole list
+otherwise.
 """
 
 from __future__ import annotations
@@ -188,8 +189,8 @@ class WorkListBuffers:
             for bm in BLOCK_M_CHOICES
         ]
         lists = len(sizes)
-        if fused_slot:  # (the rest's lists, then the fused slot)
-            sizes = [*sizes, *sizes, 1]
+        if fused_slot:  # (the rest's lists, then the fused slot and its rank)
+            sizes = [*sizes, *sizes, 2]
         starts = np.cumsum([0, *sizes[:-1]]).tolist()
         self._offsets = dict(zip(BLOCK_M_CHOICES, starts[:lists], strict=True))
         self._dev = torch.zeros(sum(sizes), dtype=torch.int32, device=device)
@@ -197,8 +198,8 @@ class WorkListBuffers:
             bm: self._dev[off : off + size]
             for (bm, off), size in zip(self._offsets.items(), sizes, strict=False)
         }
-        #: The rest's tile lists, the fused slot and the fused GEMM's arrival counters (for its
-        #: tiles that split K), ``fused_slot=True`` only.
+        #: The rest's tile lists, the fused slot (then its adapter's real rank) and the fused
+        #: GEMM's arrival counters (for its tiles that split K), ``fused_slot=True`` only.
         self.rest_tiles: dict[int, torch.Tensor] = {}
         self.fused_slot: torch.Tensor | None = None
         self.gemm_arrivals: torch.Tensor | None = None
@@ -211,7 +212,7 @@ class WorkListBuffers:
                 bm: self._dev[off : off + size]
                 for (bm, off), size in zip(self._rest_offsets.items(), sizes[lists:], strict=False)
             }
-            self.fused_slot = self._dev[starts[-1] : starts[-1] + 1]
+            self.fused_slot = self._dev[starts[-1] : starts[-1] + 2]
             self._fused_offset = starts[-1]
             self.gemm_arrivals = arrival_counters(device)
         self.counters = torch.zeros(
@@ -250,7 +251,8 @@ class WorkListBuffers:
             no_tiles = np.zeros(HEADER_SIZE, dtype=np.int32)
             for bm, host in work.tiles.items():
                 self._copy_in(staging, self._rest_offsets[bm], host if fused < 0 else no_tiles)
-            self._copy_in(staging, self._fused_offset, np.array([fused], dtype=np.int32))
+            own_rank = int(slot_ranks[fused]) if fused >= 0 else 0
+            self._copy_in(staging, self._fused_offset, np.array([fused, own_rank], np.int32))
         if self._pinned:
             done = torch.cuda.Event()  # type: ignore[no-untyped-call]
             done.record()

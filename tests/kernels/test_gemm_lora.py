@@ -130,6 +130,35 @@ def test_the_fused_slots_rows_get_their_lora_and_every_row_the_base(
     assert float((y.double() - ref).abs().max()) < tol * max(1.0, float(ref.abs().max()))
 
 
+@pytest.mark.parametrize("tile", [GemmTile(32, 64, 2), SPLIT])
+def test_the_fused_slots_adapter_is_read_up_to_the_rank_the_step_gives(
+    tile: GemmTile, device: str
+) -> None:
+    """A rank-8 adapter in rank-64 slots, its rank beside the fused slot (as the work list
+    writes it): A and B are read only up to it (NaN past it proves it; vLLM holds zeros)."""
+    dtype = torch.float32 if device == "cpu" else torch.bfloat16
+    m, widths, own = 12, [64, 32, 32], 8
+    x, w, a, b = _case(m, 128, widths, 64, device, dtype, seed=3)
+    for a_i, b_i in zip(a, b, strict=True):
+        a_i[:, :, own:] = 0.0
+        b_i[:, :, :, own:] = 0.0
+    a_nan, b_nan = [t.clone() for t in a], [t.clone() for t in b]
+    for a_i, b_i in zip(a_nan, b_nan, strict=True):
+        a_i[:, :, own:] = float("nan")
+        b_i[:, :, :, own:] = float("nan")
+    slots = [2, -1, 2, 0] * 3
+    token_slot = torch.tensor(slots, dtype=torch.int32, device=device)
+    fused_slot = torch.tensor([2, own], dtype=torch.int32, device=device)
+    y = torch.full((m, sum(widths)), float("nan"), dtype=dtype, device=device)
+    arrivals = arrival_counters(device)
+    launch_gemm_lora(
+        y, x, w, a_nan, b_nan, token_slot, fused_slot, 0.5, tile=tile, arrivals=arrivals
+    )
+    ref = _reference(x, w, a, b, slots, 2, 0.5, round_inter=tile.split_k == 1)
+    tol = 1e-4 if dtype == torch.float32 else 4e-2
+    assert float((y.double() - ref).abs().max()) < tol * max(1.0, float(ref.abs().max()))
+
+
 @pytest.mark.parametrize(("tile", "k"), [(GemmTile(32, 64, 2), 64), (SPLIT, 128)])
 def test_dora_scales_the_fused_slots_rows_when_the_slot_is_live(
     tile: GemmTile, k: int, device: str

@@ -85,17 +85,17 @@ def test_the_single_slot_is_the_one_slot_of_every_adapter_token() -> None:
 def test_with_a_fused_slot_the_rest_lists_every_other_slots_tokens() -> None:
     bufs = WorkListBuffers(32, 3, "cpu", fused_slot=True)
     assert bufs.fused_slot is not None
-    bufs.update(np.array([1, 1, -1, 1]), [8, 8, 8])  # one adapter: an empty rest
-    assert int(bufs.fused_slot.item()) == 1
+    bufs.update(np.array([1, 1, -1, 1]), [8, 16, 8])  # one adapter: an empty rest
+    assert bufs.fused_slot.tolist() == [1, 16]  # (the slot, then its adapter's rank)
     assert int(bufs.tiles[16][0]) == 1
     assert int(bufs.rest_tiles[16][0]) == 0
     assert int(bufs.rest_tiles[64][0]) == 0
     bufs.update(np.array([2, 0, -1, 2, 1]), [8, 8, 8])  # several: all of them in the rest
-    assert int(bufs.fused_slot.item()) == -1
+    assert bufs.fused_slot.tolist() == [-1, 0]
     for bm in (16, 64):
         assert torch.equal(bufs.rest_tiles[bm], bufs.tiles[bm])
     bufs.update(np.array([-1]), [8, 8, 8])
-    assert int(bufs.fused_slot.item()) == -1
+    assert bufs.fused_slot.tolist() == [-1, 0]
 
 
 def test_without_a_fused_slot_there_is_no_rest() -> None:
