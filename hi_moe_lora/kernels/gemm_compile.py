@@ -15,7 +15,6 @@ from .gemm_lora import (
     KERNEL_CALLEES,
     NO_EXPAND,
     NO_SHRINK_INSIDE,
-    RANK_PART,
     _gemm_lora_kernel,
     _shrink_helpers_kernel,
 )
@@ -67,19 +66,19 @@ def _compile(function: Any, constexprs: dict[str, Any], arch: int, warps: int, s
 
 
 def compile_gemm_for_target(
-    tile: GemmTile, form: ExpandForm, arch: int = 90, slot_rank: int = 16
+    tile: GemmTile, form: ExpandForm, arch: int = 90, slot_rank: int = 16, may_fuse: bool = True
 ) -> Any:
     """The fused GEMM's kernel for 64 rows of a qkv-like call (three slices, slots of
     ``slot_rank``: above 16 the split form's expand has later rank parts) on ``tile``, its
-    several-adapter LoRA in ``form``, compiled for ``sm_<arch>``."""
+    several-adapter LoRA in ``form``, compiled for ``sm_<arch>``; ``may_fuse=False``: as a
+    step known to serve several adapters launches it (no K loop reading A)."""
     constexprs: dict[str, Any] = {
         "BLOCK_M": 64,
         "BLOCK_N": tile.block_n,
         "BLOCK_K": tile.block_k,
         "R_PAD": slot_rank,
-        "RANK_PART": RANK_PART,
         "SPLIT_K": tile.split_k,
-        "FUSED": True,
+        "FUSED": may_fuse,
         "FUSED_RANK": True,
         "DORA": False,
         "HEADER": HEADER_SIZE,

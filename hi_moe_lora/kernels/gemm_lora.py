@@ -56,6 +56,7 @@ import triton
 import triton.language as tl
 
 from .gemm_shrink import (
+    RANK_PART,
     SHRINK_BLOCK_K,
     ShrinkLaunch,
     rank_padding,
@@ -86,8 +87,6 @@ FUSED_GEMM_ROWS = (33, MAX_PLAN_ROWS)
 MAX_GEMM_SLICES = 3
 #: The smallest row tile ``tl.dot`` takes, and the rank padding of the intermediate.
 MIN_DOT = 16
-#: Ranks the split form's expand takes in one part (each adapter at its own rank, in parts).
-RANK_PART = MIN_DOT
 
 
 class GemmLoRAShapeError(ValueError):
@@ -146,7 +145,6 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
     R_PAD: tl.constexpr,
-    RANK_PART: tl.constexpr,
     SPLIT_K: tl.constexpr,
     FUSED: tl.constexpr,
     FUSED_RANK: tl.constexpr,
@@ -532,7 +530,7 @@ class GemmExpand:
         counters, the launch's counters), its constexprs for this call (``CHUNK`` adapters a dot
         of the epilogue, their stacked ranks about 128; ``CHUNKS`` such dots to cover the most
         adapters ``m`` rows can hold; the shrink's, where it runs inside)."""
-        chunk = EXPAND_DOT_K // RANK_PART
+        chunk = EXPAND_DOT_K // RANK_PART.value
         constexprs = {
             "EXPAND": True,
             "CHUNK": chunk,
@@ -612,13 +610,17 @@ def launch_gemm_lora(
     tile: GemmTile | None = None,
     arrivals: torch.Tensor | None = None,
     expand: GemmExpand | None = None,
+    may_fuse: bool = True,
 ) -> None:
     """``y = x W^T``, plus ``scale (x A_s^T) B_s^T`` on the rows whose ``token_slot`` is
     ``fused_slot[0]`` (``s``; none when it is negative), per slice; a ``fused_slot[1]`` is
     ``s``'s adapter's own rank (the work list writes it), past which A and B are not read
     (vLLM holds zeros there). ``tile``: the plan's (by
     default the table's for this GPU and shape); ``arrivals``: :func:`arrival_counters`, needed
-    when the tile splits K; ``expand``: the rest list's adapters, shrunk ahead (split form)."""
+    when the tile splits K; ``expand``: the rest list's adapters, shrunk ahead (split form).
+    ``may_fuse=False``: the step is known to have no fused slot (a step of several adapters
+    under ``--specialize-active-lora``), so the kernel is compiled without the K loop that reads
+    A (fewer registers: the split forms' GEMM spills less, most at wide slot ranks)."""
     k = x.shape[1]
     n = w.shape[0]
     if not 1 <= len(lora_a) == len(lora_b) <= MAX_GEMM_SLICES:
@@ -647,8 +649,8 @@ def launch_gemm_lora(
     _launch(
         y, x, w, widths, tile, arrivals,
         (base, *a_offs, *b_offs, *ends, token_slot, fused_slot),
-        (dora_scales, dora_live), rank, scale, fused=True, dora=dora is not None, expand=expand,
-        fused_rank=fused_slot.numel() > 1,
+        (dora_scales, dora_live), rank, scale, fused=may_fuse, dora=dora is not None,
+        expand=expand, fused_rank=fused_slot.numel() > 1,
     )  # fmt: skip
 
 
@@ -715,10 +717,9 @@ def _launch(
             x, w, *lora_args, y, *dora_args, partials, arrivals if arrivals is not None else y,
             *expand_ptrs, m, n, k, rank, scale,
             BLOCK_M=max(MIN_DOT, triton.next_power_of_2(m)), BLOCK_N=tile.block_n,
-            BLOCK_K=tile.block_k, R_PAD=rank_padding(rank), RANK_PART=RANK_PART,
-            SPLIT_K=tile.split_k, FUSED=fused, FUSED_RANK=fused_rank, DORA=dora,
-            **expand_constexprs,
-            HEADER=HEADER_SIZE, UPCAST_DOT=upcast, BESIDE_PROGRAMS=beside, num_warps=tile.warps,
+            BLOCK_K=tile.block_k, R_PAD=rank_padding(rank), SPLIT_K=tile.split_k, FUSED=fused,
+            FUSED_RANK=fused_rank, DORA=dora, **expand_constexprs, HEADER=HEADER_SIZE,
+            UPCAST_DOT=upcast, BESIDE_PROGRAMS=beside, num_warps=tile.warps,
             num_stages=tile.stages,
         )  # fmt: skip
 

@@ -98,7 +98,11 @@ def gemm_lora_linear_impl(
     dora_live: torch.Tensor | None = None,
 ) -> None:
     """``y = x W^T + scale x A[slot]^T B[slot]^T`` per token (``W`` is ``(n, k)``)."""
-    alone = specialized and int(active_loras.item()) == 1
+    active = int(active_loras.item())
+    alone = specialized and active == 1
+    # (vLLM counts the base rows' id too: two may be one adapter and base rows, three are two
+    # adapters at least, so no fused slot, and the GEMM is compiled without A's K loop)
+    no_fused_slot = specialized and active >= 3
     lora = not bool(no_lora.item())
     several_known = specialized and lora and not alone  # (a step of several adapters)
     few_rows = x.shape[0] < min_rows
@@ -130,7 +134,7 @@ def gemm_lora_linear_impl(
             expand = GemmExpand(rest_large, BLOCK_M_LARGE, inside.out, slots, inside, sync, beside)
         launch_gemm_lora(
             y, x, weight, lora_a, lora_b, token_slot, fused_slot, scale, dora,
-            plan.lora_tile, arrivals, expand,
+            plan.lora_tile, arrivals, expand, may_fuse=not no_fused_slot,
         )  # fmt: skip
         tracker = tracker_for(slot_rank)  # (our launch, which would, is not made)
         if tracker is not None:

@@ -38,6 +38,9 @@ from .worklist import HEADER_SIZE, upper_bound_tiles
 #: K elements a shrink program loads a step, and the steps a run of K holds.
 SHRINK_BLOCK_K = 128
 RUN_STEPS = 2
+#: Ranks a program shrinks at once (``tl.dot``'s least width): an adapter takes as many parts
+#: as its own rank needs, whatever the slots' rank (the GEMM's expand takes the same parts).
+RANK_PART = tl.constexpr(16)
 
 
 class GemmShrinkShapeError(ValueError):
@@ -93,39 +96,44 @@ def shrink_program(  # type: ignore[no-untyped-def]
         rows = tl.load(record + 3 + within, mask=row_ok, other=0).to(tl.int64)
         a_off = tl.where(piece == 2, a_off2, tl.where(piece == 1, a_off1, a_off0))
         k_first = run * (BLOCK_K * STEPS)
-        ranks = tl.arange(0, R_PAD)
+        part_ranks = tl.arange(0, RANK_PART)
         steps = tl.arange(0, BLOCK_K)
         x_ptrs = x_ptr + rows[:, None] * k + k_first + steps[None, :]
-        a_ptrs = (
-            lora_base_ptr + a_off + slot * rank * k + ranks[None, :] * k
-            + k_first + steps[:, None]
-        )  # fmt: skip
-        rank_ok = ranks < tile_rank  # (the adapter's own rank: A is zero past it)
-        acc = tl.full((TILE_M, R_PAD), 0.0, tl.float32)
-        for step in tl.static_range(STEPS):
-            xt = tl.load(x_ptrs + step * BLOCK_K, mask=row_ok[:, None], other=0.0)
-            at = tl.load(a_ptrs + step * BLOCK_K, mask=rank_ok[None, :], other=0.0)
-            if UPCAST_DOT:
-                xt = xt.to(tl.float32)
-                at = at.to(tl.float32)
-            acc = tl.dot(xt, at, acc)
         mine = (tile * SLICES + piece) * RUNS
-        at_run = (mine + run) * TILE_M * R_PAD + within[:, None] * R_PAD + ranks[None, :]
-        tl.store(partials_ptr + at_run, acc, mask=rank_ok[None, :])
+        # The ranks in parts of RANK_PART, up to the tile's own (A is zero past it): a rank-16
+        # adapter in rank-64 slots takes one part, as in rank-16 slots, with as few registers.
+        for part in tl.static_range(R_PAD // RANK_PART):
+            if part * RANK_PART < tile_rank:
+                ranks = part * RANK_PART + part_ranks
+                a_ptrs = (
+                    lora_base_ptr + a_off + slot * rank * k + ranks[None, :] * k
+                    + k_first + steps[:, None]
+                )  # fmt: skip
+                rank_ok = ranks < tile_rank
+                acc = tl.full((TILE_M, RANK_PART), 0.0, tl.float32)
+                for step in tl.static_range(STEPS):
+                    xt = tl.load(x_ptrs + step * BLOCK_K, mask=row_ok[:, None], other=0.0)
+                    at = tl.load(a_ptrs + step * BLOCK_K, mask=rank_ok[None, :], other=0.0)
+                    if UPCAST_DOT:
+                        xt = xt.to(tl.float32)
+                        at = at.to(tl.float32)
+                    acc = tl.dot(xt, at, acc)
+                at_run = (mine + run) * TILE_M * R_PAD + within[:, None] * R_PAD + ranks[None, :]
+                tl.store(partials_ptr + at_run, acc)
         tl.debug_barrier()  # (every thread's partial stored before the arrival is counted)
         counter = arrivals_ptr + tile * SLICES + piece
         if tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu") == RUNS - 1:
-            total = tl.full((TILE_M, R_PAD), 0.0, tl.float32)
-            first = mine * TILE_M * R_PAD + within[:, None] * R_PAD + ranks[None, :]
-            for other in tl.static_range(RUNS):  # (in run order: a fixed sum)
-                total += tl.load(
-                    partials_ptr + first + other * TILE_M * R_PAD,
-                    mask=rank_ok[None, :],
-                    other=0.0,
-                    cache_modifier=".cg",
-                )
-            out = out_ptr + (rows[:, None] * SLICES + piece) * R_PAD + ranks[None, :]
-            tl.store(out, total, mask=row_ok[:, None])
+            for part in tl.static_range(R_PAD // RANK_PART):  # (zeros past the tile's rank)
+                ranks = part * RANK_PART + part_ranks
+                total = tl.full((TILE_M, RANK_PART), 0.0, tl.float32)
+                if part * RANK_PART < tile_rank:
+                    first = mine * TILE_M * R_PAD + within[:, None] * R_PAD + ranks[None, :]
+                    for other in tl.static_range(RUNS):  # (in run order: a fixed sum)
+                        total += tl.load(
+                            partials_ptr + first + other * TILE_M * R_PAD, cache_modifier=".cg"
+                        )
+                out = out_ptr + (rows[:, None] * SLICES + piece) * R_PAD + ranks[None, :]
+                tl.store(out, total, mask=row_ok[:, None])
             tl.atomic_xchg(counter, 0, sem="relaxed", scope="gpu")
             if COUNT_DONE:
                 tl.debug_barrier()  # (every thread's share of the sum stored first)

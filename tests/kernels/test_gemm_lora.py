@@ -419,18 +419,27 @@ def test_fusable_drops_a_plain_tile_that_does_not_fit_the_shape(
 
 @pytest.mark.parametrize("form", ["none", *SHRINK_FORMS])
 @pytest.mark.parametrize(
-    ("tile", "slot_rank"),
-    [(GemmTile(64, 128, 4), 16), (GemmTile(64, 128, 4, split_k=2), 16), (GemmTile(64, 64, 6), 64)],
+    ("tile", "slot_rank", "may_fuse"),
+    [
+        (GemmTile(64, 128, 4), 16, True),
+        (GemmTile(64, 128, 4, split_k=2), 16, False),
+        (GemmTile(64, 64, 6), 64, True),
+        (GemmTile(64, 64, 6, split_k=2), 64, False),
+    ],
 )
 def test_every_form_compiles_for_hopper(
-    form: ExpandForm, tile: GemmTile, slot_rank: int, monkeypatch: pytest.MonkeyPatch
+    form: ExpandForm,
+    tile: GemmTile,
+    slot_rank: int,
+    may_fuse: bool,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """What only the compiler sees, before a GPU host does (a launch without the shrink once
-    compiled the helpers' branch and failed on one); rank-64 slots compile the expand's later
-    rank parts."""
+    compiled the helpers' branch and failed on one); rank-64 slots compile the shrink's and the
+    expand's later rank parts, ``may_fuse=False`` a step known to serve several adapters."""
     pytest.importorskip("triton.backends.nvidia")
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # compile, do not interpret
-    kernel = compile_gemm_for_target(tile, form, slot_rank=slot_rank)
+    kernel = compile_gemm_for_target(tile, form, slot_rank=slot_rank, may_fuse=may_fuse)
     assert kernel.asm["cubin"]
     if form in ("inside", "beside"):
         assert ".acquire." in kernel.asm["ptx"]  # (the epilogue's wait on the shrink's sums)
