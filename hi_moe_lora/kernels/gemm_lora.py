@@ -10,18 +10,20 @@ the rows whose token belongs to that slot, before the one store. Every program c
 rows' intermediate itself (A is small: 128 KiB a slice at rank 16 and K = 4,096, read from L2
 by most programs).
 
-A step of several adapters has no fused slot (-1): its K loop is then a plain GEMM's (a second
-K loop, without A's loads). Their LoRA takes the *split form* (:class:`GemmExpand`): a short
+A step of several adapters has no fused slot (-1): its K loop is then a plain GEMM's (a second K
+loop, without A's loads). Their LoRA takes the *split form* (:class:`GemmExpand`): a short
 launch ahead shrinks every token of the step's *rest* work list (:mod:`.gemm_shrink`; the whole
-list then, none in a one-adapter step) and this kernel's epilogue adds each token's expand by its
-own adapter's B, one ``tl.dot`` per adapter in the step, masked to its rows. That replaces our
-launch after the GEMM, which cost 12-20 µs a projection at 16 adapters (H200, 2026-11-28; moving
-only the most frequent adapter into the GEMM did not pay then: the launch after it cost about what
-it cost for all of them). The fused slot and the rest list are per-step device data, so a
-captured CUDA graph stays valid whatever the batch holds. In one launch (:class:`GemmExpand`'s
-``inside``), the shrink's jobs run inside this kernel instead: helper programs after the GEMM's
-take them from the start, the GEMM's programs take what is left after their K loop, and each
-epilogue waits for its slice's sums (:func:`_gemm_lora_kernel` says why it cannot deadlock). With
+list then, none in a one-adapter step) and this kernel's epilogue adds each token's expand by
+its own adapter's B, eight adapters a ``tl.dot``, masked to their rows, each adapter at its own
+rank (in parts of 16 ranks: a rank-16 adapter in rank-64 slots takes one part, as in rank-16
+slots). That replaces our launch after the GEMM, which cost 12-20 µs a projection at 16 adapters
+(H200, 2026-11-28; moving only the most frequent adapter into the GEMM did not pay then: the
+launch after it cost about what it cost for all of them). The fused slot and the rest list are
+per-step device data, so a captured CUDA graph stays valid whatever the batch holds. In one
+launch (:class:`GemmExpand`'s ``inside``), the shrink's jobs run inside this kernel instead:
+helper programs after the GEMM's take them from the start, the GEMM's programs take what is left
+after their K loop, and each epilogue waits for its slice's sums (:func:`_gemm_lora_kernel` says
+why it cannot deadlock). With
 ``beside``, the helpers run in a launch of their own on a side stream instead
 (:func:`_shrink_helpers_kernel`), whose programs are small enough to share SMs with the GEMM's.
 
@@ -288,7 +290,7 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
         # owners (one gather), not on the adapter before. The ranks go in parts of
         # ``RANK_PART``, each adapter at its own rank (its tile record's): every adapter takes
         # the first part; only the wide tiles (listed first) take the later parts, and a part
-        # with no wide tile is skipped, so rank-16 adapters in wider slots cost what they cost
+        # with no wide tile is skipped, so a rank-16 adapter in wider slots takes one part, as
         # in rank-16 slots.
         if (rest > 0) & (k_index == 0):
             if SHRINK_JOBS > 0:  # (this slice's sums counted by the shrink's jobs: wait)

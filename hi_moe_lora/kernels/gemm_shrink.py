@@ -8,14 +8,15 @@ the GEMM (a chain of dependent round trips that cost 12-20 µs a projection at 1
 benchmarks/README.md, thirteenth window).
 
 One program per (token tile of the work list, slice, run of K): it multiplies its tile's rows of
-``x`` by the tile's adapter's A over a short run of K (a few steps: the launch's time is its
-longest chain of dependent loads, and a first form with eight runs of K took 8-21 µs, H200,
-2026-11-28) and stores the fp32 partial. The last program of its (tile, slice) to arrive sums
-the partials in run order (the same sum whichever arrives last) into ``out[token, slice, :]``
-and resets its arrival counter, so the GEMM reads one finished intermediate. Rows of tokens
-without an adapter are never written nor read. Programs past the step's tile count (the grid is
-sized for the most tiles a call can meet) return at once, so an empty list (a one-adapter step,
-whose LoRA rides inside the GEMM) costs one near-empty launch.
+``x`` by the tile's adapter's A, up to that adapter's own rank (the tile record's) in parts of
+:data:`RANK_PART` ranks, not the slots' ``--max-lora-rank``, over a short run of K (a few steps:
+the launch's time is its longest chain of dependent loads, and a first form with eight runs of K
+took 8-21 µs, H200, 2026-11-28) and stores the fp32 partial. The last program of its (tile,
+slice) to arrive sums the partials in run order (the same sum whichever arrives last) into
+``out[token, slice, :]`` and resets its arrival counter, so the GEMM reads one finished
+intermediate. Rows of tokens without an adapter are never written nor read. Programs past the
+step's tile count (the grid is sized for the most tiles a call can meet) return at once, so an
+empty list (a one-adapter step, whose LoRA rides inside the GEMM) costs one near-empty launch.
 
 A program's work is a device function (:func:`shrink_program`), so the GEMM's launch can hold the
 shrink instead (the split form in one launch): :func:`take_shrink_jobs` runs its (tile, slice,

@@ -50,12 +50,12 @@ from typing import Any
 ENV_GEMM_TILES = "HI_MOE_LORA_GEMM_TILES"
 #: The most rows a plan serves (one row tile of the fused GEMM).
 MAX_PLAN_ROWS = 64
-#: The slot rank (``--max-lora-rank``) the tables' routes were measured at. Above it, steps of
-#: several adapters take our launch. With 16 rank-16 adapters in rank-64 slots (H200,
-#: 2026-11-29, benchmarks/README.md, twenty-first window) the split form in one launch added
-#: 20.2 and 54.0 µs a call to cuBLAS on o and gate_up, our launch 8.8 and 22.2; served, the
-#: 16-adapter decode step was 0.566 of the base step by GPU busy time (0.705 end to end,
-#: against 0.861 at max rank 16).
+#: The slot rank (``--max-lora-rank``) a table's routes hold up to where it does not say
+#: (``measured_slot_rank``). Above it, steps of several adapters take our launch. With 16
+#: rank-16 adapters in rank-64 slots (H200, 2026-11-29, benchmarks/README.md) the split form in
+#: one launch added 9.1, 18.5 and 9.2 µs a call to cuBLAS on o, gate_up and down (twenty-second
+#: window, each adapter at its own rank; 20.2 and 54.0 on o and gate_up at the slots' rank,
+#: twenty-first window), our launch 9.1, 21.4 and 14.7; neither form served at max rank 64 yet.
 MEASURED_SLOT_RANK = 16
 #: The table shipped with the package.
 TABLE_FILE = Path(__file__).with_name("gemm_tiles.json")
