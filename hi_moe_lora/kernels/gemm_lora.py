@@ -23,16 +23,17 @@ per-step device data, so a captured CUDA graph stays valid whatever the batch ho
 launch (:class:`GemmExpand`'s ``inside``), the shrink's jobs run inside this kernel instead:
 helper programs after the GEMM's take them from the start, the GEMM's programs take what is left
 after their K loop, and each epilogue waits for its slice's sums (:func:`_gemm_lora_kernel` says
-why it cannot deadlock). With
-``beside``, the helpers run in a launch of their own on a side stream instead
-(:func:`_shrink_helpers_kernel`), whose programs are small enough to share SMs with the GEMM's.
+why it cannot deadlock). With ``beside``, the helpers run in a launch of their own on a side
+stream instead (:func:`_shrink_helpers_kernel`), whose programs are small enough to share SMs
+with the GEMM's.
 
 The same kernel with ``FUSED`` off is a plain GEMM (:func:`launch_plain_gemm`), for the calls
-where it beats cuBLAS. A tile may split K (:class:`.gemm_tiles.GemmTile`): each run's program
-adds its share of the LoRA (``x A^T B^T`` is linear in K's runs), stores its fp32 partial, and
-the last program of its column block to arrive sums the partials in run order, so the result
-does not depend on which arrives last. Which tile, and whether the LoRA rides inside at all,
-comes from the measured table of :mod:`.gemm_tiles`.
+where it beats cuBLAS, or, with the split form, the GEMM of a step known to serve several
+adapters (no K loop that reads A: fewer registers). A tile may split K
+(:class:`.gemm_tiles.GemmTile`): each run's program adds its share of the LoRA (``x A^T B^T`` is
+linear in K's runs), stores its fp32 partial, and the last program of its column block to arrive
+sums the partials in run order, so the result does not depend on which arrives last. Which tile,
+and whether the LoRA rides inside at all, comes from the measured table of :mod:`.gemm_tiles`.
 
 Layout: ``w`` is ``(n, k)`` (vLLM's ``weight``); the slices' A are ``(slots, 1, r, k)`` and
 their B ``(slots, 1, n_i, r)``, all contiguous, of one dtype; the slices tile ``n`` in order,
@@ -530,8 +531,8 @@ class GemmExpand:
     def launch_args(self, m: int, rank: int) -> tuple[tuple[torch.Tensor, ...], dict[str, Any]]:
         """The kernel's pointers (rest list, intermediate, the shrink's list, partials and
         counters, the launch's counters), its constexprs for this call (``CHUNK`` adapters a dot
-        of the epilogue, their stacked ranks about 128; ``CHUNKS`` such dots to cover the most
-        adapters ``m`` rows can hold; the shrink's, where it runs inside)."""
+        of the epilogue, a rank part each: 128 stacked ranks; ``CHUNKS`` such dots to cover the
+        most adapters ``m`` rows can hold, a part; the shrink's, where it runs inside)."""
         chunk = EXPAND_DOT_K // RANK_PART.value
         constexprs = {
             "EXPAND": True,
@@ -617,9 +618,9 @@ def launch_gemm_lora(
     """``y = x W^T``, plus ``scale (x A_s^T) B_s^T`` on the rows whose ``token_slot`` is
     ``fused_slot[0]`` (``s``; none when it is negative), per slice; a ``fused_slot[1]`` is
     ``s``'s adapter's own rank (the work list writes it), past which A and B are not read
-    (vLLM holds zeros there). ``tile``: the plan's (by
-    default the table's for this GPU and shape); ``arrivals``: :func:`arrival_counters`, needed
-    when the tile splits K; ``expand``: the rest list's adapters, shrunk ahead (split form).
+    (vLLM holds zeros there). ``tile``: the plan's (by default the table's for this GPU and
+    shape); ``arrivals``: :func:`arrival_counters`, needed when the tile splits K; ``expand``:
+    the rest list's adapters, shrunk ahead (split form).
     ``may_fuse=False``: the step is known to have no fused slot (a step of several adapters
     under ``--specialize-active-lora``), so the kernel is compiled without the K loop that reads
     A (fewer registers: the split forms' GEMM spills less, most at wide slot ranks)."""
