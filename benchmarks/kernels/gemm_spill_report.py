@@ -1,0 +1,94 @@
+"""Registers, stack (spills) and compile time of the fused GEMM's kernels, compiled on the CPU.
+
+No GPU needed: each shipped plan's LoRA tile (``gemm_tiles.json``, one GPU's plans) is compiled
+for sm_90 by Triton's bundled ptxas, in the split forms a step of several adapters launches
+(:data:`hi_moe_lora.kernels.gemm_compile.ExpandForm`), at each slot rank (``--max-lora-rank``)
+asked for, as a step that may hold a fused slot launches it and as one known to serve several
+adapters (``may_fuse``). ``cuobjdump -res-usage`` gives registers and stack bytes a thread
+(:func:`.spill_report.resource_usage`). The compile time is a cold one: every kernel compiles
+into a fresh Triton cache, as a served model's first start does during graph capture.
+
+    python benchmarks/kernels/gemm_spill_report.py [--slot-ranks 16 64] [--forms inside ahead]
+        [--device "NVIDIA H200"] [--shapes 6144x4096 ...]
+
+Compile times are of this machine's CPU (a 2-core one in the twenty-second window), so compare
+rows of one run only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from benchmarks.kernels.spill_report import resource_usage
+from hi_moe_lora.kernels.gemm_compile import compile_gemm_for_target
+from hi_moe_lora.kernels.gemm_tiles import TABLE_FILE, GemmPlan, load_table
+
+#: The forms a step of several adapters launches (``none``: a one-adapter or plain launch).
+FORMS = ("none", "ahead", "inside", "beside")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="NVIDIA H200", help="whose plans (the table's key)")
+    parser.add_argument("--shapes", nargs="+", help="shape keys (default: every planned one)")
+    parser.add_argument("--slot-ranks", type=int, nargs="+", default=[16, 64])
+    parser.add_argument("--forms", nargs="+", default=["inside", "ahead"], choices=FORMS)
+    parser.add_argument(
+        "--may-fuse", nargs="+", default=["yes", "no"], choices=["yes", "no"],
+        help="compile as a step that may hold a fused slot (yes), as one known not to (no)",
+    )  # fmt: skip
+    args = parser.parse_args(argv)
+    plans = load_table(TABLE_FILE).get(args.device, {})
+    if not plans:
+        parser.error(f"the shipped table holds no plans for {args.device!r}")
+    unknown = set(args.shapes or ()) - set(plans)
+    if unknown:
+        parser.error(f"not planned for {args.device}: {', '.join(sorted(unknown))}")
+    os.environ.pop("TRITON_INTERPRET", None)  # (compile, do not interpret)
+    cache_before = os.environ.get("TRITON_CACHE_DIR")
+    try:
+        _report(plans, args)
+    finally:
+        if cache_before is None:
+            os.environ.pop("TRITON_CACHE_DIR", None)
+        else:
+            os.environ["TRITON_CACHE_DIR"] = cache_before
+    return 0
+
+
+def _report(plans: dict[str, GemmPlan], args: argparse.Namespace) -> None:
+    """One row a compiled kernel, each into a fresh cache (``TRITON_CACHE_DIR``)."""
+    print("| shape | LoRA tile | slot rank | form | may fuse | regs | stack B | compile s |")
+    print("|---|---|---|---|---|---|---|---|")
+    for key, plan in plans.items():
+        if args.shapes and key not in args.shapes:
+            continue
+        tile = plan.lora_tile
+        label = f"n{tile.block_n} k{tile.block_k} s{tile.stages} w{tile.warps} x{tile.split_k}"
+        for slot_rank in args.slot_ranks:
+            for form in args.forms:
+                for may_fuse in args.may_fuse:
+                    with tempfile.TemporaryDirectory() as cache:
+                        os.environ["TRITON_CACHE_DIR"] = cache
+                        began = time.perf_counter()
+                        kernel = compile_gemm_for_target(
+                            tile, form, slot_rank=slot_rank, may_fuse=may_fuse == "yes"
+                        )
+                        seconds = time.perf_counter() - began
+                        regs, stack = resource_usage(kernel.asm["cubin"])
+                    print(
+                        f"| {key} | {label} | {slot_rank} | {form} | {may_fuse} | {regs} | "
+                        f"{stack} | {seconds:.1f} |",
+                        flush=True,
+                    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
