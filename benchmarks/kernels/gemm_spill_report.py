@@ -11,8 +11,9 @@ into a fresh Triton cache, as a served model's first start does during graph cap
     python benchmarks/kernels/gemm_spill_report.py [--slot-ranks 16 64] [--forms inside ahead]
         [--device "NVIDIA H200"] [--shapes 6144x4096 ...]
 
-Compile times are of this machine's CPU (a 2-core one in the twenty-second window), so compare
-rows of one run only.
+Shapes whose plans share a tile share its rows (their kernels are the same). Compile times are
+of this machine's CPU (a 2-core one in the twenty-second window), so compare rows of one run
+only.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks.kernels.spill_report import resource_usage
 from hi_moe_lora.kernels.gemm_compile import compile_gemm_for_target
-from hi_moe_lora.kernels.gemm_tiles import TABLE_FILE, GemmPlan, load_table
+from hi_moe_lora.kernels.gemm_tiles import TABLE_FILE, GemmPlan, GemmTile, load_table
 
 #: The forms a step of several adapters launches (``none``: a one-adapter or plain launch).
 FORMS = ("none", "ahead", "inside", "beside")
@@ -67,10 +68,12 @@ def _report(plans: dict[str, GemmPlan], args: argparse.Namespace) -> None:
     """One row a compiled kernel, each into a fresh cache (``TRITON_CACHE_DIR``)."""
     print("| shape | LoRA tile | slot rank | form | may fuse | regs | stack B | compile s |")
     print("|---|---|---|---|---|---|---|---|")
+    shapes_of: dict[GemmTile, list[str]] = {}  # (shapes of one tile share its kernels)
     for key, plan in plans.items():
-        if args.shapes and key not in args.shapes:
-            continue
-        tile = plan.lora_tile
+        if not args.shapes or key in args.shapes:
+            shapes_of.setdefault(plan.lora_tile, []).append(key)
+    for tile, keys in shapes_of.items():
+        key = ", ".join(keys)
         label = f"n{tile.block_n} k{tile.block_k} s{tile.stages} w{tile.warps} x{tile.split_k}"
         for slot_rank in args.slot_ranks:
             for form in args.forms:
