@@ -528,7 +528,7 @@ class GemmExpand:
         if self.beside and self.inside is None:
             raise GemmLoRAShapeError("a shrink beside the GEMM needs its jobs (inside)")
 
-    def launch_args(self, m: int, rank: int) -> tuple[tuple[torch.Tensor, ...], dict[str, Any]]:
+    def launch_args(self, m: int) -> tuple[tuple[torch.Tensor, ...], dict[str, Any]]:
         """The kernel's pointers (rest list, intermediate, the shrink's list, partials and
         counters, the launch's counters), its constexprs for this call (``CHUNK`` adapters a dot
         of the epilogue, a rank part each: 128 stacked ranks; ``CHUNKS`` such dots to cover the
@@ -707,7 +707,7 @@ def _launch(
     expand_constexprs, grid = NO_EXPAND, (column_blocks, tile.split_k)
     helpers = beside = 0
     if expand is not None:
-        expand_ptrs, expand_constexprs = expand.launch_args(m, rank)
+        expand_ptrs, expand_constexprs = expand.launch_args(m)
         if expand.inside is not None:  # (one axis: the GEMM's programs, then any helpers)
             helpers = _helpers(x.device, BESIDE_HELPERS_PER_SM if expand.beside else 1)
             beside = helpers if expand.beside else 0
