@@ -16,7 +16,9 @@ last slot's adapter), for every choice but ``vllm``, and with it DoRA support
 (:mod:`plugins.dora`, a PyTorch scale after each LoRA layer); other platforms keep vLLM's
 wrapper. On CUDA with our kernels (``ours``), DoRA support is installed too, its scales applied
 in the fused kernel's epilogue, unless vLLM's dual-stream LoRA (``VLLM_LORA_ENABLE_DUAL_STREAM``)
-is on: that path gives the kernel a zeroed output instead of the base one.
+is on: that path gives the kernel a zeroed output instead of the base one. With our CUDA
+wrapper, our kernels' variants are compiled on a pool of threads before vLLM captures its CUDA
+graphs (:mod:`plugins.kernel_warmup`, ``HI_MOE_LORA_COMPILE_THREADS``).
 Registration is idempotent, imports only
 ``vllm.platforms`` (already loaded by vLLM when plugins load), and never breaks vLLM's start:
 any problem is logged and vLLM's wrapper stays. The heavy import of our wrapper (torch, triton)
@@ -189,6 +191,18 @@ def _install_fused_gemm(choice: str) -> None:
         logger.exception("hi-moe-lora fused GEMM not installed; vLLM's base GEMM stays")
 
 
+def _install_kernel_warmup(threads: int) -> None:
+    """Our kernels' variants compiled on ``threads`` threads before vLLM's capture
+    (:mod:`plugins.kernel_warmup`; after DoRA, whose scale tables change the variants); a
+    failure leaves the compiles to the capture."""
+    try:
+        from plugins import kernel_warmup
+
+        kernel_warmup.install(threads)
+    except Exception:
+        logger.exception("hi-moe-lora kernel warm-up not installed; vLLM's capture compiles")
+
+
 def register() -> None:
     """vLLM ``general_plugins`` entry point."""
     route_to_vllm_log()
@@ -217,6 +231,7 @@ def register() -> None:
         _install_dora(fused=qualname != CPU_WRAPPER_QUALNAME)
     if qualname == WRAPPER_QUALNAME:
         _install_fused_gemm(settings.fused_gemm)
+        _install_kernel_warmup(settings.compile_thread_count)
     try:
         tag_compile_cache_key(qualname)
     except Exception:

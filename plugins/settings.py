@@ -31,6 +31,10 @@ Variables (all optional):
   ``auto``: on where the tile table holds this GPU (:func:`plugins.fused_gemm.enabled`; an
   H200 today), as measured end to end and probed inside vLLM against float64 LoRA in the steps
   it serves (benchmarks/README.md, thirteenth window); off elsewhere.
+- ``HI_MOE_LORA_COMPILE_THREADS``: threads that compile our kernels' variants before vLLM
+  captures its CUDA graphs (:mod:`plugins.kernel_warmup`); ``auto`` (default: the CPUs this
+  process may use, at most 16) or a count, ``0`` for none (each variant then compiles when the
+  capture first meets it, one after the other).
 - ``HI_MOE_LORA_ARTIFACT_CACHE_DIR``: an absolute directory where the resolver keeps adapter
   versions it downloads from the control plane (``/admin/v1/artifacts/...``) when the
   registry's path does not exist on this host. Unset: shared file system only (the path must
@@ -54,6 +58,7 @@ ENV_DORA = "HI_MOE_LORA_DORA"
 ENV_NARROW_B = "HI_MOE_LORA_NARROW_B"
 ENV_FUSED_GEMM = "HI_MOE_LORA_FUSED_GEMM"
 ENV_RESOLVER_TOKEN = "HI_MOE_LORA_RESOLVER_TOKEN"
+ENV_COMPILE_THREADS = "HI_MOE_LORA_COMPILE_THREADS"
 ENV_ARTIFACT_CACHE_DIR = "HI_MOE_LORA_ARTIFACT_CACHE_DIR"
 ENV_ARTIFACT_CACHE_BYTES = "HI_MOE_LORA_ARTIFACT_CACHE_BYTES"
 
@@ -63,6 +68,8 @@ FUSED_GEMM_CHOICES: tuple[FusedGemmChoice, ...] = ("auto", "on", "off")
 KERNEL_CHOICES: tuple[KernelsChoice, ...] = ("ours", "vllm", "reference")
 DEFAULT_RESOLVER_TIMEOUT_S = 10.0
 DEFAULT_ARTIFACT_CACHE_BYTES = 20 << 30
+#: The most compile threads ``auto`` picks (a 16-core H200 host's cores).
+MAX_AUTO_COMPILE_THREADS = 16
 _BYTE_SUFFIXES = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
@@ -85,6 +92,8 @@ class PluginSettings:
     dora: bool = True
     narrow_b: bool = True
     fused_gemm: FusedGemmChoice = "auto"
+    #: Threads compiling our kernels' variants ahead of vLLM's capture (None: ``auto``).
+    compile_threads: int | None = None
     #: Never in ``repr`` (the settings may be logged).
     resolver_token: str | None = field(default=None, repr=False)
     #: Where fetched adapter versions are kept; ``None``: shared file system only.
@@ -94,6 +103,13 @@ class PluginSettings:
     @property
     def resolver_enabled(self) -> bool:
         return self.registry_url is not None
+
+    @property
+    def compile_thread_count(self) -> int:
+        """The compile threads these settings give (``auto`` resolved on this host)."""
+        if self.compile_threads is None:
+            return auto_compile_threads()
+        return self.compile_threads
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> PluginSettings:
@@ -109,6 +125,7 @@ class PluginSettings:
             dora=_on_off(ENV_DORA, env.get(ENV_DORA, "")),
             narrow_b=_on_off(ENV_NARROW_B, env.get(ENV_NARROW_B, "")),
             fused_gemm=_fused_gemm(env.get(ENV_FUSED_GEMM, "")),
+            compile_threads=_compile_threads(env.get(ENV_COMPILE_THREADS, "")),
             resolver_token=env.get(ENV_RESOLVER_TOKEN, "").strip() or None,
             artifact_cache_dir=_cache_dir(env.get(ENV_ARTIFACT_CACHE_DIR, "")),
             artifact_cache_bytes=parse_bytes(env.get(ENV_ARTIFACT_CACHE_BYTES, "")),
@@ -131,6 +148,9 @@ class PluginSettings:
             ENV_DORA: "on" if self.dora else "off",
             ENV_NARROW_B: "on" if self.narrow_b else "off",
             ENV_FUSED_GEMM: self.fused_gemm,
+            ENV_COMPILE_THREADS: (
+                "auto" if self.compile_threads is None else str(self.compile_threads)
+            ),
         }
         if self.registry_url is not None:
             env[ENV_REGISTRY_URL] = self.registry_url
@@ -176,6 +196,25 @@ def _fused_gemm(raw: str) -> FusedGemmChoice:
     if value not in FUSED_GEMM_CHOICES:
         raise PluginSettingsError(ENV_FUSED_GEMM, raw, "auto, on or off")
     return value
+
+
+def _compile_threads(raw: str) -> int | None:
+    value = raw.strip().lower() or "auto"
+    if value == "auto":
+        return None
+    if not value.isdigit():
+        raise PluginSettingsError(ENV_COMPILE_THREADS, raw, "auto or a count of threads (0: none)")
+    return int(value)
+
+
+def auto_compile_threads() -> int:
+    """What ``auto`` means here: the CPUs this process may run on, at most
+    :data:`MAX_AUTO_COMPILE_THREADS`."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # (not Linux)
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, MAX_AUTO_COMPILE_THREADS))
 
 
 def _kernels(raw: str) -> KernelsChoice:

@@ -77,6 +77,7 @@ from .gemm_tiles import (
 from .kernel_flavour import kernel_for
 from .layout import DoraEpilogue
 from .tensor_table import element_offsets
+from .warm_compile import launch
 from .worklist import HEADER_SIZE
 
 #: Token rows (least, most) of the calls that take the fused GEMM. Decode steps of up to 64
@@ -716,7 +717,8 @@ def _launch(
         if on_side is not None and expand is not None:
             with on_side:
                 _launch_helpers(x, lora_args, expand, rank, helpers, grid[0], upcast)
-        kernel[grid](
+        launch(
+            kernel, grid,
             x, w, *lora_args, y, *dora_args, partials, arrivals if arrivals is not None else y,
             *expand_ptrs, m, n, k, rank, scale,
             BLOCK_M=max(MIN_DOT, triton.next_power_of_2(m)), BLOCK_N=tile.block_n,
@@ -772,7 +774,8 @@ def _launch_helpers(
     assert sync is not None
     kernel, _ = kernel_for(_shrink_helpers_kernel, x, ("m",), KERNEL_CALLEES)
     m, k = x.shape
-    kernel[(helpers,)](
+    launch(
+        kernel, (helpers,),
         x, lora_args[0], *lora_args[1:4], inside.tiles, inside.partials, inside.arrivals,
         expand.shrunk, sync, m, k, rank, **_shrink_constexprs(inside), HEADER=HEADER_SIZE,
         R_PAD=rank_padding(rank), SLICES=expand.shrunk.shape[1], UPCAST_DOT=upcast,

@@ -34,6 +34,7 @@ import triton.language as tl
 
 from .kernel_flavour import kernel_for
 from .tensor_table import element_offsets
+from .warm_compile import launch
 from .worklist import HEADER_SIZE, upper_bound_tiles
 
 #: K elements a shrink program loads a step, and the steps a run of K holds.
@@ -295,7 +296,8 @@ def launch_gemm_shrink(
     m, k = x.shape
     rank = lora_a[0].shape[2]
     kernel, interpreted = kernel_for(_gemm_shrink_kernel, x, ("m",), (shrink_program,))
-    kernel[(shrink.most_tiles, slices, shrink.runs)](
+    launch(
+        kernel, (shrink.most_tiles, slices, shrink.runs),
         x, base, *a_offs, tiles, shrink.partials, arrivals, shrink.out, m, k, rank,
         TILE_M=tile_m, HEADER=HEADER_SIZE, BLOCK_K=SHRINK_BLOCK_K, STEPS=shrink.steps,
         RUNS=shrink.runs, R_PAD=rank_padding(rank), SLICES=slices, UPCAST_DOT=interpreted,

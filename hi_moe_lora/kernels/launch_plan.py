@@ -36,6 +36,7 @@ from .layout import (
     check_weights,
 )
 from .reference_loops import stacked_view
+from .warm_compile import only_compiling
 from .worklist import HEADER_SIZE, MAX_SLICES, pairs_in_counters, record_size, upper_bound_tiles
 
 logger = logging.getLogger(__name__)
@@ -239,8 +240,9 @@ class LayerLaunch:
         )  # fmt: skip
         constexprs = plan.with_reductions(*reductions)
         kernel = compiled_kernel() if on_gpu else interpreted_kernel()
-        if compile_only:
-            kernel.warmup(*args, grid=grid, **constexprs)
+        if compile_only or only_compiling():
+            if on_gpu:  # (the interpreter has nothing to compile)
+                kernel.warmup(*args, grid=grid, **constexprs)
             return cfg
         direct_key = None
         if on_gpu and direct_launch.SWITCH.on:

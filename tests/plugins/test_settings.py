@@ -6,6 +6,7 @@ import pytest
 
 from plugins.settings import (
     DEFAULT_RESOLVER_TIMEOUT_S,
+    ENV_COMPILE_THREADS,
     ENV_DORA,
     ENV_FUSED_GEMM,
     ENV_KERNELS,
@@ -82,6 +83,8 @@ def test_reads_os_environ_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
         (ENV_DORA, "yes"),
         (ENV_NARROW_B, "1"),
         (ENV_FUSED_GEMM, "yes"),
+        (ENV_COMPILE_THREADS, "-2"),
+        (ENV_COMPILE_THREADS, "many"),
     ],
 )
 def test_rejects_malformed_values(variable: str, value: str) -> None:
@@ -106,6 +109,8 @@ def test_is_frozen() -> None:
         PluginSettings(narrow_b=False),
         PluginSettings(fused_gemm="on"),
         PluginSettings(fused_gemm="off"),
+        PluginSettings(compile_threads=0),
+        PluginSettings(compile_threads=6),
     ],
 )
 def test_to_env_renders_what_from_env_reads(settings: PluginSettings) -> None:
@@ -117,6 +122,7 @@ def test_to_env_renders_what_from_env_reads(settings: PluginSettings) -> None:
         ENV_DORA,
         ENV_NARROW_B,
         ENV_FUSED_GEMM,
+        ENV_COMPILE_THREADS,
     }
     assert PluginSettings.from_env(env) == settings
 
@@ -140,3 +146,16 @@ def test_from_env_or_defaults_falls_back_to_every_default_on_a_malformed_value()
 @pytest.mark.parametrize("choice", ["auto", "on", "off"])
 def test_every_fused_gemm_choice_is_accepted(choice: str) -> None:
     assert PluginSettings.from_env({ENV_FUSED_GEMM: f" {choice.upper()} "}).fused_gemm == choice
+
+
+def test_compile_threads_auto_is_this_hosts_cpus_at_most_sixteen() -> None:
+    import os
+
+    from plugins.settings import MAX_AUTO_COMPILE_THREADS
+
+    auto = PluginSettings.from_env({ENV_COMPILE_THREADS: " Auto "})
+    assert auto.compile_threads is None
+    assert auto.compile_thread_count == min(len(os.sched_getaffinity(0)), MAX_AUTO_COMPILE_THREADS)
+    assert PluginSettings.from_env({}).compile_threads is None
+    assert PluginSettings.from_env({ENV_COMPILE_THREADS: "0"}).compile_thread_count == 0
+    assert PluginSettings.from_env({ENV_COMPILE_THREADS: "24"}).compile_thread_count == 24

@@ -1,0 +1,259 @@
+"""Our kernels' variants compiled on a pool of threads before vLLM captures its CUDA graphs.
+
+Triton compiles a variant when a launch first needs it, so vLLM's capture compiles ours one
+after another: one per tile, form and count of active adapters our op tells apart, dozens for a
+Llama under ``--specialize-active-lora``, 27-50 s each at ``--max-lora-rank 64`` on an H200
+host (a start of more than eight minutes; benchmarks/README.md, twenty-third window).
+
+Installed with our CUDA wrapper (:func:`plugins.punica.register`), :func:`install` wraps vLLM's
+``LoRAModelManager._create_lora_modules`` (after DoRA's scale tables, which change the kernels'
+variants). Once the LoRA layers exist, :func:`warm_up` runs one layer of each kind and shape
+through vLLM's own ``apply`` on zeros, for every CUDA-graph size and every count of active
+adapters vLLM may capture, inside :func:`hi_moe_lora.kernels.warm_compile.compiling`: our
+launches compile their variants on the pool instead of running, and the capture then finds them
+in Triton's caches. Only the step flags vLLM reads on the CPU (no LoRA; active adapters) are set
+for each case and restored after; everything else is the layers' and wrapper's own state, so the
+variants are those the capture launches. A variant the warm-up misses is compiled by the
+capture, as without it.
+
+``HI_MOE_LORA_COMPILE_THREADS`` (:mod:`plugins.settings`) sets the threads; ``0`` turns it off.
+A failure is logged and leaves the compiles to the capture.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+logger = logging.getLogger(__name__)
+
+_LOCK = threading.Lock()
+#: Where the original ``_create_lora_modules`` is kept on the patched class.
+_MARK = "_hi_moe_lora_create_lora_modules"
+
+
+@dataclass(frozen=True)
+class WarmUpPlan:
+    """What :func:`warm_up` runs each layer kind through: token rows (vLLM's CUDA-graph sizes)
+    and counts of active adapters (0: a step without LoRA)."""
+
+    sizes: tuple[int, ...]
+    active_counts: tuple[int, ...]
+
+
+def install(threads: int) -> bool:
+    """Wrap ``LoRAModelManager._create_lora_modules`` so that each new manager's layers warm
+    up on ``threads`` threads (idempotent; True once installed, False for 0 threads)."""
+    if threads <= 0:
+        logger.info("hi-moe-lora: kernel warm-up off; vLLM's capture compiles each variant")
+        return False
+    from vllm.lora.model_manager import LoRAModelManager
+
+    with _LOCK:
+        if _MARK in LoRAModelManager.__dict__:
+            return True
+        original: Any = LoRAModelManager.__dict__["_create_lora_modules"]
+
+        def create_lora_modules(self: Any) -> Any:
+            result = original(self)
+            try:
+                warm_up(self.modules.values(), plan_from_vllm(), threads)
+            except Exception:
+                logger.exception(
+                    "hi-moe-lora kernel warm-up failed; vLLM's capture compiles the variants"
+                )
+            return result
+
+        create_lora_modules.__doc__ = original.__doc__
+        LoRAModelManager._create_lora_modules = create_lora_modules  # type: ignore[method-assign]
+        setattr(LoRAModelManager, _MARK, original)
+    return True
+
+
+def uninstall() -> None:
+    """Restore vLLM's own ``_create_lora_modules`` (tests, switching back)."""
+    from vllm.lora.model_manager import LoRAModelManager
+
+    with _LOCK:
+        original = LoRAModelManager.__dict__.get(_MARK)
+        if original is None:
+            return
+        LoRAModelManager._create_lora_modules = original  # type: ignore[method-assign]
+        delattr(LoRAModelManager, _MARK)
+
+
+def plan_from_vllm() -> WarmUpPlan | None:
+    """The sizes and counts of the engine being built (vLLM's current config, which its
+    workers set while they load the model); None without CUDA graphs or a config."""
+    from vllm.config import get_current_vllm_config_or_none
+
+    config = get_current_vllm_config_or_none()
+    return plan_for(config) if config is not None else None
+
+
+def plan_for(config: Any) -> WarmUpPlan | None:
+    """The sizes and counts vLLM captures under ``config`` (a ``VllmConfig``); None without
+    LoRA or CUDA graphs."""
+    if config.lora_config is None:
+        return None
+    compilation = config.compilation_config
+    mode = getattr(compilation, "cudagraph_mode", None)
+    eager = config.model_config is not None and config.model_config.enforce_eager
+    if eager or mode is None or getattr(mode, "name", "NONE") == "NONE":
+        return None
+    lora = config.lora_config
+    return WarmUpPlan(
+        sizes=tuple(sorted(set(compilation.cudagraph_capture_sizes or ()))),
+        active_counts=active_counts(
+            int(lora.max_loras),
+            bool(getattr(lora, "specialize_active_lora", False))
+            and bool(getattr(compilation, "cudagraph_specialize_lora", True)),
+        ),
+    )
+
+
+def active_counts(max_loras: int, specialized: bool) -> tuple[int, ...]:
+    """The counts of active adapters our op tells apart among those vLLM captures: none, and
+    with ``--specialize-active-lora`` one, two (one adapter and base rows, or two adapters)
+    and three or more (vLLM counts the base rows' id too; :mod:`hi_moe_lora.kernels.gemm_op`);
+    without it, vLLM's one count for every LoRA step (``max_loras + 1``)."""
+    if not specialized:
+        return (0, max_loras + 1)
+    return tuple(sorted({0} | {min(c, max_loras + 1) for c in (1, 2, 3)}))
+
+
+def warm_up(layers: Iterable[Any], plan: WarmUpPlan | None, threads: int) -> int | None:
+    """Run one layer of each kind of ``layers`` served by our CUDA wrapper through ``plan``
+    with its launches compiling, on ``threads`` threads; the variants handed to the pool
+    (None where nothing ran or they compiled one by one)."""
+    from hi_moe_lora.kernels.warm_compile import compiling
+    from plugins.punica_wrapper import HiMoePunicaWrapperGPU
+
+    if plan is None or not plan.sizes:
+        return None
+    kinds = distinct_kinds(
+        layer
+        for layer in layers
+        if isinstance(getattr(layer, "punica_wrapper", None), HiMoePunicaWrapperGPU)
+        and hasattr(layer, "lora_a_stacked")
+    )
+    if not kinds:
+        return None
+    wrappers = {id(layer.punica_wrapper): layer.punica_wrapper for layer in kinds}
+    inputs = _zero_inputs(kinds, max(plan.sizes))
+    with (
+        torch.no_grad(),
+        _step_flags(wrappers.values()) as set_flags,
+        compiling(threads) as batch,
+    ):
+        for layer in kinds:
+            x, bias = inputs[_input_key(layer)], _bias(layer)
+            for count in plan.active_counts:
+                set_flags(count)
+                for rows in plan.sizes:
+                    layer.apply(x[:rows], bias)
+    logger.info(
+        "hi-moe-lora: %s kernel variants for %d layer kinds x %d CUDA-graph sizes x %d counts of "
+        "active adapters compiled on %d threads in %.1f s",
+        "the" if batch.variants is None else batch.variants,
+        len(kinds),
+        len(plan.sizes),
+        len(plan.active_counts),
+        batch.threads,
+        batch.seconds,
+    )
+    return batch.variants
+
+
+def distinct_kinds(layers: Iterable[Any]) -> list[Any]:
+    """One layer of each kind: its class, its base's quantization, input size, output slices,
+    LoRA stacks' shapes and dtype, DoRA table and bias, and its wrapper (layers alike in all of
+    these launch the same variants)."""
+    from plugins.dora import SCALE_TABLE
+
+    seen: dict[tuple[Any, ...], Any] = {}
+    for layer in layers:
+        base = layer.base_layer
+        key = (
+            type(layer),
+            type(getattr(base, "quant_method", None)),
+            _input_size(layer),
+            tuple(getattr(layer, "output_slices", ())),
+            tuple(tuple(a.shape) for a in layer.lora_a_stacked),
+            tuple(tuple(b.shape) for b in layer.lora_b_stacked),
+            layer.lora_a_stacked[0].dtype,
+            getattr(layer, SCALE_TABLE, None) is not None,
+            _bias(layer) is not None,
+            id(layer.punica_wrapper),
+        )
+        seen.setdefault(key, layer)
+    return list(seen.values())
+
+
+def _input_size(layer: Any) -> int:
+    base = layer.base_layer
+    return int(getattr(base, "input_size_per_partition", getattr(base, "input_size", 0)))
+
+
+def _input_key(layer: Any) -> tuple[int, torch.dtype, torch.device]:
+    a = layer.lora_a_stacked[0]
+    return (_input_size(layer), _activation_dtype(a.dtype), a.device)
+
+
+def _activation_dtype(lora_dtype: torch.dtype) -> torch.dtype:
+    from vllm.config import get_current_vllm_config_or_none
+
+    config = get_current_vllm_config_or_none()
+    dtype = getattr(getattr(config, "model_config", None), "dtype", None)
+    return dtype if isinstance(dtype, torch.dtype) else lora_dtype
+
+
+def _zero_inputs(
+    layers: list[Any], rows: int
+) -> dict[tuple[int, torch.dtype, torch.device], torch.Tensor]:
+    """A zero input of ``rows`` rows per input size, dtype and device among ``layers``."""
+    inputs = {}
+    for layer in layers:
+        key = _input_key(layer)
+        if key not in inputs:
+            size, dtype, device = key
+            inputs[key] = torch.zeros(rows, size, dtype=dtype, device=device)
+    return inputs
+
+
+def _bias(layer: Any) -> torch.Tensor | None:
+    """The bias vLLM's forward hands ``apply``: a column-parallel layer's own, unless its base
+    adds it later; none for row-parallel layers (added after their all-reduce)."""
+    if any(cls.__name__.startswith("RowParallel") for cls in type(layer).__mro__):
+        return None
+    base = layer.base_layer
+    if getattr(base, "skip_bias_add", False):
+        return None
+    bias = getattr(base, "bias", None)
+    return bias if isinstance(bias, torch.Tensor) else None
+
+
+@contextmanager
+def _step_flags(wrappers: Iterable[Any]) -> Iterator[Any]:
+    """A setter of the wrappers' CPU step flags (no LoRA; active adapters) for a count of
+    active adapters; the flags' values are restored when the block ends."""
+    metas = [wrapper.token_mapping_meta for wrapper in wrappers]
+    saved = [(meta.no_lora_flag_cpu.clone(), meta.num_active_loras_cpu.clone()) for meta in metas]
+
+    def set_flags(count: int) -> None:
+        for meta in metas:
+            meta.no_lora_flag_cpu.fill_(count == 0)
+            meta.num_active_loras_cpu.fill_(count)
+
+    try:
+        yield set_flags
+    finally:
+        for meta, (no_lora, active) in zip(metas, saved, strict=True):
+            meta.no_lora_flag_cpu.copy_(no_lora)
+            meta.num_active_loras_cpu.copy_(active)

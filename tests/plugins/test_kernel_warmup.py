@@ -1,0 +1,187 @@
+"""Our kernels' variants compiled before vLLM's capture: what is run, for which sizes and counts."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+import pytest
+import torch
+
+punica_gpu = pytest.importorskip("vllm.lora.punica_wrapper.punica_gpu")
+
+from vllm.config import LoRAConfig  # noqa: E402
+from vllm.lora.layers import base_linear  # noqa: E402
+from vllm.lora.ops.triton_ops.lora_kernel_metadata import LoRAKernelMeta  # noqa: E402
+from vllm.model_executor.layers.linear import UnquantizedLinearMethod  # noqa: E402
+
+from plugins import fused_gemm, kernel_warmup  # noqa: E402
+from plugins.kernel_warmup import WarmUpPlan, active_counts, distinct_kinds, warm_up  # noqa: E402
+
+SLOTS, RANK, K = 4, 16, 256
+WIDTHS = (128, 64, 64)
+
+
+@pytest.fixture
+def device(monkeypatch: pytest.MonkeyPatch) -> str:
+    """CUDA when present, else the CPU with the Triton interpreter (vLLM's CPU build lacks the
+    GPU wrapper's metadata class: it is supplied from vLLM's module)."""
+    if torch.cuda.is_available():
+        return "cuda"
+    monkeypatch.setattr(punica_gpu, "LoRAKernelMeta", LoRAKernelMeta, raising=False)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    return "cpu"
+
+
+@pytest.fixture
+def fused(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """LoRA layers' base GEMM through our wrapper, the small shape fused on every device."""
+    import hi_moe_lora.kernels.gemm_lora as gemm_lora
+    from hi_moe_lora.kernels.gemm_tiles import SeveralRoute, default_plan
+
+    monkeypatch.setenv("HI_MOE_LORA_FUSED_GEMM", "on")
+    monkeypatch.setattr(
+        gemm_lora,
+        "plan_for",
+        lambda device, n, k: replace(default_plan(n, k), several=SeveralRoute.SPLIT),
+    )
+    fused_gemm.install()
+    yield
+    fused_gemm.uninstall()
+
+
+def _layer(wrapper: Any, device: str, widths: tuple[int, ...] = WIDTHS) -> Any:
+    """A vLLM LoRA linear layer (qkv-like: ``widths`` slices of K inputs) served by ``wrapper``."""
+    cls = base_linear.BaseLinearLayerWithLoRA
+    layer = cls.__new__(cls)
+    torch.nn.Module.__init__(layer)
+    gen = torch.Generator().manual_seed(sum(widths))
+    half = lambda t: t.to(device, torch.bfloat16)  # noqa: E731
+    base = torch.nn.Module()
+    base.weight = torch.nn.Parameter(
+        half(torch.randn(sum(widths), K, generator=gen) / K**0.5), requires_grad=False
+    )
+    base.quant_method = UnquantizedLinearMethod()
+    base.input_size_per_partition = K
+    layer.base_layer = base
+    layer.punica_wrapper = wrapper
+    layer.output_slices = widths
+    layer.lora_a_stacked = tuple(half(torch.zeros(SLOTS, 1, RANK, K)) for _ in widths)
+    layer.lora_b_stacked = tuple(half(torch.zeros(SLOTS, 1, n, RANK)) for n in widths)
+    layer._enable_aux_cuda_stream = False  # (vLLM's dual stream off, as by default)
+    return layer
+
+
+def _wrapper(device: str) -> Any:
+    from plugins.punica_wrapper import HiMoePunicaWrapperGPU
+
+    config = LoRAConfig(max_loras=SLOTS, max_lora_rank=RANK, specialize_active_lora=True)
+    return HiMoePunicaWrapperGPU(128, 8, device, lora_config=config)
+
+
+def test_the_counts_are_those_our_op_tells_apart_among_vllms() -> None:
+    assert active_counts(16, specialized=True) == (0, 1, 2, 3)
+    assert active_counts(1, specialized=True) == (0, 1, 2)  # (one adapter, base rows beside)
+    assert active_counts(16, specialized=False) == (0, 17)  # (vLLM's one count for LoRA steps)
+
+
+def test_one_layer_of_each_kind_runs(device: str, fused: None) -> None:
+    wrapper = _wrapper(device)
+    qkv, qkv_again, o = (
+        _layer(wrapper, device),
+        _layer(wrapper, device),
+        _layer(wrapper, device, (256,)),
+    )
+    assert distinct_kinds([qkv, qkv_again, o]) == [qkv, o]
+    assert distinct_kinds([qkv, _layer(_wrapper(device), device)]) != [qkv]  # (another wrapper)
+
+
+def test_the_warm_up_runs_every_size_and_count_and_restores_vllms_flags(
+    device: str, fused: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wrapper = _wrapper(device)
+    meta = wrapper.token_mapping_meta
+    meta.no_lora_flag_cpu.fill_(True)
+    meta.num_active_loras_cpu.fill_(5)
+    seen: list[tuple[int, int, bool]] = []
+    real = wrapper.base_and_lora_linear
+
+    def recorded(layer: Any, x: torch.Tensor, bias: Any) -> Any:
+        seen.append((x.shape[0], int(meta.num_active_loras_cpu), bool(meta.no_lora_flag_cpu)))
+        return real(layer, x, bias)
+
+    monkeypatch.setattr(wrapper, "base_and_lora_linear", recorded)
+    plan = WarmUpPlan(sizes=(1, 8, 40, 64), active_counts=(0, 1, 2, 3))
+    layers = [_layer(wrapper, device), _layer(wrapper, device, (256,))]
+
+    variants = warm_up(layers, plan, threads=2)
+
+    expected = {(m, c, c == 0) for m in plan.sizes for c in plan.active_counts}
+    assert len(seen) == 2 * len(expected)
+    assert set(seen) == expected
+    assert bool(meta.no_lora_flag_cpu.item())
+    assert int(meta.num_active_loras_cpu.item()) == 5
+    if device == "cpu":
+        assert not variants  # (the interpreter compiles nothing)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="compiles for the GPU at hand")
+def test_after_the_warm_up_the_layers_calls_compile_nothing(fused: None) -> None:
+    """Every size and count the warm-up ran then launches without a new variant."""
+    from hi_moe_lora.kernels.gemm_lora import KERNEL_CALLEES, _gemm_lora_kernel
+    from hi_moe_lora.kernels.gemm_shrink import _gemm_shrink_kernel, shrink_program
+    from hi_moe_lora.kernels.kernel_flavour import _compiled
+    from hi_moe_lora.kernels.launch_plan import variant_cache
+
+    kernels = [
+        _compiled(_gemm_lora_kernel, ("m",), KERNEL_CALLEES),
+        _compiled(_gemm_shrink_kernel, ("m",), (shrink_program,)),
+    ]
+    wrapper = _wrapper("cuda")
+    layer = _layer(wrapper, "cuda", (192, 96, 96))  # (a shape no other test compiles)
+    plan = WarmUpPlan(sizes=(8, 40, 64), active_counts=(0, 1, 2, 3))
+    warm_up([layer], plan, threads=4)
+    compiled = [len(variant_cache(kernel) or {}) for kernel in kernels]
+    meta = wrapper.token_mapping_meta
+    x = torch.randn(64, K, dtype=torch.bfloat16, device="cuda")
+    for count in plan.active_counts:
+        meta.no_lora_flag_cpu.fill_(count == 0)
+        meta.num_active_loras_cpu.fill_(count)
+        for rows in plan.sizes:
+            layer.apply(x[:rows])
+    torch.cuda.synchronize()
+    assert [len(variant_cache(kernel) or {}) for kernel in kernels] == compiled
+
+
+def test_install_is_idempotent_and_zero_threads_installs_nothing() -> None:
+    from vllm.lora.model_manager import LoRAModelManager
+
+    original = LoRAModelManager.__dict__["_create_lora_modules"]
+    assert not kernel_warmup.install(0)
+    assert LoRAModelManager.__dict__["_create_lora_modules"] is original
+    try:
+        assert kernel_warmup.install(4)
+        assert kernel_warmup.install(4)
+        assert LoRAModelManager.__dict__["_create_lora_modules"] is not original
+    finally:
+        kernel_warmup.uninstall()
+    assert LoRAModelManager.__dict__["_create_lora_modules"] is original
+
+
+def test_the_plan_follows_vllms_capture_sizes_and_lora_counts(tiny_fleet: Any) -> None:
+    from vllm.config import CompilationConfig, ModelConfig, VllmConfig
+    from vllm.config.compilation import CUDAGraphMode
+
+    config = VllmConfig(
+        model_config=ModelConfig(model=str(tiny_fleet.model_dir)),
+        lora_config=LoRAConfig(max_loras=8, specialize_active_lora=True),
+        compilation_config=CompilationConfig(cudagraph_capture_sizes=[4, 1, 2, 8]),
+    )
+    config.compilation_config.cudagraph_mode = CUDAGraphMode.PIECEWISE  # (the CPU has none)
+    config.compilation_config.cudagraph_capture_sizes = [4, 1, 2, 8]
+    assert kernel_warmup.plan_for(config) == WarmUpPlan(
+        sizes=(1, 2, 4, 8), active_counts=(0, 1, 2, 3)
+    )
+    config.compilation_config.cudagraph_mode = CUDAGraphMode.NONE
+    assert kernel_warmup.plan_for(config) is None
