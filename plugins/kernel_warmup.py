@@ -16,8 +16,9 @@ for each case and restored after; everything else is the layers' and wrapper's o
 variants are those the capture launches. A variant the warm-up misses is compiled by the
 capture, as without it.
 
-``HI_MOE_LORA_COMPILE_THREADS`` (:mod:`plugins.settings`) sets the threads; ``0`` turns it off.
-A failure is logged and leaves the compiles to the capture.
+``HI_MOE_LORA_COMPILE_THREADS`` (:mod:`plugins.settings`) sets the threads; ``0``, the default
+until a GPU run confirms the capture finds every variant, turns it off. A failure is logged and
+leaves the compiles to the capture.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def install(threads: int) -> bool:
     """Wrap ``LoRAModelManager._create_lora_modules`` so that each new manager's layers warm
     up on ``threads`` threads (idempotent; True once installed, False for 0 threads)."""
     if threads <= 0:
-        logger.info("hi-moe-lora: kernel warm-up off; vLLM's capture compiles each variant")
+        logger.debug("hi-moe-lora: kernel warm-up off; vLLM's capture compiles each variant")
         return False
     from vllm.lora.model_manager import LoRAModelManager
 
@@ -129,9 +130,11 @@ def active_counts(max_loras: int, specialized: bool) -> tuple[int, ...]:
 
 
 def warm_up(layers: Iterable[Any], plan: WarmUpPlan | None, threads: int) -> int | None:
-    """Run one layer of each kind of ``layers`` served by our CUDA wrapper through ``plan``
-    with its launches compiling, on ``threads`` threads; the variants handed to the pool
-    (None where nothing ran or they compiled one by one)."""
+    """Run one layer of each kind among ``layers``' linear LoRA layers served by our CUDA
+    wrapper through ``plan`` with its launches compiling, on ``threads`` threads; the variants
+    handed to the pool (None where nothing ran or they compiled one by one)."""
+    from vllm.lora.layers.base_linear import BaseLinearLayerWithLoRA
+
     from hi_moe_lora.kernels.warm_compile import compiling
     from plugins.punica_wrapper import HiMoePunicaWrapperGPU
 
@@ -140,8 +143,8 @@ def warm_up(layers: Iterable[Any], plan: WarmUpPlan | None, threads: int) -> int
     kinds = distinct_kinds(
         layer
         for layer in layers
-        if isinstance(getattr(layer, "punica_wrapper", None), HiMoePunicaWrapperGPU)
-        and hasattr(layer, "lora_a_stacked")
+        if isinstance(layer, BaseLinearLayerWithLoRA)  # (not the embeddings' or logits' LoRA)
+        and isinstance(getattr(layer, "punica_wrapper", None), HiMoePunicaWrapperGPU)
     )
     if not kinds:
         return None

@@ -73,6 +73,19 @@ def _layer(wrapper: Any, device: str, widths: tuple[int, ...] = WIDTHS) -> Any:
     return layer
 
 
+def _embedding(wrapper: Any) -> Any:
+    """vLLM's embedding LoRA layer on ``wrapper``: LoRA stacks too, but no linear ``apply``
+    (``torch.nn.Module.apply`` takes a function), so the warm-up must leave it out."""
+    from vllm.lora.layers import VocabParallelEmbeddingWithLoRA
+
+    layer = VocabParallelEmbeddingWithLoRA.__new__(VocabParallelEmbeddingWithLoRA)
+    torch.nn.Module.__init__(layer)
+    layer.punica_wrapper = wrapper
+    layer.lora_a_stacked = torch.zeros(SLOTS, 64, RANK)
+    layer.lora_b_stacked = torch.zeros(SLOTS, 1, K, RANK)
+    return layer
+
+
 def _wrapper(device: str) -> Any:
     from plugins.punica_wrapper import HiMoePunicaWrapperGPU
 
@@ -113,7 +126,7 @@ def test_the_warm_up_runs_every_size_and_count_and_restores_vllms_flags(
 
     monkeypatch.setattr(wrapper, "base_and_lora_linear", recorded)
     plan = WarmUpPlan(sizes=(1, 8, 40, 64), active_counts=(0, 1, 2, 3))
-    layers = [_layer(wrapper, device), _layer(wrapper, device, (256,))]
+    layers = [_layer(wrapper, device), _embedding(wrapper), _layer(wrapper, device, (256,))]
 
     variants = warm_up(layers, plan, threads=2)
 

@@ -109,7 +109,7 @@ def test_is_frozen() -> None:
         PluginSettings(narrow_b=False),
         PluginSettings(fused_gemm="on"),
         PluginSettings(fused_gemm="off"),
-        PluginSettings(compile_threads=0),
+        PluginSettings(compile_threads=None),
         PluginSettings(compile_threads=6),
     ],
 )
@@ -156,6 +156,6 @@ def test_compile_threads_auto_is_this_hosts_cpus_at_most_sixteen() -> None:
     auto = PluginSettings.from_env({ENV_COMPILE_THREADS: " Auto "})
     assert auto.compile_threads is None
     assert auto.compile_thread_count == min(len(os.sched_getaffinity(0)), MAX_AUTO_COMPILE_THREADS)
-    assert PluginSettings.from_env({}).compile_threads is None
+    assert PluginSettings.from_env({}).compile_thread_count == 0  # (off by default)
     assert PluginSettings.from_env({ENV_COMPILE_THREADS: "0"}).compile_thread_count == 0
     assert PluginSettings.from_env({ENV_COMPILE_THREADS: "24"}).compile_thread_count == 24
