@@ -1,0 +1,46 @@
+"""capture_pauses.py: a capture's progress and its long steps, from vLLM's progress bar."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from benchmarks.kernels.capture_pauses import captures, main
+
+BAR = "Capturing CUDA graphs (PIECEWISE): {pct}%|###| {n}/357 [{t}<00:10, 9.9it/s]"
+LOG = "\r".join(
+    [
+        "(EngineCore pid=1) INFO [monitor.py:53] torch.compile took 5.47 s in total",
+        BAR.format(pct=0, n=0, t="00:00"),
+        BAR.format(pct=31, n=112, t="00:40"),
+        BAR.format(pct=79, n=282, t="01:12"),
+        BAR.format(pct=79, n=283, t="01:36"),
+        BAR.format(pct=80, n=284, t="01:59"),
+        BAR.format(pct=80, n=285, t="01:59"),
+        BAR.format(pct=100, n=357, t="1:02:03"),
+        "later output",
+    ]
+)
+
+
+def test_long_steps_are_named_by_the_graph_they_end_on() -> None:
+    (capture,) = captures(LOG, min_pause=20)
+    assert (capture.done, capture.total, capture.seconds) == (357, 357, 3723)
+    assert capture.pauses == [(112, 40), (282, 32), (283, 24), (284, 23), (357, 3604)]
+
+
+def test_a_bar_that_restarts_is_another_capture() -> None:
+    found = captures(LOG + "\n" + BAR.format(pct=0, n=0, t="00:00"), min_pause=5)
+    assert [c.done for c in found] == [357, 0]
+
+
+def test_the_report_names_vllms_timings(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "serve.log"
+    log.write_text(LOG)
+    assert main([str(log), "--min-pause", "20"]) == 0
+    out = capsys.readouterr().out
+    assert "torch.compile took 5.47 s" in out
+    assert "357/357 graphs in 3723 s" in out
+    assert "283:+24s" in out
+    assert main([str(tmp_path / "missing.log")]) == 2
