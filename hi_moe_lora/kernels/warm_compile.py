@@ -91,12 +91,24 @@ def compiling(threads: int) -> Iterator[CompileBatch]:
         if mode_class is None:
             yield batch
         else:
-            with (
-                ThreadPoolExecutor(threads, thread_name_prefix="hi-moe-lora-compile") as pool,
-                mode_class(pool) as mode,
-            ):
-                yield batch
-                batch.variants = len(mode.raw_futures)
+            try:
+                with (
+                    ThreadPoolExecutor(threads, thread_name_prefix="hi-moe-lora-compile") as pool,
+                    mode_class(pool) as mode,
+                ):
+                    yield batch
+                    batch.variants = len(mode.raw_futures)
+            finally:
+                _leave_async_mode()
     finally:
         _ONLY_COMPILING.reset(token)
         batch.seconds = time.perf_counter() - began
+
+
+def _leave_async_mode() -> None:
+    """No asynchronous compile mode left active: Triton 3.6's leaves its mode set when a
+    compile failed, and every later compile of the thread would go to the closed pool."""
+    from triton.runtime import _async_compile
+
+    if _async_compile.active_mode.get() is not None:
+        _async_compile.active_mode.set(None)

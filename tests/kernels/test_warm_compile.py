@@ -120,3 +120,26 @@ def test_blocks_do_not_nest() -> None:
     with compiling(1), pytest.raises(RuntimeError, match="already inside"), compiling(2):
         pass
     assert not only_compiling()
+
+
+@pytest.mark.skipif(async_compile_mode() is None, reason="Triton without asynchronous compiles")
+def test_a_failed_compile_raises_at_the_blocks_end_and_leaves_no_async_mode_behind() -> None:
+    """(Triton 3.6 leaves its mode active when a compile fails; the block clears it.)"""
+    import inspect
+
+    from triton.runtime import _async_compile
+
+    def failing() -> None:
+        raise RuntimeError("compile failed")
+
+    def a_block_with_a_failing_compile() -> None:
+        with compiling(2):
+            mode = _async_compile.active_mode.get()
+            assert mode is not None
+            callbacks = len(inspect.signature(mode.submit).parameters) - 2  # (3.6: 1; 3.9: 2)
+            mode.submit("key", failing, *[lambda *_: None] * callbacks)
+
+    with pytest.raises(RuntimeError, match="compile failed"):
+        a_block_with_a_failing_compile()
+    assert _async_compile.active_mode.get() is None
+    assert not only_compiling()
