@@ -2,8 +2,8 @@
 
 Triton compiles a variant when a launch first needs it, so vLLM's capture compiles ours one
 after another: one per tile, form and count of active adapters our op tells apart, dozens for a
-Llama under ``--specialize-active-lora``, 27-50 s each at ``--max-lora-rank 64`` on an H200
-host (a start of more than eight minutes; benchmarks/README.md, twenty-third window).
+Llama under ``--specialize-active-lora``, 16-55 s each at ``--max-lora-rank 64`` on an H200
+host (a start of about 9-11 minutes; benchmarks/README.md, twenty-third window).
 
 Installed with our CUDA wrapper (:func:`plugins.punica.register`), :func:`install` wraps vLLM's
 ``LoRAModelManager._create_lora_modules`` (after DoRA's scale tables, which change the kernels'

@@ -2,9 +2,9 @@
 
 Triton compiles a kernel's variant the first time a launch needs it, on the launching thread.
 vLLM meets our kernels' variants one at a time while it captures its CUDA graphs, so each new
-variant stops the capture for its compile, one after the other: 27-50 s a variant at
-``--max-lora-rank 64`` on an H200 host, where the rank parts are unrolled, and a start of more
-than eight minutes (benchmarks/README.md, twenty-third window).
+variant stops the capture for its compile, one after the other: 16-55 s a variant at
+``--max-lora-rank 64`` on an H200 host, where the rank parts are unrolled, and a start of about
+9-11 minutes (benchmarks/README.md, twenty-third window).
 
 Inside :func:`compiling`, our launch sites (:func:`launch`, and :meth:`.launch_plan.LayerLaunch
 .launch`) compile the variant a launch would need (``kernel.warmup``) and run nothing. With
