@@ -42,10 +42,12 @@ _MARK = "_hi_moe_lora_create_lora_modules"
 @dataclass(frozen=True)
 class WarmUpPlan:
     """What :func:`warm_up` runs each layer kind through: token rows (vLLM's CUDA-graph sizes)
-    and counts of active adapters (0: a step without LoRA)."""
+    and counts of active adapters (0: a step without LoRA), on inputs of the model's dtype
+    (None: each layer's LoRA stacks' dtype)."""
 
     sizes: tuple[int, ...]
     active_counts: tuple[int, ...]
+    dtype: torch.dtype | None = None
 
 
 def install(threads: int) -> bool:
@@ -109,6 +111,7 @@ def plan_for(config: Any) -> WarmUpPlan | None:
     if eager or mode is None or getattr(mode, "name", "NONE") == "NONE":
         return None
     lora = config.lora_config
+    dtype = getattr(config.model_config, "dtype", None)
     return WarmUpPlan(
         sizes=tuple(sorted(set(compilation.cudagraph_capture_sizes or ()))),
         active_counts=active_counts(
@@ -116,6 +119,7 @@ def plan_for(config: Any) -> WarmUpPlan | None:
             bool(getattr(lora, "specialize_active_lora", False))
             and bool(getattr(compilation, "cudagraph_specialize_lora", True)),
         ),
+        dtype=dtype if isinstance(dtype, torch.dtype) else None,
     )
 
 
@@ -149,14 +153,14 @@ def warm_up(layers: Iterable[Any], plan: WarmUpPlan | None, threads: int) -> int
     if not kinds:
         return None
     wrappers = {id(layer.punica_wrapper): layer.punica_wrapper for layer in kinds}
-    inputs = _zero_inputs(kinds, max(plan.sizes))
+    inputs = _zero_inputs(kinds, max(plan.sizes), plan.dtype)
     with (
         torch.no_grad(),
         _step_flags(wrappers.values()) as set_flags,
         compiling(threads) as batch,
     ):
-        for layer in kinds:
-            x, bias = inputs[_input_key(layer)], _bias(layer)
+        for layer, x in inputs:
+            bias = _bias(layer)
             for count in plan.active_counts:
                 set_flags(count)
                 for rows in plan.sizes:
@@ -204,30 +208,20 @@ def _input_size(layer: Any) -> int:
     return int(getattr(base, "input_size_per_partition", getattr(base, "input_size", 0)))
 
 
-def _input_key(layer: Any) -> tuple[int, torch.dtype, torch.device]:
-    a = layer.lora_a_stacked[0]
-    return (_input_size(layer), _activation_dtype(a.dtype), a.device)
-
-
-def _activation_dtype(lora_dtype: torch.dtype) -> torch.dtype:
-    from vllm.config import get_current_vllm_config_or_none
-
-    config = get_current_vllm_config_or_none()
-    dtype = getattr(getattr(config, "model_config", None), "dtype", None)
-    return dtype if isinstance(dtype, torch.dtype) else lora_dtype
-
-
 def _zero_inputs(
-    layers: list[Any], rows: int
-) -> dict[tuple[int, torch.dtype, torch.device], torch.Tensor]:
-    """A zero input of ``rows`` rows per input size, dtype and device among ``layers``."""
-    inputs = {}
+    layers: list[Any], rows: int, dtype: torch.dtype | None
+) -> list[tuple[Any, torch.Tensor]]:
+    """Each layer with a zero input of ``rows`` rows, of ``dtype`` (None: its LoRA stacks'),
+    one tensor shared by the layers of one input size, dtype and device."""
+    shared: dict[tuple[int, torch.dtype, torch.device], torch.Tensor] = {}
+    pairs = []
     for layer in layers:
-        key = _input_key(layer)
-        if key not in inputs:
-            size, dtype, device = key
-            inputs[key] = torch.zeros(rows, size, dtype=dtype, device=device)
-    return inputs
+        a = layer.lora_a_stacked[0]
+        key = (_input_size(layer), dtype or a.dtype, a.device)
+        if key not in shared:
+            shared[key] = torch.zeros(rows, key[0], dtype=key[1], device=key[2])
+        pairs.append((layer, shared[key]))
+    return pairs
 
 
 def _bias(layer: Any) -> torch.Tensor | None:

@@ -194,7 +194,7 @@ def test_the_plan_follows_vllms_capture_sizes_and_lora_counts(tiny_fleet: Any) -
     config.compilation_config.cudagraph_mode = CUDAGraphMode.PIECEWISE  # (the CPU has none)
     config.compilation_config.cudagraph_capture_sizes = [4, 1, 2, 8]
     assert kernel_warmup.plan_for(config) == WarmUpPlan(
-        sizes=(1, 2, 4, 8), active_counts=(0, 1, 2, 3)
+        sizes=(1, 2, 4, 8), active_counts=(0, 1, 2, 3), dtype=config.model_config.dtype
     )
     config.compilation_config.cudagraph_mode = CUDAGraphMode.NONE
     assert kernel_warmup.plan_for(config) is None
