@@ -12,13 +12,16 @@ through vLLM's own ``apply`` on zeros, for every CUDA-graph size and every count
 adapters vLLM may capture, inside :func:`hi_moe_lora.kernels.warm_compile.compiling`: our
 launches compile their variants on the pool instead of running, and the capture then finds them
 in Triton's caches. Only the step flags vLLM reads on the CPU (no LoRA; active adapters) are set
-for each case and restored after; everything else is the layers' and wrapper's own state, so the
-variants are those the capture launches. A variant the warm-up misses is compiled by the
-capture, as without it.
+for each case and restored after; everything else is the layers' and wrapper's own state. A
+variant the warm-up misses is compiled by the capture, as without it, and logged
+(:mod:`hi_moe_lora.kernels.late_compiles`). On an H200 at max rank 64 the warm-up compiled 60
+variants on 16 threads in 52 s and the server was up in 313 s, against over 600 s still
+capturing without it; the capture then compiled six variants more, 41 s (benchmarks/README.md,
+twenty-fourth window).
 
-``HI_MOE_LORA_COMPILE_THREADS`` (:mod:`plugins.settings`) sets the threads; ``0``, the default
-until a GPU run confirms the capture finds every variant, turns it off. A failure is logged and
-leaves the compiles to the capture.
+``HI_MOE_LORA_COMPILE_THREADS`` (:mod:`plugins.settings`) sets the threads: ``auto`` (the
+default) or a count; ``0`` turns it off. A failure is logged and leaves the compiles to the
+capture.
 """
 
 from __future__ import annotations
@@ -139,6 +142,7 @@ def warm_up(layers: Iterable[Any], plan: WarmUpPlan | None, threads: int) -> int
     handed to the pool (None where nothing ran or they compiled one by one)."""
     from vllm.lora.layers.base_linear import BaseLinearLayerWithLoRA
 
+    from hi_moe_lora.kernels.late_compiles import watch as watch_late_compiles
     from hi_moe_lora.kernels.warm_compile import compiling
     from plugins.punica_wrapper import HiMoePunicaWrapperGPU
 
@@ -165,6 +169,7 @@ def warm_up(layers: Iterable[Any], plan: WarmUpPlan | None, threads: int) -> int
                 set_flags(count)
                 for rows in plan.sizes:
                     layer.apply(x[:rows], bias)
+    watch_late_compiles()  # (what the warm-up missed: one log line a variant)
     logger.info(
         "hi-moe-lora: %s kernel variants for %d layer kinds x %d CUDA-graph sizes x %d counts of "
         "active adapters compiled on %d threads in %.1f s",

@@ -72,9 +72,10 @@
 #                       cut off there leaves nothing. 0: no deadline
 #   PACK=NAME.tgz       pack every result and server log into $OUT/NAME.tgz when the script ends,
 #                       also by the deadline or a TERM (the device tool returns at most 8 files)
-#   COMPILE_THREADS=0   HI_MOE_LORA_COMPILE_THREADS of every server of ours: auto (or a count)
+#   COMPILE_THREADS=auto HI_MOE_LORA_COMPILE_THREADS of every server of ours: auto or a count
 #                       compiles our kernels' variants on a thread pool before vLLM's capture
-#                       (plugins/kernel_warmup.py; its log line is printed with the start-up's)
+#                       (plugins/kernel_warmup.py; its log line is printed with the start-up's),
+#                       0 leaves them to the capture (the default before 2026-11-29)
 #   CAPTURE_SIZES="..." the batch sizes vLLM captures CUDA graphs for (--cudagraph-capture-sizes;
 #                       default vLLM's: 51 sizes up to 512 on an H100, each captured with and
 #                       without LoRA). Fewer sizes start a server sooner; a batch between two sizes
@@ -153,7 +154,7 @@ for L in $LABELS; do
   env VLLM_PLUGINS=$PLUGINS "${RESOLVER_ENV[@]}" "${TILES_ENV[@]}" HI_MOE_LORA_KERNELS=$KERNELS \
     OMP_NUM_THREADS=${OMP_NUM_THREADS:-4} \
     HI_MOE_LORA_DIRECT_LAUNCH=$DIRECT HI_MOE_LORA_FUSED_GEMM=$FUSED \
-    HI_MOE_LORA_COMPILE_THREADS=${COMPILE_THREADS:-0} \
+    HI_MOE_LORA_COMPILE_THREADS=${COMPILE_THREADS:-auto} \
     VLLM_LORA_ENABLE_DUAL_STREAM=$DUAL VLLM_CACHE_ROOT=/tmp/vllm-cache-$L$I \
     VLLM_PORT=$((20000 + 10000 * INSTANCE + 1000 * index)) python3 -m vllm.entrypoints.cli.main \
     serve $MODEL --served-model-name base --enable-lora --max-loras $N --max-cpu-loras $((2*N)) \
@@ -173,6 +174,8 @@ for L in $LABELS; do
   grep -m3 -i "hi-moe-lora\|Using .*Punica\|LoRA in the base GEMM" "$OUT/$(tag $L)-serve.log"
   grep -m1 "narrow B copies for" "$OUT/$(tag $L)-serve.log"
   grep -m1 "kernel variants for\|kernel warm-up failed" "$OUT/$(tag $L)-serve.log"
+  LATE=$(grep -c "compiled after the warm-up" "$OUT/$(tag $L)-serve.log")
+  [ "$LATE" -gt 0 ] && echo "$LATE kernel variants compiled after the warm-up (the serve log names them)"
   grep -m2 -i "KV cache memory\|Available KV cache\|GPU KV cache size" "$OUT/$(tag $L)-serve.log"
   # where the start went: weights, torch.compile, CUDA graph capture, the engine's whole start
   grep -i "Model loading took\|torch.compile takes\|Graph capturing finished\|init engine" \

@@ -27,6 +27,7 @@ def test_defaults_when_nothing_is_set() -> None:
     assert settings.dora
     assert settings.narrow_b
     assert settings.fused_gemm == "auto"
+    assert settings.compile_threads is None  # (auto)
 
 
 def test_reads_every_variable() -> None:
@@ -111,6 +112,7 @@ def test_is_frozen() -> None:
         PluginSettings(fused_gemm="off"),
         PluginSettings(compile_threads=None),
         PluginSettings(compile_threads=6),
+        PluginSettings(compile_threads=0),
     ],
 )
 def test_to_env_renders_what_from_env_reads(settings: PluginSettings) -> None:
@@ -156,6 +158,6 @@ def test_compile_threads_auto_is_this_hosts_cpus_at_most_sixteen() -> None:
     auto = PluginSettings.from_env({ENV_COMPILE_THREADS: " Auto "})
     assert auto.compile_threads is None
     assert auto.compile_thread_count == min(len(os.sched_getaffinity(0)), MAX_AUTO_COMPILE_THREADS)
-    assert PluginSettings.from_env({}).compile_thread_count == 0  # (off by default)
+    assert PluginSettings.from_env({}).compile_threads is None  # (auto by default)
     assert PluginSettings.from_env({ENV_COMPILE_THREADS: "0"}).compile_thread_count == 0
     assert PluginSettings.from_env({ENV_COMPILE_THREADS: "24"}).compile_thread_count == 24
