@@ -142,7 +142,7 @@ def warm_up(layers: Iterable[Any], plan: WarmUpPlan | None, threads: int) -> int
     handed to the pool (None where nothing ran or they compiled one by one)."""
     from vllm.lora.layers.base_linear import BaseLinearLayerWithLoRA
 
-    from hi_moe_lora.kernels.late_compiles import watch as watch_late_compiles
+    from hi_moe_lora.kernels.late_compiles import recording_warm_up
     from hi_moe_lora.kernels.warm_compile import compiling
     from plugins.punica_wrapper import HiMoePunicaWrapperGPU
 
@@ -161,6 +161,7 @@ def warm_up(layers: Iterable[Any], plan: WarmUpPlan | None, threads: int) -> int
     with (
         torch.no_grad(),
         _step_flags(wrappers.values()) as set_flags,
+        recording_warm_up(),  # (each variant compiled after it is then logged)
         compiling(threads) as batch,
     ):
         for layer, x in inputs:
@@ -169,7 +170,6 @@ def warm_up(layers: Iterable[Any], plan: WarmUpPlan | None, threads: int) -> int
                 set_flags(count)
                 for rows in plan.sizes:
                     layer.apply(x[:rows], bias)
-    watch_late_compiles()  # (what the warm-up missed: one log line a variant)
     logger.info(
         "hi-moe-lora: %s kernel variants for %d layer kinds x %d CUDA-graph sizes x %d counts of "
         "active adapters compiled on %d threads in %.1f s",
