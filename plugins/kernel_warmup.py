@@ -185,8 +185,9 @@ def warm_up(layers: Iterable[Any], plan: WarmUpPlan | None, threads: int) -> int
 
 def distinct_kinds(layers: Iterable[Any]) -> list[Any]:
     """One layer of each kind: its class, its base's quantization, input size, output slices,
-    LoRA stacks' shapes and dtype, DoRA table and bias, and its wrapper (layers alike in all of
-    these launch the same variants)."""
+    LoRA stacks' shapes and dtype, DoRA table and bias, its wrapper, and the classes of the
+    stacks' offsets the fused GEMM passes as integers (:func:`stack_offset_classes`; layers
+    alike in all of these launch the same variants)."""
     from plugins.dora import SCALE_TABLE
 
     seen: dict[tuple[Any, ...], Any] = {}
@@ -203,9 +204,23 @@ def distinct_kinds(layers: Iterable[Any]) -> list[Any]:
             getattr(layer, SCALE_TABLE, None) is not None,
             _bias(layer) is not None,
             id(layer.punica_wrapper),
+            stack_offset_classes(layer),
         )
         seen.setdefault(key, layer)
     return list(seen.values())
+
+
+def stack_offset_classes(layer: Any) -> tuple[str, ...]:
+    """Triton's class (:func:`hi_moe_lora.kernels.warm_compile.integer_class`) of each of the
+    layer's LoRA stacks' element offsets from the lowest-addressed one, the integers the fused
+    GEMM and its shrink are launched with: stacks allocated 2**31 elements or more apart take
+    ``i64`` offsets and another variant than stacks close together (the H200 capture of the
+    twenty-fourth window compiled seven such variants after the warm-up)."""
+    from hi_moe_lora.kernels.tensor_table import element_offsets
+    from hi_moe_lora.kernels.warm_compile import integer_class
+
+    table = element_offsets([*layer.lora_a_stacked, *layer.lora_b_stacked])
+    return () if table is None else tuple(integer_class(offset) for offset in table[1])
 
 
 def _input_size(layer: Any) -> int:

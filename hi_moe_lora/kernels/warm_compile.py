@@ -55,6 +55,18 @@ def is_compiled(kernel: Any) -> bool:
     return isinstance(kernel, JITFunction)
 
 
+def integer_class(value: int) -> str:
+    """How Triton's JIT tells an integer argument apart when it picks a variant: ``1`` (made a
+    constant), else its type by magnitude (``i32``, ``i64``, ``u64``) and ``/16`` where it is
+    divisible by 16. Two launches whose integers fall in different classes compile two
+    variants (an H200 capture compiled seven more for offsets of ``i32`` against the warm-up's
+    ``i64``: benchmarks/README.md, twenty-fourth window)."""
+    if value == 1:
+        return "1"
+    kind = "i32" if -(2**31) <= value < 2**31 else "u64" if value >= 2**63 else "i64"
+    return f"{kind}/16" if value % 16 == 0 else kind
+
+
 @dataclass
 class CompileBatch:
     """What a :func:`compiling` block compiled: ``variants`` handed to the pool (None where

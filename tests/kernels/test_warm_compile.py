@@ -12,7 +12,12 @@ import torch
 import hi_moe_lora.kernels.gemm_op  # noqa: F401  (registers the op)
 from hi_moe_lora.kernels.config import BLOCK_M_LARGE, BLOCK_M_SMALL
 from hi_moe_lora.kernels.gemm_tiles import SeveralRoute, default_plan
-from hi_moe_lora.kernels.warm_compile import async_compile_mode, compiling, only_compiling
+from hi_moe_lora.kernels.warm_compile import (
+    async_compile_mode,
+    compiling,
+    integer_class,
+    only_compiling,
+)
 from hi_moe_lora.kernels.worklist import WorkListBuffers
 
 SLOTS, RANK = 4, 16
@@ -143,3 +148,26 @@ def test_a_failed_compile_raises_at_the_blocks_end_and_leaves_no_async_mode_behi
         a_block_with_a_failing_compile()
     assert _async_compile.active_mode.get() is None
     assert not only_compiling()
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (0, "i32/16"),
+        (1, "1"),
+        (17, "i32"),
+        (2**31 - 16, "i32/16"),
+        (2**31, "i64/16"),
+        (2**31 + 8, "i64"),
+        (-(2**31), "i32/16"),
+        (2**63, "u64/16"),
+    ],
+)
+def test_integers_fall_in_tritons_classes(value: int, expected: str) -> None:
+    """The classes are Triton's own (its JIT's specialization of an integer argument)."""
+    from triton._C.libtriton import native_specialize_impl
+    from triton.backends.nvidia.compiler import CUDABackend
+
+    kind, spec = native_specialize_impl(CUDABackend, value, False, True, True)[:2]
+    tritons = "1" if kind == "constexpr" else kind + ("/16" if spec == "D" else "")
+    assert integer_class(value) == expected == tritons

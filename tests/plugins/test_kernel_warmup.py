@@ -110,6 +110,38 @@ def test_one_layer_of_each_kind_runs(device: str, fused: None) -> None:
     assert distinct_kinds([qkv, _layer(_wrapper(device), device)]) != [qkv]  # (another wrapper)
 
 
+def _stacks_apart(layer: Any, gap: int) -> Any:
+    """``layer`` with its LoRA stacks moved into one buffer, ``gap`` elements between them."""
+    stacks = [*layer.lora_a_stacked, *layer.lora_b_stacked]
+    flat = torch.zeros(sum(t.numel() + gap for t in stacks), dtype=stacks[0].dtype)
+    views, at = [], 0
+    for t in stacks:
+        views.append(flat[at : at + t.numel()].view(t.shape).to(t.device))
+        at += t.numel() + gap
+    if stacks[0].device.type != "cpu":  # (a copy per view: the gap is kept on the CPU only)
+        pytest.skip("views of one CPU buffer")
+    slices = len(layer.lora_a_stacked)
+    layer.lora_a_stacked, layer.lora_b_stacked = tuple(views[:slices]), tuple(views[slices:])
+    return layer
+
+
+def test_layers_whose_stack_offsets_fall_in_another_integer_class_are_another_kind(
+    device: str,
+) -> None:
+    """The fused GEMM is launched with the stacks' element offsets as integers, which Triton
+    tells apart by class (i32 or i64, divisible by 16 or not): another class, another variant
+    (the H200 capture's seven late variants, twenty-fourth window)."""
+    from plugins.kernel_warmup import stack_offset_classes
+
+    wrapper = _wrapper(device)
+    aligned = _stacks_apart(_layer(wrapper, device), 32)
+    aligned_too = _stacks_apart(_layer(wrapper, device), 64)
+    unaligned = _stacks_apart(_layer(wrapper, device), 24)
+    assert stack_offset_classes(aligned)[0] == "i32/16"  # (the base: offset 0)
+    assert "i32" in stack_offset_classes(unaligned)  # (some offsets no longer divisible)
+    assert distinct_kinds([aligned, aligned_too, unaligned]) == [aligned, unaligned]
+
+
 def test_the_warm_up_runs_every_size_and_count_and_restores_vllms_flags(
     device: str, fused: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
