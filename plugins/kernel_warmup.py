@@ -161,9 +161,11 @@ def warm_up(layers: Iterable[Any], plan: WarmUpPlan | None, threads: int) -> int
     with (
         torch.no_grad(),
         _step_flags(wrappers.values()) as set_flags,
-        recording_warm_up(),  # (each variant compiled after it is then logged)
+        recording_warm_up() as late,  # (each variant compiled after it is then logged)
         compiling(threads) as batch,
     ):
+        if late is not None:
+            late.listen(_count_late_compile)
         for layer, x in inputs:
             bias = _bias(layer)
             for count in plan.active_counts:
@@ -181,6 +183,13 @@ def warm_up(layers: Iterable[Any], plan: WarmUpPlan | None, threads: int) -> int
         batch.seconds,
     )
     return batch.variants
+
+
+def _count_late_compile(kernel: str) -> None:
+    """A variant compiled after the warm-up, in ``hi_moe_lora_kernel_late_compiles_total``."""
+    from plugins.metrics import plugin_metrics
+
+    plugin_metrics().count_late_compile()
 
 
 def distinct_kinds(layers: Iterable[Any]) -> list[Any]:

@@ -28,6 +28,13 @@ Counters of the artifact cache (:mod:`plugins.artifact_fetch`, API server; only 
 - ``hi_moe_lora_artifact_cache_evictions_total{kind}``: versions removed from the cache:
   ``unused`` (no name bound to it) or ``in_use`` (vLLM was made to forget its names first).
 
+Counter of our kernels (:mod:`plugins.kernel_warmup`, vLLM's worker; GPU only):
+
+- ``hi_moe_lora_kernel_late_compiles_total``: variants of our Triton kernels compiled after the
+  kernel warm-up (:mod:`hi_moe_lora.kernels.late_compiles` logs each, with why). Each stalled
+  vLLM's CUDA-graph capture, or a served step, for the compile's seconds: above zero after the
+  start, alert.
+
 The families live in prometheus_client's default registry, which vLLM's API server serves at
 ``/metrics`` when it runs as one process. When ``PROMETHEUS_MULTIPROC_DIR`` is set in vLLM's
 environment before it starts, every vLLM process writes its samples to files there and the API
@@ -60,6 +67,8 @@ ARTIFACT_DOWNLOADS = "hi_moe_lora_artifact_downloads_total"
 ARTIFACT_DOWNLOAD_BYTES = "hi_moe_lora_artifact_download_bytes_total"
 ARTIFACT_CACHE_HITS = "hi_moe_lora_artifact_cache_hits_total"
 ARTIFACT_EVICTIONS = "hi_moe_lora_artifact_cache_evictions_total"
+
+KERNEL_LATE_COMPILES = "hi_moe_lora_kernel_late_compiles_total"
 
 DownloadOutcome = Literal["downloaded", "checksum_mismatch", "too_large", "error"]
 DOWNLOAD_OUTCOMES: tuple[DownloadOutcome, ...] = (
@@ -178,6 +187,17 @@ class PluginMetrics:
             "kind",
             EVICTION_KINDS,
         )
+        self._late_compiles = _CounterFamily(
+            KERNEL_LATE_COMPILES,
+            "Variants of hi-moe-lora's Triton kernels compiled after its kernel warm-up in "
+            "vLLM's worker; each stalled the CUDA-graph capture or a served step.",
+            None,
+            (),
+        )
+
+    def count_late_compile(self) -> None:
+        """Record one variant of our kernels compiled after the warm-up; never raises."""
+        self._count(self._late_compiles, None, 1)
 
     def count_download(self, outcome: DownloadOutcome, transferred: int) -> None:
         """Record one version download (and the bytes it moved); never raises."""

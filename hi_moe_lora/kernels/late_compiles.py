@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 logger = logging.getLogger(__name__)
@@ -80,6 +80,14 @@ class LateCompileWatch:
         self.count = 0
         self.warming = False
         self.warm: dict[str, list[Variant]] = {}
+        #: called with the kernel's name after each late variant is logged (a metric's counter)
+        self.listeners: list[Callable[[str], None]] = []
+
+    def listen(self, listener: Callable[[str], None]) -> None:
+        """Have ``listener`` called with each late variant's kernel name (once per listener)."""
+        with _LOCK:
+            if listener not in self.listeners:
+                self.listeners.append(listener)
 
     def __call__(self, **kwargs: Any) -> Any:
         fn = kwargs.get("fn")
@@ -109,6 +117,11 @@ class LateCompileWatch:
             apart or "the same fields as a warm-up variant",
             ", ".join(f"{k}={v}" for k, v in variant.items()) or kwargs.get("repr", "?"),
         )
+        for listener in list(self.listeners):
+            try:
+                listener(name)
+            except Exception:  # (a listener must not fail Triton's compile)
+                logger.exception("hi-moe-lora: a late-compile listener failed")
 
 
 def _knobs() -> Any:

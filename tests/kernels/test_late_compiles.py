@@ -95,6 +95,27 @@ def test_our_variants_are_logged_with_how_they_differ_from_the_warm_ups(
     assert hook.count == 2
 
 
+def test_listeners_hear_each_late_variant_and_a_failing_one_changes_nothing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    heard: list[str] = []
+
+    def broken(kernel: str) -> None:
+        raise RuntimeError("metrics down")
+
+    hook = watch()
+    assert hook is not None
+    hook.listen(heard.append)
+    hook.listen(heard.append)  # (once per listener)
+    hook.listen(broken)
+    with caplog.at_level("INFO", logger=LOGGER):
+        assert hook(**_compile_event("hi_moe_lora.kernels.gemm_lora")) is None
+        hook(**_compile_event("vllm.lora.ops.triton_ops.lora_shrink_op"))  # (not ours)
+    assert heard == ["kernel"]
+    assert "a late-compile listener failed" in caplog.text
+    assert hook.count == 1
+
+
 def test_the_hook_it_replaced_is_still_called_and_answers_for_triton() -> None:
     seen: list[str] = []
 

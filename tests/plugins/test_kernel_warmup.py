@@ -171,6 +171,35 @@ def test_the_warm_up_runs_every_size_and_count_and_restores_vllms_flags(
         assert not variants  # (the interpreter compiles nothing)
 
 
+def test_after_the_warm_up_a_late_variant_counts_in_vllms_metrics(device: str, fused: None) -> None:
+    """The warm-up leaves Triton's JIT cache watched; a variant of ours compiled after it adds
+    one to ``hi_moe_lora_kernel_late_compiles_total`` in the process's registry."""
+    from prometheus_client import REGISTRY
+    from triton import knobs
+    from triton.runtime.jit import JitFunctionInfo
+
+    from hi_moe_lora.kernels.late_compiles import LateCompileWatch
+    from plugins.metrics import KERNEL_LATE_COMPILES
+
+    saved = knobs.runtime.jit_cache_hook
+    try:
+        warm_up([_layer(_wrapper(device), device)], WarmUpPlan((8,), (0, 1)), threads=1)
+        hook = knobs.runtime.jit_cache_hook
+        assert isinstance(hook, LateCompileWatch)
+        before = REGISTRY.get_sample_value(KERNEL_LATE_COMPILES) or 0.0
+        hook(
+            key="k",
+            repr="r",
+            fn=JitFunctionInfo("hi_moe_lora.kernels.gemm_lora", "_gemm_lora_kernel", None),
+            compile={},
+            is_manual_warmup=False,
+            already_compiled=False,
+        )  # (what Triton calls before compiling a variant no launch compiled yet)
+        assert REGISTRY.get_sample_value(KERNEL_LATE_COMPILES) == before + 1
+    finally:
+        knobs.runtime.jit_cache_hook = saved
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="compiles for the GPU at hand")
 def test_after_the_warm_up_the_layers_calls_compile_nothing(fused: None) -> None:
     """Every size and count the warm-up ran then launches without a new variant."""

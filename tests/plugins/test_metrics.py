@@ -105,6 +105,17 @@ def test_load_and_read_families() -> None:
     assert (buckets["0.25"], buckets["0.5"], buckets["+Inf"]) == (0, 1, 1)
 
 
+def test_late_kernel_compiles_are_counted() -> None:
+    from plugins.metrics import KERNEL_LATE_COMPILES
+
+    registry = CollectorRegistry()
+    metrics = PluginMetrics(registry)
+    assert registry.get_sample_value(KERNEL_LATE_COMPILES) is None  # (built on first use)
+    metrics.count_late_compile()
+    metrics.count_late_compile()
+    assert registry.get_sample_value(KERNEL_LATE_COMPILES) == 2
+
+
 def test_a_family_that_cannot_be_built_is_logged_once_and_never_raises(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
