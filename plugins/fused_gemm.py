@@ -18,14 +18,15 @@ from __future__ import annotations
 
 import functools
 import logging
-import threading
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
+from plugins.method_patch import unwrap_method, wrap_method
+
 logger = logging.getLogger(__name__)
 
-_LOCK = threading.Lock()
 #: Where the original ``_apply_sync`` is kept on the patched class.
 _MARK = "_hi_moe_lora_apply_sync"
 
@@ -83,35 +84,27 @@ def install() -> bool:
     """Patch ``BaseLinearLayerWithLoRA._apply_sync`` (idempotent); True once installed."""
     from vllm.lora.layers import base_linear
 
-    layer_cls: Any = base_linear.BaseLinearLayerWithLoRA
-    with _LOCK:
-        if _MARK in layer_cls.__dict__:
-            return True
-        original = layer_cls.__dict__["_apply_sync"]
-
-        def _apply_sync(self: Any, x: torch.Tensor, bias: torch.Tensor | None = None) -> Any:
-            whole = getattr(self.punica_wrapper, "base_and_lora_linear", None)
-            if whole is not None:
-                output = whole(self, x, bias)
-                if output is not None:
-                    return output
-            return original(self, x, bias)
-
-        _apply_sync.__doc__ = original.__doc__
-        layer_cls._apply_sync = _apply_sync
-        setattr(layer_cls, _MARK, original)
-    logger.info("hi-moe-lora: LoRA layers' base GEMM routed to the Punica wrapper when it can")
+    if wrap_method(base_linear.BaseLinearLayerWithLoRA, "_apply_sync", _MARK, _routed_apply_sync):
+        logger.info("hi-moe-lora: LoRA layers' base GEMM routed to the Punica wrapper when it can")
     return True
+
+
+def _routed_apply_sync(original: Callable[..., Any]) -> Callable[..., Any]:
+    """vLLM's ``_apply_sync`` preceded by the wrapper's whole layer output, where it has one."""
+
+    def _apply_sync(self: Any, x: torch.Tensor, bias: torch.Tensor | None = None) -> Any:
+        whole = getattr(self.punica_wrapper, "base_and_lora_linear", None)
+        if whole is not None:
+            output = whole(self, x, bias)
+            if output is not None:
+                return output
+        return original(self, x, bias)
+
+    return _apply_sync
 
 
 def uninstall() -> None:
     """Restore vLLM's own ``_apply_sync`` (tests, switching back)."""
     from vllm.lora.layers import base_linear
 
-    layer_cls: Any = base_linear.BaseLinearLayerWithLoRA
-    with _LOCK:
-        original = layer_cls.__dict__.get(_MARK)
-        if original is None:
-            return
-        layer_cls._apply_sync = original
-        delattr(layer_cls, _MARK)
+    unwrap_method(base_linear.BaseLinearLayerWithLoRA, "_apply_sync", _MARK)

@@ -27,17 +27,17 @@ capture.
 from __future__ import annotations
 
 import logging
-import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from plugins.method_patch import unwrap_method, wrap_method
+
 logger = logging.getLogger(__name__)
 
-_LOCK = threading.Lock()
 #: Where the original ``_create_lora_modules`` is kept on the patched class.
 _MARK = "_hi_moe_lora_create_lora_modules"
 
@@ -61,11 +61,7 @@ def install(threads: int) -> bool:
         return False
     from vllm.lora.model_manager import LoRAModelManager
 
-    with _LOCK:
-        if _MARK in LoRAModelManager.__dict__:
-            return True
-        original: Any = LoRAModelManager.__dict__["_create_lora_modules"]
-
+    def warming(original: Callable[..., Any]) -> Callable[..., Any]:
         def create_lora_modules(self: Any) -> Any:
             result = original(self)
             try:
@@ -76,9 +72,9 @@ def install(threads: int) -> bool:
                 )
             return result
 
-        create_lora_modules.__doc__ = original.__doc__
-        LoRAModelManager._create_lora_modules = create_lora_modules  # type: ignore[method-assign]
-        setattr(LoRAModelManager, _MARK, original)
+        return create_lora_modules
+
+    wrap_method(LoRAModelManager, "_create_lora_modules", _MARK, warming)
     return True
 
 
@@ -86,12 +82,7 @@ def uninstall() -> None:
     """Restore vLLM's own ``_create_lora_modules`` (tests, switching back)."""
     from vllm.lora.model_manager import LoRAModelManager
 
-    with _LOCK:
-        original = LoRAModelManager.__dict__.get(_MARK)
-        if original is None:
-            return
-        LoRAModelManager._create_lora_modules = original  # type: ignore[method-assign]
-        delattr(LoRAModelManager, _MARK)
+    unwrap_method(LoRAModelManager, "_create_lora_modules", _MARK)
 
 
 def plan_from_vllm() -> WarmUpPlan | None:

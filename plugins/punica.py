@@ -31,10 +31,12 @@ import hashlib
 import importlib
 import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from plugins.logs import route_to_vllm_log
+from plugins.method_patch import unwrap_method, wrap_method
 from plugins.settings import ENV_DORA, ENV_KERNELS, PluginSettings, PluginSettingsError
 
 logger = logging.getLogger(__name__)
@@ -116,19 +118,16 @@ def tag_compile_cache_key(qualname: str = WRAPPER_QUALNAME) -> bool:
     """Mix :func:`cache_key_tag` into ``LoRAConfig.compute_hash`` (idempotent); True if done."""
     from vllm.config.lora import LoRAConfig
 
-    with _LOCK:
-        if _HASH_MARK in LoRAConfig.__dict__:
-            return True
-        original = LoRAConfig.__dict__["compute_hash"]
-        tag = cache_key_tag(qualname)
+    tag = cache_key_tag(qualname)
 
+    def tagged(original: Callable[..., Any]) -> Callable[..., Any]:
         def compute_hash(self: Any) -> str:
             untagged = original(self)
             return hashlib.sha256(f"{untagged}|{tag}".encode()).hexdigest()
 
-        compute_hash.__doc__ = original.__doc__
-        setattr(LoRAConfig, "compute_hash", compute_hash)  # noqa: B010  (wrapping a method)
-        setattr(LoRAConfig, _HASH_MARK, original)
+        return compute_hash
+
+    wrap_method(LoRAConfig, "compute_hash", _HASH_MARK, tagged)
     return True
 
 
@@ -136,12 +135,7 @@ def untag_compile_cache_key() -> None:
     """Restore vLLM's own ``LoRAConfig.compute_hash`` (tests, switching back)."""
     from vllm.config.lora import LoRAConfig
 
-    with _LOCK:
-        original = LoRAConfig.__dict__.get(_HASH_MARK)
-        if original is None:
-            return
-        setattr(LoRAConfig, "compute_hash", original)  # noqa: B010  (restoring a method)
-        delattr(LoRAConfig, _HASH_MARK)
+    unwrap_method(LoRAConfig, "compute_hash", _HASH_MARK)
 
 
 def uninstall(platform: Any) -> None:
