@@ -78,7 +78,6 @@ from hi_moe_lora.kernels.config import BLOCK_M_LARGE, BLOCK_M_SMALL
 from hi_moe_lora.kernels.gemm_lora import (
     FUSED_GEMM_ROWS,
     GemmExpand,
-    arrival_counters,
     counter_regions,
     launch_gemm_lora,
     launch_plain_gemm,
@@ -95,7 +94,7 @@ from hi_moe_lora.kernels.gemm_tiles import (
     shape_key,
     table_json,
 )
-from hi_moe_lora.kernels.worklist import WorkListBuffers
+from hi_moe_lora.kernels.worklist import WorkListBuffers, arrival_counters
 
 # (decode sizes only: serving compiles a layer's prefill variants on its first call)
 fused_launcher.precompile_prefill_variants = lambda *args, **kwargs: 0

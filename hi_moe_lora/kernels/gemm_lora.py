@@ -582,18 +582,8 @@ NO_EXPAND = {
 } | NO_SHRINK_INSIDE
 
 
-#: Arrival counters a K-split launch may use (one per column block).
-GEMM_ARRIVALS = 8192
-
-
-def arrival_counters(device: torch.device | str) -> torch.Tensor:
-    """Zeroed counters for :func:`launch_gemm_lora`'s K splits; each launch leaves them zero.
-    Allocate them before a CUDA graph is captured (the work list holds the served ones)."""
-    return torch.zeros(GEMM_ARRIVALS, dtype=torch.int32, device=device)
-
-
 def counter_regions(arrivals: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """:func:`arrival_counters` cut in three for a launch that holds the shrink too (its
+    """:func:`.worklist.arrival_counters` cut in three for a launch that holds the shrink too (its
     jobs run beside the GEMM's, so they cannot share counters): the GEMM's K splits, the
     shrink's arrivals, the launch's :data:`SYNC_COUNTERS`."""
     half = arrivals.numel() // 2
@@ -620,8 +610,8 @@ def launch_gemm_lora(
     ``fused_slot[0]`` (``s``; none when it is negative), per slice; a ``fused_slot[1]`` is
     ``s``'s adapter's own rank (the work list writes it), past which A and B are not read
     (vLLM holds zeros there). ``tile``: the plan's (by default the table's for this GPU and
-    shape); ``arrivals``: :func:`arrival_counters`, needed when the tile splits K; ``expand``:
-    the rest list's adapters, shrunk ahead (split form).
+    shape); ``arrivals``: :func:`.worklist.arrival_counters`, needed when the tile splits K;
+    ``expand``: the rest list's adapters, shrunk ahead (split form).
     ``may_fuse=False``: the step is known to have no fused slot (a step of several adapters
     under ``--specialize-active-lora``), so the kernel is compiled without the K loop that reads
     A (fewer registers: the split forms' GEMM spills less, most at wide slot ranks)."""

@@ -285,7 +285,7 @@ def launch_gemm_shrink(
     """The fp32 intermediate ``(m, slices, rank padding)``: ``x[t] A[slot(t)]^T`` (unscaled)
     for the tokens of the work list ``tiles`` (its ``tile_m``-row list); rows of tokens the list
     does not hold are left unwritten. ``arrivals``: zeroed counters
-    (:func:`.gemm_lora.arrival_counters`), left zeroed."""
+    (:func:`.worklist.arrival_counters`), left zeroed."""
     shrink = prepare_shrink(x, lora_a, tiles, tile_m, num_slots, arrivals)
     table = element_offsets(list(lora_a))
     if table is None:

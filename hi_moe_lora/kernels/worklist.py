@@ -162,6 +162,19 @@ def build_worklist(
     return WorkList(token_indices=token_indices, tiles=tiles)
 
 
+#: Arrival counters a K-split launch of the fused GEMM may use (one per column block).
+GEMM_ARRIVALS = 8192
+
+
+def arrival_counters(device: torch.device | str) -> torch.Tensor:
+    """Zeroed counters for :func:`.gemm_lora.launch_gemm_lora`'s K splits; each launch leaves
+    them zero. Allocate them before a CUDA graph is captured (the work list holds the served
+    ones)."""
+    import torch
+
+    return torch.zeros(GEMM_ARRIVALS, dtype=torch.int32, device=device)
+
+
 class WorkListBuffers:
     """Persistent device buffers holding the current step's work list.
 
@@ -205,8 +218,6 @@ class WorkListBuffers:
         self.gemm_arrivals: torch.Tensor | None = None
         self._rest_offsets: dict[int, int] = {}
         if fused_slot:
-            from .gemm_lora import arrival_counters
-
             self._rest_offsets = dict(zip(BLOCK_M_CHOICES, starts[lists:-1], strict=True))
             self.rest_tiles = {
                 bm: self._dev[off : off + size]

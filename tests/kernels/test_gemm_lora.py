@@ -18,7 +18,6 @@ from hi_moe_lora.kernels.gemm_compile import (
 from hi_moe_lora.kernels.gemm_lora import (
     GemmExpand,
     GemmLoRAShapeError,
-    arrival_counters,
     counter_regions,
     fusable,
     launch_gemm_lora,
@@ -35,7 +34,7 @@ from hi_moe_lora.kernels.gemm_tiles import (
     load_table,
 )
 from hi_moe_lora.kernels.layout import DoraEpilogue
-from hi_moe_lora.kernels.worklist import WorkListBuffers
+from hi_moe_lora.kernels.worklist import WorkListBuffers, arrival_counters
 
 SLOTS = 3
 #: A tile that splits K = 128 into four runs of one 32-wide step each.

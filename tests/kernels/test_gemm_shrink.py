@@ -7,14 +7,13 @@ import pytest
 import torch
 
 from hi_moe_lora.kernels.config import BLOCK_M_LARGE, BLOCK_M_SMALL
-from hi_moe_lora.kernels.gemm_lora import arrival_counters
 from hi_moe_lora.kernels.gemm_shrink import (
     GemmShrinkShapeError,
     launch_gemm_shrink,
     rank_padding,
     shrink_runs,
 )
-from hi_moe_lora.kernels.worklist import WorkListBuffers
+from hi_moe_lora.kernels.worklist import WorkListBuffers, arrival_counters
 
 SLOTS = 5
 
