@@ -82,9 +82,16 @@ def _scan_kernel(  # type: ignore[no-untyped-def]
     tl.store(out_ptr + out, tl.reduce(ranks, 0, tl.standard._elementwise_max))
 
 
+#: Integer arguments Triton must not specialize on their value: the count of slots refreshed
+#: at once varies with each step's new adapters, and 1, a multiple of 16 and any other count
+#: would each compile their own variant, some in the middle of serving (an H200 start compiled
+#: two before this; benchmarks/README.md, twenty-fourth window).
+UNSPECIALIZED = ("num_slots", "num_chunks")
+
+
 @functools.cache
 def _compiled() -> Any:
-    return triton.jit(_scan_kernel)
+    return triton.jit(_scan_kernel, do_not_specialize=UNSPECIALIZED)
 
 
 def compile_for_target(arch: int = 90, dtype: str = "bf16") -> Any:

@@ -95,3 +95,22 @@ def test_the_scan_compiles_for_sm90(dtype: str, monkeypatch: pytest.MonkeyPatch)
     """What the GPU's JIT will do, done here: a CPU-only test suite never runs the compiler."""
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # else triton.jit interprets
     assert compile_for_target(90, dtype).asm["ptx"]
+
+
+def test_the_count_of_slots_scanned_picks_no_variant_of_its_own() -> None:
+    """Triton's JIT binder (the one a GPU launch runs) gives one specialization whatever the
+    count of slots and chunks: 1, 5 and 16 would otherwise compile three variants."""
+    from triton.backends.nvidia.compiler import CUDABackend
+    from triton.runtime.jit import create_function_from_signature
+
+    from hi_moe_lora.kernels import rank_scan
+
+    kernel = rank_scan._compiled()
+    binder = create_function_from_signature(kernel.signature, kernel.params, CUDABackend)
+    table = torch.zeros(8, dtype=torch.int32)
+
+    def specialization(count: int) -> object:
+        constexprs = (rank_scan.TABLE_COLUMNS, rank_scan.ROWS, rank_scan.BLOCK_COLS)
+        return binder(table, table, table, table, count, count, *constexprs)[1]
+
+    assert specialization(1) == specialization(5) == specialization(16)
