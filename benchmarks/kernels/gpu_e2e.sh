@@ -35,6 +35,9 @@
 #                       the reference label serves the probes only (no throughput runs: float64)
 #   INSTANCE=0          a second copy of this script beside the first (INSTANCE=1, another
 #                       CUDA_VISIBLE_DEVICES): its own ports, queue, caches and work folders
+#   GPU_SERVERS=N       servers sharing this GPU, all copies together (default: this copy's
+#                       labels); two copies on one GPU need it in both, else the first takes
+#                       0.85 of the memory and the second's servers fail (2026-11-29)
 #   EXTRA_ARGS="..."    more `vllm serve` arguments (e.g. --quantization fp8; tag with MODEL_TAG)
 #   CONCS="64 8"        `vllm bench serve` concurrencies, each: base / one adapter / many adapters
 #   PROBE=1             greedy + teacher-forced probe first: twice alone, once beside a 16-adapter
@@ -91,9 +94,9 @@ R=${R:-16}; CONCS=${CONCS-64 8}; PROBE=${PROBE:-0}; PROFILE=${PROFILE:-}
 SERVERS=$(echo $LABELS | wc -w)
 # Several servers share the GPU: each gets a fixed KV cache (vLLM's memory profiling would count
 # the other server's allocations as its own) and a share of the memory check.
-UTIL=${UTIL:-0.85}; KV_ARGS=()
-if [ "$SERVERS" -gt 1 ]; then
-  UTIL=$(awk -v n="$SERVERS" 'BEGIN { printf "%.2f", 0.88 / n }')
+UTIL=${UTIL:-0.85}; KV_ARGS=(); GPU_SERVERS=${GPU_SERVERS:-$SERVERS}
+if [ "$GPU_SERVERS" -gt 1 ]; then
+  UTIL=$(awk -v n="$GPU_SERVERS" 'BEGIN { printf "%.2f", 0.88 / n }')
   KV_ARGS=(--kv-cache-memory-bytes ${KV_BYTES:-8589934592})
 fi
 DEADLINE_S=${DEADLINE_S:-560}; RESERVE_S=${RESERVE_S:-60}  # RESERVE_S: room left for one run
