@@ -16,7 +16,8 @@ for each case and restored after; everything else is the layers' and wrapper's o
 variant the warm-up misses is compiled by the capture, as without it, and logged
 (:mod:`hi_moe_lora.kernels.late_compiles`). On an H200 at max rank 64 the warm-up compiled 60
 variants on 16 threads in 52 s and the server was up in 313 s, against over 600 s still
-capturing without it; the capture then compiled six variants more, 41 s (benchmarks/README.md,
+capturing without it; the capture then paused 41 s for seven variants more, whose layers' stack
+offsets fell in other integer classes, now kinds of their own (benchmarks/README.md,
 twenty-fourth window).
 
 ``HI_MOE_LORA_COMPILE_THREADS`` (:mod:`plugins.settings`) sets the threads: ``auto`` (the
