@@ -42,8 +42,3 @@ def unwrap_method(cls: type, name: str, mark: str) -> bool:
         setattr(cls, name, original)
         delattr(cls, mark)
     return True
-
-
-def is_wrapped(cls: type, mark: str) -> bool:
-    """Whether ``cls`` holds a method wrapped under ``mark``."""
-    return mark in cls.__dict__
