@@ -15,10 +15,10 @@ in Triton's caches. Only the step flags vLLM reads on the CPU (no LoRA; active a
 for each case and restored after; everything else is the layers' and wrapper's own state. A
 variant the warm-up misses is compiled by the capture, as without it, and logged
 (:mod:`hi_moe_lora.kernels.late_compiles`). On an H200 at max rank 64 the warm-up compiled 60
-variants on 16 threads in 52 s and the server was up in 313 s, against over 600 s still
-capturing without it; the capture then paused 41 s for seven variants more, whose layers' stack
-offsets fell in other integer classes, now kinds of their own (benchmarks/README.md,
-twenty-fourth window).
+variants on 16 threads in 52 s and the server was up in 313 s; three starts without it were
+still capturing when their 10-minute calls ended (9-11 minutes by their pace). The capture then
+paused 41 s for seven variants more, whose layers' stack offsets fell in other integer classes,
+now kinds of their own (benchmarks/README.md, twenty-fourth window).
 
 ``HI_MOE_LORA_COMPILE_THREADS`` (:mod:`plugins.settings`) sets the threads: ``auto`` (the
 default) or a count; ``0`` turns it off. A failure is logged and leaves the compiles to the

@@ -34,8 +34,9 @@ Variables (all optional):
 - ``HI_MOE_LORA_COMPILE_THREADS``: threads that compile our kernels' variants before vLLM
   captures its CUDA graphs (:mod:`plugins.kernel_warmup`): a count, ``auto`` (the CPUs this
   process may use, at most 16; the default) or ``0`` (none: each variant compiles when the
-  capture first meets it, one after the other). On an H200 at max rank 64 it brought a
-  server's start from over 10 minutes to 5 (benchmarks/README.md, twenty-fourth window).
+  capture first meets it, one after the other). On an H200 at max rank 64 a server started in
+  313 s with it; without it, an estimated 9-11 minutes (benchmarks/README.md, twenty-third and
+  twenty-fourth windows).
 - ``HI_MOE_LORA_ARTIFACT_CACHE_DIR``: an absolute directory where the resolver keeps adapter
   versions it downloads from the control plane (``/admin/v1/artifacts/...``) when the
   registry's path does not exist on this host. Unset: shared file system only (the path must
