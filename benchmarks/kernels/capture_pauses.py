@@ -21,8 +21,10 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hi_moe_lora.kernels.late_compiles import LATE_COMPILE_MARK
+
 _BAR = re.compile(r"Capturing CUDA graphs \((\w+)\):.*?\|\s*(\d+)/(\d+) \[(\d+):(\d+)(?::(\d+))?<")
-_LATE = re.compile(r"compiled after the warm-up: (\w+); (.*)$")
+_LATE = re.compile(re.escape(LATE_COMPILE_MARK) + r": (\w+); (.*)$")
 _TIMED = re.compile(r"(Initial profiling/warmup run took [\d.]+ s|torch\.compile took [\d.]+ s)")
 
 

@@ -23,6 +23,9 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 OUR_MODULES = "hi_moe_lora."
+#: The words each late variant's log line holds (``benchmarks/kernels/capture_pauses.py`` and
+#: ``gpu_e2e.sh`` find the lines by them).
+LATE_COMPILE_MARK = "compiled after the warm-up"
 _LOCK = threading.Lock()
 
 
@@ -111,8 +114,9 @@ class LateCompileWatch:
             warm = list(self.warm.get(name, ()))
         apart = differences(variant, warm) if warm else "no variant of it in the warm-up"
         logger.info(
-            "hi-moe-lora: kernel variant %d compiled after the warm-up: %s; %s (%s)",
+            "hi-moe-lora: kernel variant %d %s: %s; %s (%s)",
             count,
+            LATE_COMPILE_MARK,
             name,
             apart or "the same fields as a warm-up variant",
             ", ".join(f"{k}={v}" for k, v in variant.items()) or kwargs.get("repr", "?"),

@@ -83,3 +83,27 @@ def test_the_report_lists_the_late_variants(
     out = capsys.readouterr().out
     assert "variants of ours compiled after the kernel warm-up: 1" in out
     assert "after the PIECEWISE capture: _gemm_lora_kernel; b=i32/16 (warm-up: i64/16)" in out
+
+
+def test_the_lines_late_compiles_writes_are_the_ones_it_reads(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The line comes from the watch itself, so a change of its wording fails here."""
+    pytest.importorskip("triton")
+    from triton.runtime.jit import JitFunctionInfo
+
+    from hi_moe_lora.kernels.late_compiles import LateCompileWatch
+
+    watch = LateCompileWatch(previous=None)
+    event = {
+        "fn": JitFunctionInfo("hi_moe_lora.kernels.gemm_lora", "_gemm_lora_kernel", None),
+        "compile": {"signature": {"x_ptr": "*bf16"}, "configs": [{}]},
+        "is_manual_warmup": False,
+    }
+    with caplog.at_level("INFO", logger="hi_moe_lora.kernels.late_compiles"):
+        watch(**event)
+    (line,) = [r.getMessage() for r in caplog.records]
+    _, late = scan(BAR.format(pct=0, n=0, t="00:00") + "\r" + line, min_pause=5)
+    assert [(c.where, c.kernel, c.why) for c in late] == [
+        ("PIECEWISE graph 1", "_gemm_lora_kernel", "no variant of it in the warm-up")
+    ]
