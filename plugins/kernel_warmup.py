@@ -11,10 +11,11 @@ variants). Once the LoRA layers exist, :func:`warm_up` runs one layer of each ki
 through vLLM's own ``apply`` on zeros, for every CUDA-graph size and every count of active
 adapters vLLM may capture, inside :func:`hi_moe_lora.kernels.warm_compile.compiling`: our
 launches compile their variants on the pool instead of running, and the capture then finds them
-in Triton's caches. Only the step flags vLLM reads on the CPU (no LoRA; active adapters) are set
-for each case and restored after; everything else is the layers' and wrapper's own state. A
-variant the warm-up misses is compiled by the capture, as without it, and logged
-(:mod:`hi_moe_lora.kernels.late_compiles`). On an H200 at max rank 64 the warm-up compiled 60
+in Triton's caches; then each wrapper's slot-refresh kernels (rank scan, narrow copies), which
+vLLM's capture otherwise compiled when it loaded its stand-in adapters. Only the step flags vLLM
+reads on the CPU (no LoRA; active adapters) are set for each case and restored after;
+everything else is the layers' and wrapper's own state. A variant the warm-up misses is
+compiled by the capture, as without it, and logged (:mod:`hi_moe_lora.kernels.late_compiles`). On an H200 at max rank 64 the warm-up compiled 60
 variants on 16 threads in 52 s and the server was up in 313 s; three starts without it were
 still capturing when their 10-minute calls ended (9-11 minutes by their pace). The capture then
 paused 41 s for seven variants more, whose layers' stack offsets fell in other integer classes,
@@ -164,6 +165,8 @@ def warm_up(layers: Iterable[Any], plan: WarmUpPlan | None, threads: int) -> int
                 set_flags(count)
                 for rows in plan.sizes:
                     layer.apply(x[:rows], bias)
+        for wrapper in wrappers.values():  # (its ops have now seen the layers' stacks)
+            wrapper.compile_slot_refresh()
     logger.info(
         "hi-moe-lora: %s kernel variants for %d layer kinds x %d CUDA-graph sizes x %d counts of "
         "active adapters compiled on %d threads in %.1f s",

@@ -101,6 +101,12 @@ class HiMoePunicaWrapperGPU(PunicaWrapperGPU):  # type: ignore[misc]
         if advice is not None:
             logger.info("%s", advice)
 
+    def compile_slot_refresh(self) -> None:
+        """Inside the kernel warm-up's compiling block: compile the kernels that refresh a
+        slot's rank and narrow copies when an adapter enters it (:meth:`SlotRanks
+        .compile_refresh`), for the stacks this wrapper's ops have seen."""
+        self._hm_ranks.compile_refresh()
+
     def update_metadata(
         self,
         mapping: Any,

@@ -67,7 +67,12 @@
 #                       the mean of both base runs, and the summary prints their difference (the
 #                       drift the ratios carry). 0: one base run, first
 #   RUNS="base many"    the measured runs and their order (default: base, one, each of MANY,
-#                       base-again): the runs that matter first when the deadline may cut the rest
+#                       base-again): the runs that matter first when the deadline may cut the rest.
+#                       A name may end in ".<round>" ("base many one base.2 many.2 one.2"): another
+#                       round of the same run in one server start; ratios are to the mean of
+#                       every base run, and the summary gives each run's rounds (mean, range)
+#   HOLD=FILE           no measured run begins while FILE exists (work beside the servers' start,
+#                       such as a test suite, removes it when done, so it never overlaps a run)
 #   RUN_PROMPTS=...     prompts per measured run (default 256; 16 x C at C <= 16, 4 x C above 64):
 #                       more prompts, longer runs, steadier ratios
 #   DEADLINE_S=560      seconds from the start after which no further measured run begins (a run
@@ -286,12 +291,17 @@ done
 KINDS="base one"; for k in $MANY; do [ "$k" = "$N" ] && KINDS="$KINDS many" || KINDS="$KINDS many$k"; done
 [ "${BASE_AGAIN:-1}" = 1 ] && KINDS="$KINDS base-again"
 KINDS=${RUNS:-$KINDS}  # RUNS="base many one": these runs, in this order
+if [ -n "${HOLD:-}" ] && [ -e "$HOLD" ]; then  # (whatever shares the machine finishes first)
+  held=$(date +%s); while [ -e "$HOLD" ]; do sleep 2; done
+  echo "runs held $(( $(date +%s) - held )) s for $HOLD"
+fi
 for C in $CONCS; do
   NP=256; [ "$C" -le 16 ] && NP=$((16 * C)); [ "$C" -gt 64 ] && NP=$((4 * C))
   NP=${RUN_PROMPTS:-$NP}
   for K in $KINDS; do
-    case $K in base*) MODS_ARG="";; one) MODS_ARG="--lora-modules a0";; many) MODS_ARG="--lora-modules $ALL";;
-      *) MODS_ARG="--lora-modules $(first ${K#many})";; esac
+    KB=${K%%.*}  # (a round's run: "many.2" sends what "many" sends)
+    case $KB in base*) MODS_ARG="";; one) MODS_ARG="--lora-modules a0";; many) MODS_ARG="--lora-modules $ALL";;
+      *) MODS_ARG="--lora-modules $(first ${KB#many})";; esac
     for L in $LABELS; do
       throughput $L || continue
       late "$(tag $L)-c$C-$K" && continue
@@ -310,18 +320,21 @@ import json, os, sys
 res, tag, kinds, concs = sys.argv[1], sys.argv[2], sys.argv[3].split(), sys.argv[4:]
 for c in concs:
     runs = {k: f"{res}/{tag}-c{c}-{k}.json" for k in kinds}
-    bases = [json.load(open(runs[k]))["output_throughput"] for k in ("base", "base-again")
-             if k in runs and os.path.exists(runs[k])]
+    bases = [json.load(open(path))["output_throughput"] for k, path in runs.items()
+             if k.startswith("base") and os.path.exists(path)]
     base = sum(bases) / len(bases) if bases else None  # ratios: to the mean of the base runs
-    if len(bases) == 2:
-        print(f"{tag} c{c:>3} base runs {bases[0]:.1f} then {bases[1]:.1f} out tok/s: "
-              f"{100 * (bases[1] / bases[0] - 1):+.1f} % from first to last")
+    if len(bases) >= 2:
+        print(f"{tag} c{c:>3} base runs {' then '.join(f'{b:.1f}' for b in bases)} out tok/s: "
+              f"{100 * (bases[-1] / bases[0] - 1):+.1f} % from first to last")
+    rounds = {}  # a run's rounds ("many", "many.2", ...): their ratios
     for k, path in runs.items():
         if not os.path.exists(path):
             print(f"{tag} c{c:>3} {k:>7}: no result")
             continue
         d = json.load(open(path))
         ratio = f"{d['output_throughput'] / base:.3f}x base" if base else "no base run"
+        if base:
+            rounds.setdefault(k.split(".")[0], []).append(d["output_throughput"] / base)
         print(f"{tag} c{c:>3} {k:>7}: {d['output_throughput']:8.1f} out tok/s "
               f"({ratio})  TPOT p50 {d['median_tpot_ms']:.2f} ms"
               f"  TTFT p50/p99 {d['median_ttft_ms']:.0f}/{d.get('p99_ttft_ms', 0):.0f} ms"
@@ -329,6 +342,10 @@ for c in concs:
         if phases := d.get("server_phases_ms"):  # vLLM's own per-request means (run_phases.py)
             print(f"{'':>{len(tag) + 14}}server side: queue {phases['queue']} ms, prefill "
                   f"{phases['prefill']} ms, TTFT {phases['ttft']} ms, decode {phases['decode']} ms")
+    for k, ratios in rounds.items():
+        if len(ratios) > 1 and not k.startswith("base"):
+            print(f"{tag} c{c:>3} {k:>7}: {sum(ratios) / len(ratios):.3f}x base over {len(ratios)} "
+                  f"rounds ({min(ratios):.3f}-{max(ratios):.3f})")
 PY
   # DoRA: how long each activation's scales took, and a quantized base's one-off row norms
   python3 - "$OUT/$TAG-serve.log" <<'PY'

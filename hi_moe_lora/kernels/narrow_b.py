@@ -76,6 +76,15 @@ class NarrowB:
             copies.append(entry[1])
         return copies
 
+    def compile_refresh(self) -> None:
+        """Inside :func:`.warm_compile.compiling`: compile the one-launch rewrite of the copies
+        made so far (nothing where there are none or the rewrite goes tensor by tensor)."""
+        if not self.one_launch or not self._copies:
+            return
+        launch = NarrowCopy.build(list(self._copies.values()))
+        if launch is not None:
+            launch.compile_variant()
+
     def refresh(self, slots: Iterable[int]) -> None:
         """Rewrite ``slots``' rows of every copy from vLLM's B (after it wrote new adapters)."""
         wanted = list(slots)

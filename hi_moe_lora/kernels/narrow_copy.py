@@ -23,6 +23,7 @@ from .config import RANK_CHUNK
 from .kernel_flavour import compile_ahead
 from .reference_loops import stacked_view
 from .tensor_table import device_table, element_offsets
+from .warm_compile import launch, only_compiling
 
 #: output rows a program copies
 BLOCK_ROWS = 256
@@ -132,7 +133,14 @@ class NarrowCopy:
         wanted = torch.tensor(list(slots), dtype=torch.int32).to(device)
         kernel = _compiled() if device.type == "cuda" else _interpreted()
         grid = (len(self.pairs), len(slots), self.row_blocks)
-        kernel[grid](
-            self.src_base, self.dst_base, self.table, wanted,
+        launch(
+            kernel, grid, self.src_base, self.dst_base, self.table, wanted,
             TABLE_COLUMNS=TABLE_COLUMNS, BLOCK_ROWS=BLOCK_ROWS, COLUMNS=RANK_CHUNK,
         )  # fmt: skip
+
+    def compile_variant(self) -> None:
+        """Inside :func:`.warm_compile.compiling`: compile the variant every copy of these
+        pairs launches, running nothing (see :meth:`.rank_scan.RankScan.compile_variant`)."""
+        if not only_compiling():
+            raise RuntimeError("compile_variant() belongs inside warm_compile.compiling()")
+        self.copy([0])

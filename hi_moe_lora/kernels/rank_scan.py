@@ -30,6 +30,7 @@ import triton.language as tl
 from .kernel_flavour import compile_ahead
 from .reference_loops import stacked_view
 from .tensor_table import device_table, element_offsets
+from .warm_compile import launch, only_compiling
 
 #: rank rows a program scans
 ROWS = 16
@@ -134,6 +135,20 @@ class RankScan:
     def ranks(self, slots: Sequence[int]) -> torch.Tensor:
         """Each of ``slots``' rank over every tensor that has the slot, as an int32 device
         tensor (one launch and its reduction)."""
+        out = self._launch(slots)
+        return out.amax(dim=(0, 2))
+
+    def compile_variant(self) -> None:
+        """Inside :func:`.warm_compile.compiling`: compile the variant every scan of these
+        tensors launches (whatever its slots: their count is not specialized), running nothing;
+        vLLM's first adapters then find it compiled instead of pausing its capture for it."""
+        if not only_compiling():
+            raise RuntimeError("compile_variant() belongs inside warm_compile.compiling()")
+        self._launch([0])
+
+    def _launch(self, slots: Sequence[int]) -> torch.Tensor:
+        """The scan's launch for ``slots`` (through :func:`.warm_compile.launch`); its output,
+        one rank per (tensor, slot, chunk)."""
         count = len(slots)
         device = self.base.device
         wanted = torch.tensor(list(slots), dtype=torch.int32).to(device)
@@ -142,8 +157,8 @@ class RankScan:
         )
         kernel = _compiled() if device.type == "cuda" else _interpreted()
         grid = (len(self.tensors), count, self.num_chunks)
-        kernel[grid](
-            self.base, self.table, wanted, out, count, self.num_chunks,
+        launch(
+            kernel, grid, self.base, self.table, wanted, out, count, self.num_chunks,
             TABLE_COLUMNS=TABLE_COLUMNS, ROWS=ROWS, BLOCK_COLS=BLOCK_COLS,
         )  # fmt: skip
-        return out.amax(dim=(0, 2))
+        return out

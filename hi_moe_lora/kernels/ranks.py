@@ -134,6 +134,18 @@ class SlotRanks:
             )  # fmt: skip
         return self.host
 
+    def compile_refresh(self) -> None:
+        """Inside :func:`.warm_compile.compiling` (the kernel warm-up): compile the one-launch
+        rank scan and narrow-copy rewrite for the stacks seen so far, running nothing and
+        changing no state. Without it they compiled when vLLM's capture loaded its first
+        stand-in adapters, pausing the capture (an H200 start at max rank 64 compiled four;
+        benchmarks/README.md, twenty-fourth window)."""
+        if self._one_launch and self._seen:
+            scan = RankScan.build(list(self._seen.values()))
+            if scan is not None:
+                scan.compile_variant()
+        self.narrow_b.compile_refresh()
+
     def _recompute(self, slots: list[int]) -> None:
         """Write the ranks of ``slots`` (holding adapters) from every stacked ``A`` seen."""
         if self._one_launch:

@@ -7,6 +7,8 @@ import torch
 
 from hi_moe_lora.kernels.narrow_b import NarrowB
 from hi_moe_lora.kernels.narrow_copy import NarrowCopy, compile_for_target
+from hi_moe_lora.kernels.warm_compile import compiling
+from tests.support.triton_launches import binder_specialization, jit_function, record_launches
 
 
 def _b(slots: int, out: int, rank: int, dtype: torch.dtype, device: str, seed: int) -> torch.Tensor:
@@ -66,3 +68,28 @@ def test_the_copy_compiles_for_sm90(dtype: str, monkeypatch: pytest.MonkeyPatch)
     """What the GPU's JIT will do, done here: a CPU-only test suite never runs the compiler."""
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # else triton.jit interprets
     assert compile_for_target(90, dtype).asm["ptx"]
+
+
+def test_the_warm_up_compiles_the_variant_every_copy_launches(
+    device: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``compile_variant`` (inside a compiling block only) launches what copies of any slots
+    launch, by Triton's binder, and writes no copy."""
+    from hi_moe_lora.kernels import narrow_copy
+
+    stacks = [_b(3, 24, 64, torch.bfloat16, device, 5), _b(2, 8, 32, torch.bfloat16, device, 6)]
+    copies = [torch.zeros(b.shape[0], b.shape[2], 16, dtype=b.dtype, device=device) for b in stacks]
+    launch = NarrowCopy.build(list(zip(stacks, copies, strict=True)))
+    assert launch is not None
+    launches = record_launches(monkeypatch, narrow_copy)
+    with pytest.raises(RuntimeError, match="compiling"):
+        launch.compile_variant()
+    with compiling(1):
+        launch.compile_variant()
+    assert not any(copy.any() for copy in copies)
+    launch.copy([1])
+    launch.copy([0, 2])
+    assert torch.equal(copies[0], stacks[0][:, 0, :, :16])
+    assert len(launches) == 3
+    kernel = jit_function(monkeypatch, narrow_copy._compiled)
+    assert len({binder_specialization(kernel, *made) for made in launches}) == 1

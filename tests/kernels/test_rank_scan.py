@@ -7,6 +7,8 @@ import torch
 
 from hi_moe_lora.kernels.rank_scan import RankScan, compile_for_target
 from hi_moe_lora.kernels.ranks import SlotRanks, detect_rank, one_launch_default
+from hi_moe_lora.kernels.warm_compile import compiling
+from tests.support.triton_launches import binder_specialization, jit_function, record_launches
 
 
 def _stack(ranks: list[int], pad: int, width: int, dtype: torch.dtype, device: str) -> torch.Tensor:
@@ -97,20 +99,43 @@ def test_the_scan_compiles_for_sm90(dtype: str, monkeypatch: pytest.MonkeyPatch)
     assert compile_for_target(90, dtype).asm["ptx"]
 
 
-def test_the_count_of_slots_scanned_picks_no_variant_of_its_own() -> None:
-    """Triton's JIT binder (the one a GPU launch runs) gives one specialization whatever the
-    count of slots and chunks: 1, 5 and 16 would otherwise compile three variants."""
-    from triton.backends.nvidia.compiler import CUDABackend
-    from triton.runtime.jit import create_function_from_signature
-
+def test_the_count_of_slots_scanned_picks_no_variant_of_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One specialization whatever the count of slots and chunks: 1, 5 and 16 would otherwise
+    compile three variants."""
     from hi_moe_lora.kernels import rank_scan
 
-    kernel = rank_scan._compiled()
-    binder = create_function_from_signature(kernel.signature, kernel.params, CUDABackend)
     table = torch.zeros(8, dtype=torch.int32)
+    constexprs = (rank_scan.TABLE_COLUMNS, rank_scan.ROWS, rank_scan.BLOCK_COLS)
+    kernel = jit_function(monkeypatch, rank_scan._compiled)
+    specializations = [
+        binder_specialization(kernel, (table,) * 4 + (count, count) + constexprs, {})
+        for count in (1, 5, 16)
+    ]
+    assert specializations[0] == specializations[1] == specializations[2]
 
-    def specialization(count: int) -> object:
-        constexprs = (rank_scan.TABLE_COLUMNS, rank_scan.ROWS, rank_scan.BLOCK_COLS)
-        return binder(table, table, table, table, count, count, *constexprs)[1]
 
-    assert specialization(1) == specialization(5) == specialization(16)
+def test_the_warm_up_compiles_the_variant_every_scan_launches(
+    device: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``compile_variant`` (inside a compiling block only) launches what scans of any slots
+    launch, by Triton's binder; it writes no rank anywhere."""
+    from hi_moe_lora.kernels import rank_scan
+
+    stacks = [
+        _stack([3, 0, 7], 16, 40, torch.bfloat16, device),
+        _stack([1, 2], 32, 24, torch.bfloat16, device),
+    ]
+    scan = RankScan.build(stacks)
+    assert scan is not None
+    launches = record_launches(monkeypatch, rank_scan)
+    with pytest.raises(RuntimeError, match="compiling"):
+        scan.compile_variant()
+    with compiling(1):
+        scan.compile_variant()
+    assert scan.ranks([2]).tolist() == [7]
+    assert scan.ranks([0, 1, 2]).tolist() == [3, 2, 7]
+    assert len(launches) == 3
+    kernel = jit_function(monkeypatch, rank_scan._compiled)
+    assert len({binder_specialization(kernel, *launch) for launch in launches}) == 1

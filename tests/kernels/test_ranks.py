@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from hi_moe_lora.kernels.ranks import SlotRanks, detect_rank, tracker_for
+from hi_moe_lora.kernels.warm_compile import compiling
+from tests.support.triton_launches import record_launches
 
 
 def _stack(ranks: list[int], pad: int = 16) -> torch.Tensor:
@@ -66,3 +69,26 @@ def test_narrow_copies_can_be_turned_off() -> None:
     b = torch.randn(2, 1, 6, 64)
     tracker.observe([_stack([8, 40], pad=64)], [b])
     assert tracker.narrow_b.copies_of([b]) is None
+
+
+@pytest.mark.parametrize("one_launch", [True, False])
+def test_compile_refresh_asks_for_the_one_launch_kernels_and_changes_nothing(
+    one_launch: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Inside a compiling block: the scan's and the copy's variants are asked for (only where
+    the refresh launches them), and no rank, copy or flag moves."""
+    from hi_moe_lora.kernels import narrow_copy, rank_scan
+
+    tracker = SlotRanks(2, 64, "cpu", one_launch=one_launch)
+    b = torch.randn(2, 1, 6, 64)
+    tracker.observe([_stack([8, 40], pad=64)], [b])
+    scans = record_launches(monkeypatch, rank_scan)
+    copies = record_launches(monkeypatch, narrow_copy)
+    with compiling(1):
+        tracker.compile_refresh()
+    assert (len(scans), len(copies)) == ((1, 1) if one_launch else (0, 0))
+    assert tracker.stale
+    assert tracker.host == [64, 64]
+    (copy,) = tracker.narrow_b.copies_of([b]) or []
+    assert not copy.any()
+    assert tracker.refresh([1, 2]) == [8, 40]

@@ -51,8 +51,9 @@ def fused(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     fused_gemm.uninstall()
 
 
-def _layer(wrapper: Any, device: str, widths: tuple[int, ...] = WIDTHS) -> Any:
-    """A vLLM LoRA linear layer (qkv-like: ``widths`` slices of K inputs) served by ``wrapper``."""
+def _layer(wrapper: Any, device: str, widths: tuple[int, ...] = WIDTHS, rank: int = RANK) -> Any:
+    """A vLLM LoRA linear layer (qkv-like: ``widths`` slices of K inputs, LoRA stacks of
+    ``rank``) served by ``wrapper``."""
     cls = base_linear.BaseLinearLayerWithLoRA
     layer = cls.__new__(cls)
     torch.nn.Module.__init__(layer)
@@ -67,8 +68,8 @@ def _layer(wrapper: Any, device: str, widths: tuple[int, ...] = WIDTHS) -> Any:
     layer.base_layer = base
     layer.punica_wrapper = wrapper
     layer.output_slices = widths
-    layer.lora_a_stacked = tuple(half(torch.zeros(SLOTS, 1, RANK, K)) for _ in widths)
-    layer.lora_b_stacked = tuple(half(torch.zeros(SLOTS, 1, n, RANK)) for n in widths)
+    layer.lora_a_stacked = tuple(half(torch.zeros(SLOTS, 1, rank, K)) for _ in widths)
+    layer.lora_b_stacked = tuple(half(torch.zeros(SLOTS, 1, n, rank)) for n in widths)
     layer._enable_aux_cuda_stream = False  # (vLLM's dual stream off, as by default)
     return layer
 
@@ -86,10 +87,10 @@ def _embedding(wrapper: Any) -> Any:
     return layer
 
 
-def _wrapper(device: str) -> Any:
+def _wrapper(device: str, rank: int = RANK) -> Any:
     from plugins.punica_wrapper import HiMoePunicaWrapperGPU
 
-    config = LoRAConfig(max_loras=SLOTS, max_lora_rank=RANK, specialize_active_lora=True)
+    config = LoRAConfig(max_loras=SLOTS, max_lora_rank=rank, specialize_active_lora=True)
     return HiMoePunicaWrapperGPU(128, 8, device, lora_config=config)
 
 
@@ -224,6 +225,46 @@ def test_after_the_warm_up_the_layers_calls_compile_nothing(fused: None) -> None
         meta.num_active_loras_cpu.fill_(count)
         for rows in plan.sizes:
             layer.apply(x[:rows])
+    torch.cuda.synchronize()
+    assert [len(variant_cache(kernel) or {}) for kernel in kernels] == compiled
+
+
+def test_the_warm_up_asks_for_the_slot_refresh_kernels(
+    device: str, fused: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After the layers, the kernels that refresh a slot when an adapter enters it (rank scan,
+    narrow copies: max rank 64 has copies) are compiled too, and no slot's rank moves."""
+    from hi_moe_lora.kernels import narrow_copy, rank_scan
+    from tests.support.triton_launches import record_launches
+
+    monkeypatch.setenv("HI_MOE_LORA_SLOT_REFRESH", "1")  # (the CPU's default is per tensor)
+    wrapper = _wrapper(device, rank=64)
+    scans = record_launches(monkeypatch, rank_scan)
+    copies = record_launches(monkeypatch, narrow_copy)
+    warm_up([_layer(wrapper, device, rank=64)], WarmUpPlan((8,), (0, 1)), threads=1)
+    assert (len(scans), len(copies)) == (1, 1)
+    assert wrapper._hm_ranks.host == [64] * SLOTS
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="compiles for the GPU at hand")
+def test_after_the_warm_up_an_adapter_entering_a_slot_compiles_nothing(fused: None) -> None:
+    """The refresh of a new adapter's slot (rank scan and narrow copies, one launch each)
+    finds its variants compiled by the warm-up: the H200 capture's stand-in adapters compiled
+    them before (twenty-fourth window)."""
+    from hi_moe_lora.kernels import narrow_copy, rank_scan
+    from hi_moe_lora.kernels.launch_plan import variant_cache
+
+    wrapper = _wrapper("cuda", rank=64)
+    layer = _layer(wrapper, "cuda", rank=64)
+    warm_up([layer], WarmUpPlan((8,), (0, 1)), threads=2)
+    kernels = [rank_scan._compiled(), narrow_copy._compiled()]
+    compiled = [len(variant_cache(kernel) or {}) for kernel in kernels]
+    assert all(compiled)
+    for a in layer.lora_a_stacked:
+        a[2, 0, :16] = 1.0  # a rank-16 adapter in slot 2
+    for b in layer.lora_b_stacked:
+        b[2, 0, :, :16] = 1.0
+    assert wrapper._hm_ranks.refresh([None, None, 7, None])[2] == 16
     torch.cuda.synchronize()
     assert [len(variant_cache(kernel) or {}) for kernel in kernels] == compiled
 
