@@ -7,19 +7,19 @@ host (a start of about 9-11 minutes; benchmarks/README.md, twenty-third window).
 
 Installed with our CUDA wrapper (:func:`plugins.punica.register`), :func:`install` wraps vLLM's
 ``LoRAModelManager._create_lora_modules`` (after DoRA's scale tables, which change the kernels'
-variants). Once the LoRA layers exist, :func:`warm_up` runs one layer of each kind and shape
-through vLLM's own ``apply`` on zeros, for every CUDA-graph size and every count of active
-adapters vLLM may capture, inside :func:`hi_moe_lora.kernels.warm_compile.compiling`: our
-launches compile their variants on the pool instead of running, and the capture then finds them
-in Triton's caches; then each wrapper's slot-refresh kernels (rank scan, narrow copies), which
-vLLM's capture otherwise compiled when it loaded its stand-in adapters. Only the step flags vLLM
-reads on the CPU (no LoRA; active adapters) are set for each case and restored after;
-everything else is the layers' and wrapper's own state. A variant the warm-up misses is
-compiled by the capture, as without it, and logged (:mod:`hi_moe_lora.kernels.late_compiles`). On an H200 at max rank 64 the warm-up compiled 60
-variants on 16 threads in 52 s and the server was up in 313 s; three starts without it were
-still capturing when their 10-minute calls ended (9-11 minutes by their pace). The capture then
-paused 41 s for seven variants more, whose layers' stack offsets fell in other integer classes,
-now kinds of their own (benchmarks/README.md, twenty-fourth window).
+variants). Once the LoRA layers exist, :func:`warm_up` runs one layer of each kind and shape through
+vLLM's own ``apply`` on zeros, for every CUDA-graph size and every count of active adapters vLLM may
+capture, inside :func:`hi_moe_lora.kernels.warm_compile.compiling`: our launches compile their
+variants on the pool instead of running, and the capture then finds them in Triton's caches; then
+each wrapper's slot-refresh kernels (rank scan, narrow copies), which vLLM's capture otherwise
+compiled when it loaded its stand-in adapters. Only the step flags vLLM reads on the CPU (no LoRA;
+active adapters) are set for each case and restored after; everything else is the layers' and
+wrapper's own state. A variant the warm-up misses is compiled by the capture, as without it, and
+logged (:mod:`hi_moe_lora.kernels.late_compiles`). On an H200 at max rank 64 the warm-up compiled 60
+variants on 16 threads in 52 s and the server was up in 313 s; three starts without it were still
+capturing when their 10-minute calls ended (9-11 minutes by their pace). The capture then paused
+41 s for seven variants more, whose layers' stack offsets fell in other integer classes, now kinds
+of their own (benchmarks/README.md, twenty-fourth window).
 
 ``HI_MOE_LORA_COMPILE_THREADS`` (:mod:`plugins.settings`) sets the threads: ``auto`` (the
 default) or a count; ``0`` turns it off. A failure is logged and leaves the compiles to the
