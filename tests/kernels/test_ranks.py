@@ -73,15 +73,15 @@ def test_narrow_copies_can_be_turned_off() -> None:
 
 @pytest.mark.parametrize("one_launch", [True, False])
 def test_compile_refresh_asks_for_the_one_launch_kernels_and_changes_nothing(
-    one_launch: bool, monkeypatch: pytest.MonkeyPatch
+    one_launch: bool, device: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Inside a compiling block: the scan's and the copy's variants are asked for (only where
     the refresh launches them), and no rank, copy or flag moves."""
     from hi_moe_lora.kernels import narrow_copy, rank_scan
 
-    tracker = SlotRanks(2, 64, "cpu", one_launch=one_launch)
-    b = torch.randn(2, 1, 6, 64)
-    tracker.observe([_stack([8, 40], pad=64)], [b])
+    tracker = SlotRanks(2, 64, device, one_launch=one_launch)
+    b = torch.randn(2, 1, 6, 64, device=device)
+    tracker.observe([_stack([8, 40], pad=64).to(device)], [b])
     scans = record_launches(monkeypatch, rank_scan)
     copies = record_launches(monkeypatch, narrow_copy)
     with compiling(1):
