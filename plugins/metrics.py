@@ -5,7 +5,8 @@ Families (all histograms of seconds; ``_count`` per label value counts the event
 - ``hi_moe_lora_resolver_duration_seconds{outcome}``: one resolve by our resolver, in vLLM's API
   server (registry look-up + checks + checksum). ``outcome``: ``resolved``, ``not_found``
   (registry 404), ``declined`` (base model, DoRA or path refused), ``checksum_mismatch`` (the
-  files on this host are not the ones registered: tampering or corruption; alert on any) or
+  files on this host are not the ones registered: tampering or corruption; the alert
+  ``AdapterFilesNotAsRegistered`` fires on any) or
   ``error`` (registry unreachable / bad answer, unexpected exception).
 - ``hi_moe_lora_vllm_adapter_load_seconds{outcome}``: one cold load of an adapter by vLLM's worker
   (``add_adapter`` calls that read the adapter from disk: read, CPU cache, activation into a
@@ -18,7 +19,8 @@ Counters of the artifact cache (:mod:`plugins.artifact_fetch`, API server; only 
 
 - ``hi_moe_lora_artifact_downloads_total{outcome}``: versions downloaded from the control plane.
   ``outcome``: ``downloaded``, ``checksum_mismatch`` (the files that arrived are not the
-  registered ones: nothing kept; alert on any), ``too_large`` (one version over the budget) or
+  registered ones: nothing kept; ``AdapterDownloadNotAsRegistered`` fires on any),
+  ``too_large`` (one version over the budget) or
   ``error`` (HTTP/connection failure after the retries, or a cache that cannot be written).
 - ``hi_moe_lora_artifact_download_bytes_total``: bytes transferred by those downloads (resumed
   parts included once).
@@ -32,8 +34,8 @@ Counter of our kernels (:mod:`plugins.kernel_warmup`, vLLM's worker; GPU only):
 
 - ``hi_moe_lora_kernel_late_compiles_total``: variants of our Triton kernels compiled after the
   kernel warm-up (:mod:`hi_moe_lora.kernels.late_compiles` logs each, with why). Each stalled
-  vLLM's CUDA-graph capture, or a served step, for the compile's seconds: above zero after the
-  start, alert.
+  vLLM's CUDA-graph capture, or a served step, for the compile's seconds
+  (``KernelCompiledAfterWarmUp`` fires on any, in ``deploy/prometheus/alerts.yml``).
 
 The families live in prometheus_client's default registry, which vLLM's API server serves at
 ``/metrics`` when it runs as one process. When ``PROMETHEUS_MULTIPROC_DIR`` is set in vLLM's
@@ -194,6 +196,17 @@ class PluginMetrics:
             None,
             (),
         )
+
+    def build_all(self) -> None:
+        """Build every family now, each series at zero: what a scrape shows before any event
+        (the deploy tests read the names the alerts may query from here); never raises."""
+        for histogram in (self._resolver, self._load, self._read):
+            self._histogram(histogram)
+        for counter in (
+            self._downloads, self._download_bytes, self._hits, self._evictions,
+            self._late_compiles,
+        ):  # fmt: skip
+            self._counter(counter)
 
     def count_late_compile(self) -> None:
         """Record one variant of our kernels compiled after the warm-up; never raises."""

@@ -1,6 +1,6 @@
 """What the deploy tests know of metric names: the series the control plane exports, read from
-its code (:class:`registry.metrics.families.ControlPlaneMetrics`), and the metric names a PromQL
-expression selects.
+its code (:class:`registry.metrics.families.ControlPlaneMetrics`), those our vLLM plugins export
+(:class:`plugins.metrics.PluginMetrics`), and the metric names a PromQL expression selects.
 
 The PromQL reader is a small tokenizer, not a parser (promtool checks the syntax): it drops
 strings, label matchers (``{...}``) and ranges (``[...]``), then keeps the identifiers that are
@@ -46,9 +46,23 @@ def exported_families() -> list[Family]:
     return families
 
 
-def series_to_family() -> dict[str, str]:
-    """Each series name that can be queried -> the name of its family."""
-    return {series: f.name for f in exported_families() for series in f.series}
+def plugin_families() -> list[Family]:
+    """Every family our vLLM plugins export in vLLM's ``/metrics`` (:class:`plugins.metrics
+    .PluginMetrics`, each built at zero)."""
+    from prometheus_client import CollectorRegistry
+
+    from plugins.metrics import PluginMetrics
+
+    registry = CollectorRegistry()
+    PluginMetrics(registry).build_all()
+    return [Family(metric.name, metric.type) for metric in registry.collect()]
+
+
+def series_to_family(families: list[Family] | None = None) -> dict[str, str]:
+    """Each series name of ``families`` (default: the control plane's) that can be queried ->
+    the name of its family."""
+    chosen = exported_families() if families is None else families
+    return {series: f.name for f in chosen for series in f.series}
 
 
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"' + r"|'(?:[^'\\]|\\.)*'" + r"|`[^`]*`")

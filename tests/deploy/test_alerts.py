@@ -9,7 +9,12 @@ import pytest
 import yaml
 
 from tests.deploy.conftest import PROMETHEUS_DIR, Promtool, output
-from tests.deploy.metric_names import exported_families, metric_names, series_to_family
+from tests.deploy.metric_names import (
+    exported_families,
+    metric_names,
+    plugin_families,
+    series_to_family,
+)
 
 ALERTS = PROMETHEUS_DIR / "alerts.yml"
 ALERTS_TEST = PROMETHEUS_DIR / "tests" / "alerts_test.yml"
@@ -106,15 +111,16 @@ def test_every_alert_has_unit_tests_that_fire_and_that_do_not() -> None:
 
 
 def test_the_rules_query_only_exported_series() -> None:
-    exported = series_to_family()
+    exported = series_to_family([*exported_families(), *plugin_families()])
     recorded = {rule["record"] for rule in _rules() if "record" in rule}
     for rule in _rules():
         names = metric_names(rule["expr"])
         assert names, f"no metric found in {rule['expr']!r}"
         unknown = names - exported.keys() - recorded
         assert not unknown, (
-            f"{rule.get('alert') or rule.get('record')} queries {sorted(unknown)}, which the "
-            f"control plane does not export (registry/metrics/families.py, live.py)"
+            f"{rule.get('alert') or rule.get('record')} queries {sorted(unknown)}, which "
+            f"neither the control plane (registry/metrics/families.py, live.py) nor the "
+            f"plugins (plugins/metrics.py) export"
         )
 
 
@@ -129,6 +135,12 @@ def test_exported_series_are_read_from_the_code() -> None:
     assert exported["hi_moe_lora_adapter_load_seconds_bucket"] == "hi_moe_lora_adapter_load_seconds"
     assert "hi_moe_lora_requests" not in exported  # a counter is queried with _total
     assert "hi_moe_lora_upstream_up_total" not in exported
+    plugins = series_to_family(plugin_families())
+    assert plugins["hi_moe_lora_kernel_late_compiles_total"] == "hi_moe_lora_kernel_late_compiles"
+    assert plugins["hi_moe_lora_resolver_duration_seconds_count"] == (
+        "hi_moe_lora_resolver_duration_seconds"
+    )
+    assert not plugins.keys() & exported.keys()  # (two processes, two sets of names)
 
 
 @pytest.mark.parametrize(

@@ -148,6 +148,32 @@ def test_every_variable_is_a_real_setting(resolved: dict[str, Any]) -> None:
     assert vllm <= _plugin_variables(), sorted(vllm - _plugin_variables())
 
 
+def test_vllm_starts_with_an_empty_metrics_directory(
+    resolved: dict[str, Any], tmp_path: Path
+) -> None:
+    """vLLM's entrypoint, run by a real shell as the container would (what follows vLLM's own
+    arguments swapped for a command that shows the directory): the worker's multiprocess
+    directory is emptied of a previous start's files, then vLLM's command line runs unchanged."""
+    vllm = resolved["services"]["vllm"]
+    metrics = tmp_path / "metrics"
+    metrics.mkdir()
+    (metrics / "counter_1234.db").write_bytes(b"a previous start's samples")
+    entrypoint = [part.replace("$$", "$") for part in vllm["entrypoint"]]
+    assert entrypoint[:2] == ["sh", "-c"]
+    assert entrypoint[4:] == ["vllm", "serve"]  # (then the command: vLLM's arguments)
+    shows = ["sh", "-c", 'echo "files: $(ls -A "$PROMETHEUS_MULTIPROC_DIR")"; echo "$@"', "show"]
+    result = subprocess.run(
+        [*entrypoint[:4], *shows, *vllm["command"][:2]],
+        env={"PATH": "/usr/bin:/bin", "PROMETHEUS_MULTIPROC_DIR": str(metrics)},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    assert result.stdout.splitlines() == ["files: ", "/models/base --enable-lora"]
+    assert vllm["environment"]["PROMETHEUS_MULTIPROC_DIR"].startswith("/tmp/")
+
+
 def test_start_order(resolved: dict[str, Any]) -> None:
     services = resolved["services"]
 

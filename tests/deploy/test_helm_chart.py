@@ -195,6 +195,36 @@ def test_the_endpoint_picker_scores_lora_affinity(pool: Documents) -> None:
     assert used <= declared
 
 
+def test_vllm_starts_with_an_empty_metrics_directory(default: Documents, tmp_path: Path) -> None:
+    """vLLM's command, run by a real shell as the container would (what follows vLLM's own
+    arguments swapped for a command that shows the directory): the worker's multiprocess
+    directory, an emptyDir mounted where the variable points, is emptied of a previous start's
+    files, then vLLM's command line runs unchanged."""
+    statefulset = _one(default, "StatefulSet", "vllm")
+    container = _container(statefulset)
+    directory = _env(container)["PROMETHEUS_MULTIPROC_DIR"]["value"]
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in statefulset["spec"]["template"]["spec"]["volumes"]}
+    assert mounts["metrics"] == directory
+    assert "emptyDir" in volumes["metrics"]
+    command = container["command"]
+    assert command[:2] == ["sh", "-c"]
+    assert command[4:6] == ["vllm", "serve"]
+    metrics = tmp_path / "metrics"
+    metrics.mkdir()
+    (metrics / "counter_1234.db").write_bytes(b"a previous start's samples")
+    shows = ["sh", "-c", 'echo "files: $(ls -A "$PROMETHEUS_MULTIPROC_DIR")"; echo "$@"', "show"]
+    result = subprocess.run(
+        [*command[:4], *shows, *command[6:8]],
+        env={"PATH": "/usr/bin:/bin", "PROMETHEUS_MULTIPROC_DIR": str(metrics)},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    assert result.stdout.splitlines() == ["files: ", f"{command[6]} {command[7]}"]
+
+
 def test_migrations_run_as_a_hook_before_install_and_upgrade(default: Documents) -> None:
     job = _one(default, "Job", "migrate")
     hooks = set(job["metadata"]["annotations"]["helm.sh/hook"].split(","))

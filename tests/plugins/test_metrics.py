@@ -116,6 +116,24 @@ def test_late_kernel_compiles_are_counted() -> None:
     assert registry.get_sample_value(KERNEL_LATE_COMPILES) == 2
 
 
+def test_build_all_shows_every_family_at_zero_and_counts_on_after() -> None:
+    """What a scrape shows before any event (the deploy tests read the alerts' names here)."""
+    from plugins.metrics import ARTIFACT_DOWNLOADS, KERNEL_LATE_COMPILES
+
+    registry = CollectorRegistry()
+    metrics = PluginMetrics(registry)
+    metrics.build_all()
+    metrics.build_all()  # (idempotent)
+    names = {family.name for family in registry.collect()}
+    assert len(names) == 8
+    assert registry.get_sample_value(KERNEL_LATE_COMPILES) == 0
+    mismatch = {"outcome": "checksum_mismatch"}
+    assert registry.get_sample_value(ARTIFACT_DOWNLOADS, mismatch) == 0
+    assert registry.get_sample_value(f"{RESOLVER_DURATION}_count", mismatch) == 0
+    metrics.count_late_compile()
+    assert registry.get_sample_value(KERNEL_LATE_COMPILES) == 1
+
+
 def test_a_family_that_cannot_be_built_is_logged_once_and_never_raises(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
