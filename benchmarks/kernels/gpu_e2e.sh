@@ -132,6 +132,8 @@ first() { for i in $(seq 0 $(($1-1))); do echo -n "a$i "; done; }  # names of th
 ALL=$(first $N)
 
 declare -A SERVER_PORT SERVER_PID
+# the words of the warm-up watch's line for each variant compiled after it (late_compiles.py)
+LATE_MARK=$(python3 -c "from hi_moe_lora.kernels.late_compiles import LATE_COMPILE_MARK as m; print(m)")
 QUEUE=/tmp/hml-bench-queue$I; rm -rf $QUEUE  # the resident bench imports vLLM while servers start
 python3 benchmarks/kernels/bench_resident.py --queue $QUEUE > "$OUT/bench-resident.log" 2>&1 &
 RESIDENT_PID=$!
@@ -182,8 +184,8 @@ for L in $LABELS; do
   grep -m3 -i "hi-moe-lora\|Using .*Punica\|LoRA in the base GEMM" "$OUT/$(tag $L)-serve.log"
   grep -m1 "narrow B copies for" "$OUT/$(tag $L)-serve.log"
   grep -m1 "kernel variants for\|kernel warm-up failed" "$OUT/$(tag $L)-serve.log"
-  LATE=$(grep -c "compiled after the warm-up" "$OUT/$(tag $L)-serve.log")
-  [ "$LATE" -gt 0 ] && echo "$LATE kernel variants compiled after the warm-up (the serve log names them)"
+  LATE=$(grep -c "$LATE_MARK" "$OUT/$(tag $L)-serve.log")
+  [ "$LATE" -gt 0 ] && echo "$LATE kernel variants $LATE_MARK (the serve log names them)"
   grep -m2 -i "KV cache memory\|Available KV cache\|GPU KV cache size" "$OUT/$(tag $L)-serve.log"
   # where the start went: weights, torch.compile, CUDA graph capture, the engine's whole start
   grep -i "Model loading took\|torch.compile takes\|Graph capturing finished\|init engine" \
@@ -315,38 +317,7 @@ done
 for L in $LABELS; do kill ${SERVER_PID[$L]}; done; touch $QUEUE/stop; wait 2>/dev/null
 for L in $LABELS; do
   TAG=$(tag $L)
-  [ -n "$CONCS" ] && throughput $L && python3 - "$OUT" "$TAG" "$KINDS" $CONCS <<'PY'
-import json, os, sys
-res, tag, kinds, concs = sys.argv[1], sys.argv[2], sys.argv[3].split(), sys.argv[4:]
-for c in concs:
-    runs = {k: f"{res}/{tag}-c{c}-{k}.json" for k in kinds}
-    bases = [json.load(open(path))["output_throughput"] for k, path in runs.items()
-             if k.startswith("base") and os.path.exists(path)]
-    base = sum(bases) / len(bases) if bases else None  # ratios: to the mean of the base runs
-    if len(bases) >= 2:
-        print(f"{tag} c{c:>3} base runs {' then '.join(f'{b:.1f}' for b in bases)} out tok/s: "
-              f"{100 * (bases[-1] / bases[0] - 1):+.1f} % from first to last")
-    rounds = {}  # a run's rounds ("many", "many.2", ...): their ratios
-    for k, path in runs.items():
-        if not os.path.exists(path):
-            print(f"{tag} c{c:>3} {k:>7}: no result")
-            continue
-        d = json.load(open(path))
-        ratio = f"{d['output_throughput'] / base:.3f}x base" if base else "no base run"
-        if base:
-            rounds.setdefault(k.split(".")[0], []).append(d["output_throughput"] / base)
-        print(f"{tag} c{c:>3} {k:>7}: {d['output_throughput']:8.1f} out tok/s "
-              f"({ratio})  TPOT p50 {d['median_tpot_ms']:.2f} ms"
-              f"  TTFT p50/p99 {d['median_ttft_ms']:.0f}/{d.get('p99_ttft_ms', 0):.0f} ms"
-              f"  prompts {d['completed']}")
-        if phases := d.get("server_phases_ms"):  # vLLM's own per-request means (run_phases.py)
-            print(f"{'':>{len(tag) + 14}}server side: queue {phases['queue']} ms, prefill "
-                  f"{phases['prefill']} ms, TTFT {phases['ttft']} ms, decode {phases['decode']} ms")
-    for k, ratios in rounds.items():
-        if len(ratios) > 1 and not k.startswith("base"):
-            print(f"{tag} c{c:>3} {k:>7}: {sum(ratios) / len(ratios):.3f}x base over {len(ratios)} "
-                  f"rounds ({min(ratios):.3f}-{max(ratios):.3f})")
-PY
+  [ -n "$CONCS" ] && throughput $L && python3 benchmarks/kernels/e2e_summary.py "$OUT" "$TAG" "$KINDS" $CONCS
   # DoRA: how long each activation's scales took, and a quantized base's one-off row norms
   python3 - "$OUT/$TAG-serve.log" <<'PY'
 import re, statistics, sys

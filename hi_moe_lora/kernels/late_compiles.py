@@ -24,7 +24,7 @@ logger = logging.getLogger(__name__)
 
 OUR_MODULES = "hi_moe_lora."
 #: The words each late variant's log line holds (``benchmarks/kernels/capture_pauses.py`` and
-#: ``gpu_e2e.sh`` find the lines by them).
+#: ``gpu_e2e.sh`` import them to find the lines).
 LATE_COMPILE_MARK = "compiled after the warm-up"
 _LOCK = threading.Lock()
 
