@@ -12,13 +12,19 @@ import pytest
 import yaml
 
 from tests.deploy.conftest import REPO_ROOT, Promtool, output
-from tests.deploy.metric_names import exported_families, metric_names, series_to_family
+from tests.deploy.metric_names import (
+    Family,
+    exported_families,
+    metric_names,
+    plugin_families,
+    series_to_family,
+)
 
 DASHBOARD = REPO_ROOT / "deploy" / "grafana" / "hi-moe-lora.json"
 DATASOURCE = "${datasource}"
-#: Families deliberately left off the dashboard (none today): a family added to
-#: registry/metrics/families.py fails test_every_family_is_on_the_dashboard until it gets a panel
-#: or is named here.
+#: Families deliberately left off the dashboard: a family added to registry/metrics/families.py
+#: or plugins/metrics.py fails test_every_family_is_on_the_dashboard until it gets a panel or is
+#: named here.
 #: The share as one instance sees it: the dashboard divides every instance's window counts
 #: (``traffic_window_requests``) instead, which is exact across instances and workers.
 NOT_ON_DASHBOARD: frozenset[str] = frozenset({"hi_moe_lora_traffic_share_ratio"})
@@ -89,23 +95,28 @@ def test_every_panel_has_a_target_on_the_datasource_variable(dashboard: dict[str
         assert len(ref_ids) == len(set(ref_ids)), title
 
 
+def _all_families() -> list[Family]:
+    """The control plane's families and our vLLM plugins' (vLLM's /metrics, scraped too)."""
+    return [*exported_families(), *plugin_families()]
+
+
 def test_the_queries_use_only_exported_series(dashboard: dict[str, Any]) -> None:
-    exported = series_to_family()
+    exported = series_to_family(_all_families())
     for title, expr in _exprs(dashboard):
         names = metric_names(expr)
         assert names, f"panel {title!r}: no metric in {expr!r}"
         unknown = names - exported.keys()
         assert not unknown, (
-            f"panel {title!r} queries {sorted(unknown)}, which the control plane does not "
-            "export (registry/metrics/families.py, live.py)"
+            f"panel {title!r} queries {sorted(unknown)}, which neither the control plane "
+            "(registry/metrics/families.py, live.py) nor the plugins (plugins/metrics.py) export"
         )
 
 
 def test_every_family_is_on_the_dashboard(dashboard: dict[str, Any]) -> None:
-    exported = series_to_family()
+    exported = series_to_family(_all_families())
     names = {name for _, expr in _exprs(dashboard) for name in metric_names(expr)}
     used = {exported[name] for name in names if name in exported}
-    families = {f.name for f in exported_families()}
+    families = {f.name for f in _all_families()}
     assert families >= NOT_ON_DASHBOARD, "NOT_ON_DASHBOARD names a family that does not exist"
     missing = families - NOT_ON_DASHBOARD - used
     assert not missing, f"families on no panel: {sorted(missing)}"
