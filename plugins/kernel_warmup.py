@@ -19,7 +19,8 @@ logged (:mod:`hi_moe_lora.kernels.late_compiles`). On an H200 at max rank 64 the
 variants on 16 threads in 52 s and the server was up in 313 s; three starts without it were still
 capturing when their 10-minute calls ended (9-11 minutes by their pace). The capture then paused
 41 s for seven variants more, whose layers' stack offsets fell in other integer classes, now kinds
-of their own (benchmarks/README.md, twenty-fourth window).
+of their own (benchmarks/README.md, twenty-fourth window); with those kinds and the slot-refresh
+kernels, five H200 servers compiled none after the warm-up (twenty-fifth window).
 
 ``HI_MOE_LORA_COMPILE_THREADS`` (:mod:`plugins.settings`) sets the threads: ``auto`` (the
 default) or a count; ``0`` turns it off. A failure is logged and leaves the compiles to the
