@@ -200,13 +200,11 @@ class PluginMetrics:
     def build_all(self) -> None:
         """Build every family now, each series at zero: what a scrape shows before any event
         (the deploy tests read the names the alerts may query from here); never raises."""
-        for histogram in (self._resolver, self._load, self._read):
-            self._histogram(histogram)
-        for counter in (
-            self._downloads, self._download_bytes, self._hits, self._evictions,
-            self._late_compiles,
-        ):  # fmt: skip
-            self._counter(counter)
+        for family in list(vars(self).values()):  # (every family the constructor declared)
+            if isinstance(family, _Family):
+                self._histogram(family)
+            elif isinstance(family, _CounterFamily):
+                self._counter(family)
 
     def count_late_compile(self) -> None:
         """Record one variant of our kernels compiled after the warm-up; never raises."""

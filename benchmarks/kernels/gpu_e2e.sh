@@ -64,8 +64,8 @@
 # random prompts collide, and the cache would reuse them per adapter, favouring base and
 # one-adapter runs over many-adapter runs (issue 20; ../shared/gpu/README.md).
 #   BASE_AGAIN=1        the base model again after the adapter runs ("base-again"); ratios are to
-#                       the mean of both base runs, and the summary prints their difference (the
-#                       drift the ratios carry). 0: one base run, first
+#                       the mean of every base run, and the summary prints how far they drifted
+#                       from first to last (what the ratios carry). 0: one base run, first
 #   RUNS="base many"    the measured runs and their order (default: base, one, each of MANY,
 #                       base-again): the runs that matter first when the deadline may cut the rest.
 #                       A name may end in ".<round>" ("base many one base.2 many.2 one.2"): another

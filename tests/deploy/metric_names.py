@@ -58,6 +58,12 @@ def plugin_families() -> list[Family]:
     return [Family(metric.name, metric.type) for metric in registry.collect()]
 
 
+def scraped_families() -> list[Family]:
+    """What Prometheus scrapes from a deployment: the control plane's families and our vLLM
+    plugins' (vLLM's ``/metrics``)."""
+    return [*exported_families(), *plugin_families()]
+
+
 def series_to_family(families: list[Family] | None = None) -> dict[str, str]:
     """Each series name of ``families`` (default: the control plane's) that can be queried ->
     the name of its family."""

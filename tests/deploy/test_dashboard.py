@@ -12,13 +12,7 @@ import pytest
 import yaml
 
 from tests.deploy.conftest import REPO_ROOT, Promtool, output
-from tests.deploy.metric_names import (
-    Family,
-    exported_families,
-    metric_names,
-    plugin_families,
-    series_to_family,
-)
+from tests.deploy.metric_names import metric_names, scraped_families, series_to_family
 
 DASHBOARD = REPO_ROOT / "deploy" / "grafana" / "hi-moe-lora.json"
 DATASOURCE = "${datasource}"
@@ -95,13 +89,8 @@ def test_every_panel_has_a_target_on_the_datasource_variable(dashboard: dict[str
         assert len(ref_ids) == len(set(ref_ids)), title
 
 
-def _all_families() -> list[Family]:
-    """The control plane's families and our vLLM plugins' (vLLM's /metrics, scraped too)."""
-    return [*exported_families(), *plugin_families()]
-
-
 def test_the_queries_use_only_exported_series(dashboard: dict[str, Any]) -> None:
-    exported = series_to_family(_all_families())
+    exported = series_to_family(scraped_families())
     for title, expr in _exprs(dashboard):
         names = metric_names(expr)
         assert names, f"panel {title!r}: no metric in {expr!r}"
@@ -113,10 +102,10 @@ def test_the_queries_use_only_exported_series(dashboard: dict[str, Any]) -> None
 
 
 def test_every_family_is_on_the_dashboard(dashboard: dict[str, Any]) -> None:
-    exported = series_to_family(_all_families())
+    exported = series_to_family(scraped_families())
     names = {name for _, expr in _exprs(dashboard) for name in metric_names(expr)}
     used = {exported[name] for name in names if name in exported}
-    families = {f.name for f in _all_families()}
+    families = {f.name for f in scraped_families()}
     assert families >= NOT_ON_DASHBOARD, "NOT_ON_DASHBOARD names a family that does not exist"
     missing = families - NOT_ON_DASHBOARD - used
     assert not missing, f"families on no panel: {sorted(missing)}"
