@@ -33,7 +33,10 @@ without the fused GEMM), the fused GEMM then our launch on the rest list (``fuse
 "before" column), the split form's shrink launch alone, and the op under the flag with the
 route for several adapters forced to each split form (``split``: the shrink launched ahead;
 ``one-launch``: the shrink inside the GEMM's launch; ``shrink-beside``: its helpers in a launch
-on a side stream beside the GEMM's).
+on a side stream beside the GEMM's). The "few rows" columns time each split form as a call
+below the fused GEMM's least rows takes it under a plan's ``few_rows`` with ``one_adapter``:
+one adapter's LoRA then goes through the split form over the whole work list, not the fused
+slot, several adapters as above.
 
     python benchmarks/kernels/bench_fused_gemm.py [--ms 8 64] [--out results.json]
     python benchmarks/kernels/bench_fused_gemm.py --product [--ms 32 64] [--adapters 1 16] \
@@ -71,7 +74,7 @@ from benchmarks.kernels.llama_shapes import PROJECTIONS, packed
 from hi_moe_lora.kernels.config import BLOCK_M_LARGE, BLOCK_M_SMALL
 from hi_moe_lora.kernels.gemm_lora import fusable, launch_gemm_lora
 from hi_moe_lora.kernels.gemm_shrink import launch_gemm_shrink
-from hi_moe_lora.kernels.gemm_tiles import SeveralRoute
+from hi_moe_lora.kernels.gemm_tiles import MAX_PLAN_ROWS, FewRows, SeveralRoute
 from hi_moe_lora.kernels.ranks import SlotRanks
 from hi_moe_lora.kernels.worklist import WorkListBuffers
 
@@ -348,6 +351,27 @@ def run_product_case(
         finally:
             gemm_op.fusable = real
 
+    def few_rows(c: dict[str, Any], route: SeveralRoute) -> None:
+        """The op under the flag as a call below the fused GEMM's least rows, with a plan whose
+        ``few_rows`` gives every step with LoRA ``route``: one adapter over the whole work list
+        (no fused slot), several as served."""
+        real = gemm_op.fusable
+
+        def forced(x: torch.Tensor, w: torch.Tensor, b: Any, rows: int) -> Any:
+            plan = real(x, w, b, rows)
+            few = FewRows(1, route, one_adapter=True)
+            return None if plan is None else replace(plan, several=route, few_rows=few)
+
+        gemm_op.fusable = forced
+        try:
+            torch.ops.hi_moe_lora.gemm_lora_linear(
+                c["y"], c["x"], c["w"], c["a"], c["b"], small, large, rest_small, rest_large,
+                token_slot, work.fused_slot, ranks, work.counters, work.gemm_arrivals, no_lora,
+                1.0, MAX_PLAN_ROWS + 1, MAX_PLAN_ROWS, active, True, None, None,
+            )  # fmt: skip
+        finally:
+            gemm_op.fusable = real
+
     c = pool[0]
     unfused(c)
     expected = c["y"].double()
@@ -358,6 +382,7 @@ def run_product_case(
         lambda c: fused(c, specialized=True),
         fused_then_ours,
         *(lambda c, r=route: routed(c, r) for route in split_forms),
+        *(lambda c, r=route: few_rows(c, r) for route in split_forms),
     ):
         form(c)
         deviation = max(deviation, float((c["y"].double() - expected).abs().max()))
@@ -385,6 +410,9 @@ def run_product_case(
         times[f"{route.value}, specialized"] = _graph_time(
             [lambda c=c, r=route: routed(c, r) for c in pool], replays
         )
+        times[f"{route.value}, few rows"] = _graph_time(
+            [lambda c=c, r=route: few_rows(c, r) for c in pool], replays
+        )
     return {
         "shape": shape,
         "m": m,
@@ -402,9 +430,10 @@ def product_main(args: argparse.Namespace) -> int:
         "| shape | M | adapters | cuBLAS | cuBLAS + ours | fused GEMM then ours (before) "
         "| fused op | fused op, specialized | shrink alone | LoRA adds, ours "
         "| LoRA adds, before | LoRA adds, fused | LoRA adds, specialized "
-        "| LoRA adds, split form | LoRA adds, one launch | LoRA adds, shrink beside | max diff |"
+        "| LoRA adds, split form | LoRA adds, one launch | LoRA adds, shrink beside "
+        "| few rows: split form | few rows: one launch | few rows: shrink beside | max diff |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---" * 20 + "|")
     for shape in args.shapes:
         for m in args.ms:
             for adapters in args.adapters:
@@ -423,6 +452,9 @@ def product_main(args: argparse.Namespace) -> int:
                     f"| {t['split, specialized'] - base:.1f} "
                     f"| {t['one-launch, specialized'] - base:.1f} "
                     f"| {t['shrink-beside, specialized'] - base:.1f} "
+                    f"| {t['split, few rows'] - base:.1f} "
+                    f"| {t['one-launch, few rows'] - base:.1f} "
+                    f"| {t['shrink-beside, few rows'] - base:.1f} "
                     f"| {row['max_diff_fused_vs_unfused']:.3f} |",
                     flush=True,
                 )

@@ -32,15 +32,18 @@ of the step's LoRA tokens:
   without it, as ``FUSED`` (a one-adapter step must still find its fused slot).
 
 Below ``min_rows``, a call takes a split form only where its plan says so (``few_rows``: from
-how many rows, by which route) and the step is known to serve several adapters (specialized);
-one adapter's LoRA inside the GEMM is slower there than our launch. Every other call runs ``x W^T``
-by the plan's plain GEMM (:func:`.gemm_lora.launch_plain_gemm`) where it has one (from
-``min_rows`` up), which beat cuBLAS on that GPU, else by ``torch.mm`` (cuBLAS on CUDA, as vLLM's
-unquantized layers do), then our launch over the whole work list. A step without LoRA (vLLM's
-``no_lora`` flag) takes that base GEMM alone. The choice depends only on static shapes and CPU
-flags, as in :mod:`.ops`, so a CUDA graph captured around the op stays valid; the fused slot and
-both work lists are per-step device data. Registered through :mod:`.op_registry` (``y``,
-``counters`` and ``gemm_arrivals`` mutated; every launch leaves the arrival counters zero).
+how many rows, by which route) and the step is known to serve several adapters (specialized),
+or, where the plan's ``few_rows`` says ``one_adapter``, for any step with LoRA: one adapter, or
+a count not known, then takes the split form over the whole work list, never the fused slot
+(one adapter's LoRA inside the GEMM's K loop is slower there than our launch). Every other
+call runs ``x W^T`` by the plan's plain GEMM (:func:`.gemm_lora.launch_plain_gemm`) where it
+has one (from ``min_rows`` up), which beat cuBLAS on that GPU, else by ``torch.mm`` (cuBLAS on
+CUDA, as vLLM's unquantized layers do), then our launch over the whole work list. A step
+without LoRA (vLLM's ``no_lora`` flag) takes that base GEMM alone. The choice depends only on
+static shapes and CPU flags, as in :mod:`.ops`, so a CUDA graph captured around the op stays
+valid; the fused slot and both work lists are per-step device data. Registered through
+:mod:`.op_registry` (``y``, ``counters`` and ``gemm_arrivals`` mutated; every launch leaves the
+arrival counters zero).
 """
 
 from __future__ import annotations
@@ -107,10 +110,13 @@ def gemm_lora_linear_impl(
     several_known = specialized and lora and not alone  # (a step of several adapters)
     few_rows = x.shape[0] < min_rows
     plan = None
-    if (several_known or not few_rows) and use_triton(x):
+    if (lora or not few_rows) and use_triton(x):
         plan = fusable(x, weight, lora_b, max_rows)
     if plan is not None and few_rows:
-        plan = _few_rows_plan(plan, x)
+        plan = _few_rows_plan(plan, x, several_known)
+    # (one adapter, or a count not known, below the least rows: the split form over the whole
+    # work list, no fused slot)
+    whole = few_rows and plan is not None and not several_known
     several = plan.several if plan is not None else SeveralRoute.OURS
     if several in SPLIT_ROUTES and not _split_form_fits(x, several):
         several = SeveralRoute.OURS
@@ -122,19 +128,21 @@ def gemm_lora_linear_impl(
         expand = None
         arrivals = gemm_arrivals
         slots = slot_rank.numel()
-        if not alone and several is SeveralRoute.SPLIT:  # (the rest list shrunk ahead)
-            shrunk = launch_gemm_shrink(x, lora_a, rest_small, BLOCK_M_SMALL, slots, gemm_arrivals)
-            expand = GemmExpand(rest_large, BLOCK_M_LARGE, shrunk, slots)
-        elif not alone:  # (the rest list shrunk beside the K loop: in its launch, or beside it)
+        split = whole or not alone
+        rest = (tiles_small, tiles_large) if whole else (rest_small, rest_large)
+        if split and several is SeveralRoute.SPLIT:  # (the rest list shrunk ahead)
+            shrunk = launch_gemm_shrink(x, lora_a, rest[0], BLOCK_M_SMALL, slots, gemm_arrivals)
+            expand = GemmExpand(rest[1], BLOCK_M_LARGE, shrunk, slots)
+        elif split:  # (the rest list shrunk beside the K loop: in its launch, or beside it)
             arrivals, shrink_arrivals, sync = counter_regions(gemm_arrivals)
             inside = prepare_shrink(
-                x, lora_a, rest_small, BLOCK_M_SMALL, slots, shrink_arrivals, INSIDE_RUN_STEPS
+                x, lora_a, rest[0], BLOCK_M_SMALL, slots, shrink_arrivals, INSIDE_RUN_STEPS
             )
             beside = several is SeveralRoute.SHRINK_BESIDE
-            expand = GemmExpand(rest_large, BLOCK_M_LARGE, inside.out, slots, inside, sync, beside)
+            expand = GemmExpand(rest[1], BLOCK_M_LARGE, inside.out, slots, inside, sync, beside)
         launch_gemm_lora(
             y, x, weight, lora_a, lora_b, token_slot, fused_slot, scale, dora,
-            plan.lora_tile, arrivals, expand, may_fuse=not no_fused_slot,
+            plan.lora_tile, arrivals, expand, may_fuse=not (no_fused_slot or whole),
         )  # fmt: skip
         tracker = tracker_for(slot_rank)  # (our launch, which would, is not made)
         if tracker is not None:
@@ -158,14 +166,17 @@ def gemm_lora_linear_impl(
     )  # fmt: skip
 
 
-def _few_rows_plan(plan: GemmPlan, x: torch.Tensor) -> GemmPlan | None:
-    """The plan of a call of fewer rows than the fused GEMM's least, in a step known to serve
-    several adapters (vLLM's ``--specialize-active-lora``: the op is captured per count of
-    active adapters): its ``few_rows`` route (a split form, where it fits), from the rows it
-    names; else None (cuBLAS, then our launch). Steps of one adapter, or of a count not known,
-    never get here: one adapter's LoRA inside the GEMM is slower there than our launch."""
+def _few_rows_plan(plan: GemmPlan, x: torch.Tensor, several_known: bool) -> GemmPlan | None:
+    """The plan of a call of fewer rows than the fused GEMM's least, in a step with LoRA: its
+    ``few_rows`` route (a split form, where it fits), from the rows it names, for a step known
+    to serve several adapters (vLLM's ``--specialize-active-lora``: the op is captured per count
+    of active adapters), and for the other steps (one adapter, or a count not known) where the
+    plan says ``one_adapter``; else None (cuBLAS, then our launch). The fused slot never serves
+    these rows: one adapter's LoRA inside the GEMM's K loop is slower there than our launch."""
     few = plan.few_rows
     if few is None or x.shape[0] < few.from_rows or not plan.fuse:
+        return None
+    if not (several_known or few.one_adapter):
         return None
     if not _split_form_fits(x, few.several):
         return None

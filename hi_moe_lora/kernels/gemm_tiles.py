@@ -19,7 +19,9 @@ or the file ``HI_MOE_LORA_GEMM_TILES`` names). Each entry of the table also says
 - ``few_rows``: ``{"from_rows": R, "several": ROUTE}``, how a step of several adapters runs
   below the fused GEMM's least rows (:data:`.gemm_lora.FUSED_GEMM_ROWS`): from ``R`` rows, by
   ``ROUTE``, a split form (:class:`FewRows`; under ``--specialize-active-lora`` only, the count
-  of adapters known). Absent: such calls run cuBLAS then our launch.
+  of adapters known), and with ``"one_adapter": true`` every other step with LoRA too (one
+  adapter, or a count not known), over the whole work list. Absent: such calls run cuBLAS then
+  our launch.
 
 Every route and tile of the shipped table was measured with slots of rank 16 (vLLM's
 ``--max-lora-rank 16``). The split forms read each adapter at its own rank (the work list's
@@ -140,18 +142,26 @@ class FewRows:
     At 8 and 32 rows with 8 adapters the split form in one launch beat cuBLAS then our launch
     by 4-8 µs a call on o, gate_up and down, and by 2.1-2.4 on qkv, whose route above (``ours``)
     differs (H200, 2026-11-29, benchmarks/README.md, nineteenth window). A one-adapter step's
-    LoRA inside the GEMM lost there by up to 42 µs, so those keep our launch.
+    LoRA inside the GEMM's K loop (the fused slot) lost there by up to 42 µs, so those keep our
+    launch, unless ``one_adapter`` sends them through the split form too (its shrink over the
+    whole work list; the GEMM compiled without the fused slot's K loop).
     """
 
     #: The least rows that take it (fewer: cuBLAS, then our launch).
     from_rows: int
     #: Its route, a split form.
     several: SeveralRoute = SeveralRoute.ONE_LAUNCH
+    #: Whether steps of one adapter, and steps whose count vLLM does not tell (no
+    #: ``--specialize-active-lora``), take it too, over the whole work list (no fused slot);
+    #: else those keep cuBLAS then our launch.
+    one_adapter: bool = False
 
     def __post_init__(self) -> None:
         rows = self.from_rows
         if type(rows) is not int or not 1 <= rows <= MAX_PLAN_ROWS:
             raise GemmTilesError(f"from_rows is from 1 to {MAX_PLAN_ROWS}, not {rows!r}")
+        if type(self.one_adapter) is not bool:
+            raise GemmTilesError(f"one_adapter is true or false, not {self.one_adapter!r}")
         if self.several not in SPLIT_ROUTES:
             names = ", ".join(repr(route.value) for route in SPLIT_ROUTES)
             raise GemmTilesError(f"several is a split form ({names}), not {self.several.value!r}")
@@ -257,11 +267,19 @@ def _few_rows(entry: dict[str, Any], where: str) -> FewRows | None:
     if raw is None:
         return None
     where = f"{where}: few_rows"
-    if not isinstance(raw, dict) or set(raw) - {"from_rows", "several"} or "several" not in raw:
-        raise GemmTilesError(f'{where}: expected {{"from_rows": rows, "several": route}}')
+    keys = {"from_rows", "several", "one_adapter"}
+    if not isinstance(raw, dict) or set(raw) - keys or "several" not in raw:
+        raise GemmTilesError(
+            f'{where}: expected {{"from_rows": rows, "several": route, "one_adapter": bool}} '
+            "(one_adapter optional)"
+        )
     several = _several(raw, where)
     try:
-        return FewRows(raw.get("from_rows"), several)  # type: ignore[arg-type]
+        return FewRows(
+            raw.get("from_rows"),  # type: ignore[arg-type]
+            several,
+            raw.get("one_adapter", False),
+        )
     except GemmTilesError as error:
         raise GemmTilesError(f"{where}: {error}") from None
 
@@ -315,6 +333,8 @@ def _entry_json(plan: GemmPlan) -> dict[str, Any]:
             "from_rows": plan.few_rows.from_rows,
             "several": plan.few_rows.several.value,
         }
+        if plan.few_rows.one_adapter:
+            entry["few_rows"]["one_adapter"] = True
     return entry
 
 

@@ -298,6 +298,68 @@ def test_below_the_fused_rows_only_a_counted_step_of_several_adapters_takes_the_
         assert launches == ([1], [], [], [], [1])
 
 
+@pytest.mark.parametrize("route", [SeveralRoute.SPLIT, SeveralRoute.ONE_LAUNCH])
+@pytest.mark.parametrize(
+    ("slots", "specialized", "fused_slot_loop"),
+    [
+        ([2] * 10, True, False),  # (one adapter, counted: its tokens all in the whole list)
+        ([2] * 10, False, False),  # (one adapter, the count not known)
+        (SEVERAL, False, False),  # (several adapters, the count not known)
+        (SEVERAL, True, False),  # (several, counted: the rest list, no fused slot: as before)
+        ([2] * 8 + [-1, 2], True, True),  # (one adapter and base rows: two ids, so "several":
+        # the rest list, and the fused slot's K loop compiled in, as before)
+    ],
+)
+def test_below_the_fused_rows_one_adapter_takes_the_split_form_over_the_whole_list_if_planned(
+    route: SeveralRoute,
+    slots: list[int],
+    specialized: bool,
+    fused_slot_loop: bool,
+    device: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With ``few_rows.one_adapter`` every step with LoRA of at least ``from_rows`` rows takes
+    the split form below the fused GEMM's least rows: steps not counted as several adapters
+    over the whole work list, with the GEMM compiled without the fused slot's K loop (its LoRA
+    would be added twice); counted steps of several adapters as before. Every token gets its
+    own adapter, once."""
+    import hi_moe_lora.kernels.gemm_op as gemm_op
+
+    def plan(device_name: str, n: int, k: int) -> GemmPlan:
+        few = FewRows(8, route, one_adapter=True)
+        return replace(default_plan(n, k), several=SeveralRoute.OURS, few_rows=few)
+
+    launches = _count_launches(monkeypatch, plan)
+    real = gemm_op.launch_gemm_lora
+    may_fuse: list[bool] = []
+
+    def recorded(*args: Any, **kwargs: Any) -> None:
+        may_fuse.append(kwargs.get("may_fuse", True))
+        real(*args, **kwargs)
+
+    monkeypatch.setattr(gemm_op, "launch_gemm_lora", recorded)
+    y, ref = _run(slots, device, 33, specialized=specialized)
+    _assert_close(y, ref)
+    ahead = [1] if route is SeveralRoute.SPLIT else []
+    assert launches[1:] == ([], [], ahead, [] if ahead else [1])
+    assert may_fuse == [fused_slot_loop]
+
+
+def test_below_the_fused_rows_no_step_without_lora_takes_the_split_form(
+    device: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``one_adapter`` concerns steps with LoRA: a base-model step stays on cuBLAS alone."""
+
+    def plan(device_name: str, n: int, k: int) -> GemmPlan:
+        few = FewRows(8, SeveralRoute.ONE_LAUNCH, one_adapter=True)
+        return replace(default_plan(n, k), several=SeveralRoute.OURS, few_rows=few)
+
+    launches = _count_launches(monkeypatch, plan)
+    y, ref = _run([2] * 10, device, 33, no_lora=True)
+    _assert_close(y, ref)
+    assert launches == ([], [1], [1], [], [])
+
+
 @pytest.mark.parametrize(
     ("slots", "specialized", "min_rows", "expected"),
     [

@@ -68,6 +68,15 @@ def test_a_plans_few_rows_round_trip_and_are_left_out_when_unset() -> None:
     assert parse_table(raw, "test") == table
 
 
+def test_a_plans_few_rows_for_one_adapter_round_trip() -> None:
+    few = FewRows(8, SeveralRoute.ONE_LAUNCH, one_adapter=True)
+    table = {"gpu": {"4096x4096": GemmPlan(GemmTile(64, 64, 6), True, None, few_rows=few)}}
+    raw = json.loads(json.dumps(table_json(table, "test")))
+    written = raw["devices"]["gpu"]["4096x4096"]["few_rows"]
+    assert written == {"from_rows": 8, "several": "one-launch", "one_adapter": True}
+    assert parse_table(raw, "test") == table
+
+
 @pytest.mark.parametrize(
     ("few_rows", "message"),
     [
@@ -80,6 +89,7 @@ def test_a_plans_few_rows_round_trip_and_are_left_out_when_unset() -> None:
         ({"from_rows": 8, "several": "sideways"}, "several is one of"),
         ({"from_rows": 8}, "expected"),
         ({"from_rows": 8, "several": "split", "to_rows": 32}, "expected"),
+        ({"from_rows": 8, "several": "split", "one_adapter": 1}, "one_adapter is true or false"),
         (8, "expected"),
     ],
 )
