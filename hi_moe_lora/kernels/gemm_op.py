@@ -32,15 +32,15 @@ of the step's LoRA tokens:
   without it, as ``FUSED`` (a one-adapter step must still find its fused slot).
 
 Below ``min_rows``, a call takes a split form only where its plan says so (``few_rows``: from
-how many rows, by which route) and the step is known to serve several adapters (specialized),
-or, where the plan's ``few_rows`` says ``one_adapter``, for any step with LoRA: one adapter, or
-a count not known, then takes the split form over the whole work list, never the fused slot
-(one adapter's LoRA inside the GEMM's K loop is slower there than our launch). Every other
-call runs ``x W^T`` by the plan's plain GEMM (:func:`.gemm_lora.launch_plain_gemm`) where it
-has one (from ``min_rows`` up), which beat cuBLAS on that GPU, else by ``torch.mm`` (cuBLAS on
-CUDA, as vLLM's unquantized layers do), then our launch over the whole work list. A step
-without LoRA (vLLM's ``no_lora`` flag) takes that base GEMM alone. The choice depends only on
-static shapes and CPU flags, as in :mod:`.ops`, so a CUDA graph captured around the op stays
+how many rows, by which route, on which tile) and the step is known to serve several adapters
+(specialized), or, where the plan's ``few_rows`` says ``one_adapter``, for any step with LoRA:
+one adapter, or a count not known, then takes the split form over the whole work list, never
+the fused slot (one adapter's LoRA inside the GEMM's K loop is slower there than our launch).
+Every other call runs ``x W^T`` by the plan's plain GEMM (:func:`.gemm_lora.launch_plain_gemm`)
+where it has one (from ``min_rows`` up), which beat cuBLAS on that GPU, else by ``torch.mm``
+(cuBLAS on CUDA, as vLLM's unquantized layers do), then our launch over the whole work list. A
+step without LoRA (vLLM's ``no_lora`` flag) takes that base GEMM alone. The choice depends only
+on static shapes and CPU flags, as in :mod:`.ops`, so a CUDA graph captured around the op stays
 valid; the fused slot and both work lists are per-step device data. Registered through
 :mod:`.op_registry` (``y``, ``counters`` and ``gemm_arrivals`` mutated; every launch leaves the
 arrival counters zero).
@@ -48,6 +48,7 @@ arrival counters zero).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 
 import torch
@@ -180,7 +181,17 @@ def _few_rows_plan(plan: GemmPlan, x: torch.Tensor, several_known: bool) -> Gemm
         return None
     if not _split_form_fits(x, few.several):
         return None
-    return replace(plan, several=few.several)
+    return _with_few_rows_route(plan)
+
+
+@functools.cache
+def _with_few_rows_route(plan: GemmPlan) -> GemmPlan:
+    """``plan`` with its ``few_rows`` route, on its ``few_rows`` tile where it names one (made
+    once per plan: the op asks on every eager call)."""
+    few = plan.few_rows
+    assert few is not None
+    tile = plan.lora_tile if few.tile is None else few.tile
+    return replace(plan, several=few.several, lora_tile=tile)
 
 
 def _split_form_fits(x: torch.Tensor, route: SeveralRoute) -> bool:

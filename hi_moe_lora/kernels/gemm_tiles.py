@@ -20,8 +20,10 @@ or the file ``HI_MOE_LORA_GEMM_TILES`` names). Each entry of the table also says
   below the fused GEMM's least rows (:data:`.gemm_lora.FUSED_GEMM_ROWS`): from ``R`` rows, by
   ``ROUTE``, a split form (:class:`FewRows`; under ``--specialize-active-lora`` only, the count
   of adapters known), and with ``"one_adapter": true`` every other step with LoRA too (one
-  adapter, or a count not known), over the whole work list. Absent: such calls run cuBLAS then
-  our launch.
+  adapter, or a count not known), over the whole work list; ``"tile"`` gives these calls a GEMM
+  tile of their own (else the plan's LoRA tile, measured at 64 rows;
+  ``benchmarks/kernels/tune_few_rows.py`` measures it). Absent: such calls run cuBLAS then our
+  launch.
 
 Every route and tile of the shipped table was measured with slots of rank 16 (vLLM's
 ``--max-lora-rank 16``). The split forms read each adapter at its own rank (the work list's
@@ -155,11 +157,15 @@ class FewRows:
     #: ``--specialize-active-lora``), take it too, over the whole work list (no fused slot);
     #: else those keep cuBLAS then our launch.
     one_adapter: bool = False
+    #: The GEMM's tile for these calls; None: the plan's LoRA tile (measured at 64 rows).
+    tile: GemmTile | None = None
 
     def __post_init__(self) -> None:
         rows = self.from_rows
         if type(rows) is not int or not 1 <= rows <= MAX_PLAN_ROWS:
             raise GemmTilesError(f"from_rows is from 1 to {MAX_PLAN_ROWS}, not {rows!r}")
+        if self.tile is not None and not isinstance(self.tile, GemmTile):
+            raise GemmTilesError(f"tile is a GemmTile or None, not {self.tile!r}")
         if type(self.one_adapter) is not bool:
             raise GemmTilesError(f"one_adapter is true or false, not {self.one_adapter!r}")
         if self.several not in SPLIT_ROUTES:
@@ -267,18 +273,20 @@ def _few_rows(entry: dict[str, Any], where: str) -> FewRows | None:
     if raw is None:
         return None
     where = f"{where}: few_rows"
-    keys = {"from_rows", "several", "one_adapter"}
+    keys = {"from_rows", "several", "one_adapter", "tile"}
     if not isinstance(raw, dict) or set(raw) - keys or "several" not in raw:
         raise GemmTilesError(
-            f'{where}: expected {{"from_rows": rows, "several": route, "one_adapter": bool}} '
-            "(one_adapter optional)"
+            f'{where}: expected {{"from_rows": rows, "several": route, "one_adapter": bool, '
+            '"tile": tile}} (one_adapter and tile optional)'
         )
     several = _several(raw, where)
+    tile = None if raw.get("tile") is None else _tile(raw["tile"], f"{where}: tile")
     try:
         return FewRows(
             raw.get("from_rows"),  # type: ignore[arg-type]
             several,
             raw.get("one_adapter", False),
+            tile,
         )
     except GemmTilesError as error:
         raise GemmTilesError(f"{where}: {error}") from None
@@ -335,6 +343,8 @@ def _entry_json(plan: GemmPlan) -> dict[str, Any]:
         }
         if plan.few_rows.one_adapter:
             entry["few_rows"]["one_adapter"] = True
+        if plan.few_rows.tile is not None:
+            entry["few_rows"]["tile"] = asdict(plan.few_rows.tile)
     return entry
 
 

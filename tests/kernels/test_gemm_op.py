@@ -345,6 +345,37 @@ def test_below_the_fused_rows_one_adapter_takes_the_split_form_over_the_whole_li
     assert may_fuse == [fused_slot_loop]
 
 
+@pytest.mark.parametrize(("min_rows", "few_rows_tile"), [(33, True), (1, False)])
+def test_below_the_fused_rows_the_gemm_runs_on_the_few_rows_tile_where_the_plan_names_one(
+    min_rows: int, few_rows_tile: bool, device: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plan's ``few_rows.tile`` serves the calls below the fused GEMM's least rows (here 10
+    rows of one adapter); calls from the least rows up keep the plan's LoRA tile."""
+    import hi_moe_lora.kernels.gemm_op as gemm_op
+
+    few_tile, lora_tile = GemmTile(32, 64, 2), GemmTile(64, 64, 3)
+
+    def plan(device_name: str, n: int, k: int) -> GemmPlan:
+        few = FewRows(8, SeveralRoute.ONE_LAUNCH, one_adapter=True, tile=few_tile)
+        return GemmPlan(lora_tile, True, None, SeveralRoute.ONE_LAUNCH, few)
+
+    import hi_moe_lora.kernels.gemm_lora as gemm_lora
+
+    monkeypatch.setattr(gemm_lora, "plan_for", plan)
+    monkeypatch.setattr(gemm_op, "INSIDE_RUN_STEPS", 1)  # (K = 256: two runs of one step)
+    real = gemm_op.launch_gemm_lora
+    tiles: list[GemmTile] = []
+
+    def recorded(*args: Any, **kwargs: Any) -> None:
+        tiles.append(args[9])
+        real(*args, **kwargs)
+
+    monkeypatch.setattr(gemm_op, "launch_gemm_lora", recorded)
+    y, ref = _run([2] * 10, device, min_rows, specialized=True)
+    _assert_close(y, ref)
+    assert tiles == [few_tile if few_rows_tile else lora_tile]
+
+
 def test_below_the_fused_rows_no_step_without_lora_takes_the_split_form(
     device: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -77,6 +77,15 @@ def test_a_plans_few_rows_for_one_adapter_round_trip() -> None:
     assert parse_table(raw, "test") == table
 
 
+def test_a_plans_few_rows_tile_round_trips() -> None:
+    few = FewRows(8, SeveralRoute.ONE_LAUNCH, tile=GemmTile(32, 256, 3, 4, 2))
+    table = {"gpu": {"4096x4096": GemmPlan(GemmTile(64, 64, 6), True, None, few_rows=few)}}
+    raw = json.loads(json.dumps(table_json(table, "test")))
+    written = raw["devices"]["gpu"]["4096x4096"]["few_rows"]["tile"]
+    assert written == {"block_n": 32, "block_k": 256, "stages": 3, "warps": 4, "split_k": 2}
+    assert parse_table(raw, "test") == table
+
+
 @pytest.mark.parametrize(
     ("few_rows", "message"),
     [
@@ -90,6 +99,18 @@ def test_a_plans_few_rows_for_one_adapter_round_trip() -> None:
         ({"from_rows": 8}, "expected"),
         ({"from_rows": 8, "several": "split", "to_rows": 32}, "expected"),
         ({"from_rows": 8, "several": "split", "one_adapter": 1}, "one_adapter is true or false"),
+        (
+            {"from_rows": 8, "several": "split", "tile": {"block_n": 48, "block_k": 64}},
+            "tile: .*missing .*stages",
+        ),
+        (
+            {
+                "from_rows": 8,
+                "several": "split",
+                "tile": {"block_n": 48, "block_k": 64, "stages": 2},
+            },
+            "tile: block_n must be a power of two, not 48",
+        ),
         (8, "expected"),
     ],
 )
