@@ -1,0 +1,352 @@
+"""Measure the split form's GEMM tile for calls below the fused GEMM's least rows.
+
+Below 33 rows a plan's ``few_rows`` route (:class:`hi_moe_lora.kernels.gemm_tiles.FewRows`)
+runs the split form on the plan's LoRA tile, which ``tune_gemm_tiles.py`` chose at 64 rows. At
+8 rows other tiles stream W faster: the best plain Triton tile beat cuBLAS on gate_up by 10 %
+(H200, benchmarks/README.md, twentieth window). This script times, per projection at ``--m``
+rows, the served op (``hi_moe_lora::gemm_lora_linear`` under ``--specialize-active-lora``, as a
+call below the least rows) with the plan's ``few_rows`` on each candidate tile:
+
+- one adapter on every row (the split form over the whole work list: ``one_adapter``), and
+- ``--adapters`` adapters dealt round robin (the counted several-adapter step),
+
+on the ``--candidates`` fastest plain tiles of ``tune_gemm_tiles.py``'s grid at these rows and
+the tile the table serves now, beside cuBLAS and cuBLAS then our launch. Each form is checked
+against a float64 reference first; every variant is compiled up front on ``--threads`` threads
+(:func:`hi_moe_lora.kernels.warm_compile.compiling`). Timing as ``tune_gemm_tiles.py``'s: one
+CUDA graph over weight copies larger than L2, median of the replays.
+
+A shape's tile changes only where the fastest with one adapter beats the current one by more
+than ``--margin`` µs and is not slower with several adapters by more than ``--margin``
+(:func:`choose_tile`). ``--out`` writes the ``--table`` (default: the shipped one) with those
+tiles as each shape's ``few_rows.tile`` (:func:`with_few_rows_tiles`); serve it with
+``HI_MOE_LORA_GEMM_TILES`` or as a ``gpu_e2e.sh`` ``+NAME`` label before shipping it.
+
+    python benchmarks/kernels/tune_few_rows.py [--m 8] [--shapes qkv o gate_up down] \\
+        [--table hi_moe_lora/kernels/gemm_tiles.json] [--out tiles.json] [--results r.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import torch
+from triton.runtime.errors import OutOfResources
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_lora import _graph_time  # type: ignore[import-not-found]  # (timed the same way)
+from tune_gemm_tiles import (  # type: ignore[import-not-found]
+    POOL_BYTES,
+    RANK,
+    SHAPES,
+    SLOTS,
+    candidate_tiles,
+)
+
+import hi_moe_lora.kernels.gemm_op as gemm_op  # (registers hi_moe_lora::gemm_lora_linear)
+import hi_moe_lora.kernels.ops  # noqa: F401  (registers hi_moe_lora::lora_linear)
+from hi_moe_lora.kernels.config import BLOCK_M_LARGE, BLOCK_M_SMALL
+from hi_moe_lora.kernels.gemm_lora import FUSED_GEMM_ROWS, launch_plain_gemm
+from hi_moe_lora.kernels.gemm_tiles import (
+    TABLE_FILE,
+    GemmPlan,
+    GemmTile,
+    load_table,
+    shape_key,
+    table_json,
+)
+from hi_moe_lora.kernels.warm_compile import compiling
+from hi_moe_lora.kernels.worklist import WorkListBuffers, arrival_counters
+
+#: Largest difference from the float64 reference a timed form may show (bf16; the product
+#: benchmark's forms stay within 0.031).
+MAX_ERROR = 0.06
+
+#: One tile's times: (µs a call with one adapter, µs with several, largest difference).
+Timing = tuple[float, float, float]
+
+
+def choose_tile(current: GemmTile, timings: dict[GemmTile, Timing], margin: float) -> GemmTile:
+    """The tile fastest with one adapter where it beats ``current`` by more than ``margin`` µs
+    and is not slower with several adapters by more than ``margin``; else ``current``. Tiles
+    off the reference (:data:`MAX_ERROR`) or that did not run (infinite times) never win."""
+    if current not in timings:
+        return current
+    one_now, several_now, _ = timings[current]
+    fit = [
+        tile
+        for tile, (one, several, error) in timings.items()
+        if error <= MAX_ERROR and one + margin < one_now and several <= several_now + margin
+    ]
+    return min(fit, key=lambda tile: timings[tile][0], default=current)
+
+
+def with_few_rows_tiles(
+    table: dict[str, dict[str, GemmPlan]], device: str, tiles: dict[str, GemmTile]
+) -> dict[str, dict[str, GemmPlan]]:
+    """``table`` with ``tiles`` (by shape key) as the ``few_rows.tile`` of ``device``'s plans; a
+    plan without ``few_rows`` cannot take one (it has no split form below the least rows)."""
+    plans = dict(table[device])
+    for key, tile in tiles.items():
+        few = plans[key].few_rows
+        if few is None:
+            raise ValueError(f"{device}: {key}: no few_rows to give a tile")
+        plans[key] = replace(plans[key], few_rows=replace(few, tile=tile))
+    return {**table, device: plans}
+
+
+def _cases(k: int, widths: tuple[int, ...], m: int) -> list[dict[str, Any]]:
+    """Weight copies over twice L2, each with x, W, the slices' A and B (``SLOTS`` slots)."""
+    n = sum(widths)
+    gen = torch.Generator(device="cuda").manual_seed(m + k)
+
+    def rand(*size: int, std: float) -> torch.Tensor:
+        return (torch.randn(*size, generator=gen, device="cuda") * std).to(torch.bfloat16)
+
+    return [
+        {
+            "x": rand(m, k, std=1.0),
+            "w": rand(n, k, std=k**-0.5),
+            "a": [rand(SLOTS, 1, RANK, k, std=k**-0.5) for _ in widths],
+            "b": [rand(SLOTS, 1, wd, RANK, std=RANK**-0.5) for wd in widths],
+            "y": torch.empty(m, n, dtype=torch.bfloat16, device="cuda"),
+        }
+        for _ in range(max(2, -(-POOL_BYTES // (n * k * 2))))
+    ]
+
+
+class Step:
+    """A call's device data for one slot per row (``slots``), as the wrapper keeps it."""
+
+    def __init__(self, slots: list[int]) -> None:
+        m = len(slots)
+        self.work = WorkListBuffers(max(m, 16), SLOTS, "cuda", fused_slot=True)
+        self.work.update(slots, [RANK] * SLOTS)
+        self.token_slot = torch.tensor(slots, dtype=torch.int32, device="cuda")
+        self.ranks = torch.full((SLOTS,), RANK, dtype=torch.int32, device="cuda")
+        self.active = torch.tensor([len(set(slots))], dtype=torch.int32)
+        self.slots = slots
+
+    def reference(self, c: dict[str, Any]) -> torch.Tensor:
+        ref = c["x"].double() @ c["w"].double().T
+        col = 0
+        for a, b in zip(c["a"], c["b"], strict=True):
+            for row, slot in enumerate(self.slots):
+                inter = (c["x"][row].double() @ a[slot, 0].double().T).to(torch.bfloat16)
+                ref[row, col : col + b.shape[2]] += inter.double() @ b[slot, 0].double().T
+            col += b.shape[2]
+        return ref
+
+    def op(self, c: dict[str, Any]) -> None:
+        """The served op as a call below the fused GEMM's least rows, counted adapters."""
+        work = self.work
+        assert work.fused_slot is not None
+        assert work.gemm_arrivals is not None
+        torch.ops.hi_moe_lora.gemm_lora_linear(
+            c["y"], c["x"], c["w"], c["a"], c["b"], work.tiles[BLOCK_M_SMALL],
+            work.tiles[BLOCK_M_LARGE], work.rest_tiles[BLOCK_M_SMALL],
+            work.rest_tiles[BLOCK_M_LARGE], self.token_slot, work.fused_slot, self.ranks,
+            work.counters, work.gemm_arrivals, torch.zeros(1, dtype=torch.bool), 1.0,
+            FUSED_GEMM_ROWS[0], FUSED_GEMM_ROWS[1], self.active, True, None, None,
+        )  # fmt: skip
+
+    def cublas_ours(self, c: dict[str, Any]) -> None:
+        torch.mm(c["x"], c["w"].T, out=c["y"])
+        torch.ops.hi_moe_lora.lora_linear(
+            c["y"], c["x"], c["a"], c["b"], self.work.tiles[BLOCK_M_SMALL],
+            self.work.tiles[BLOCK_M_LARGE], self.ranks, self.work.counters,
+            torch.zeros(1, dtype=torch.bool), 1.0, 0, True, None, None,
+        )  # fmt: skip
+
+
+def _served_plan(table: dict[str, dict[str, GemmPlan]], device: str, key: str) -> GemmPlan:
+    plan = table.get(device, {}).get(key)
+    if plan is None or plan.few_rows is None:
+        raise SystemExit(f"{device}: {key}: the table has no few_rows plan to tune")
+    return plan
+
+
+def tune_shape(
+    shape: str,
+    m: int,
+    plan: GemmPlan,
+    adapters: int,
+    candidates: int,
+    replays: int,
+    threads: int,
+) -> dict[str, Any]:
+    """Every candidate tile's times for ``shape`` at ``m`` rows (see the module's text)."""
+    k, widths = SHAPES[shape]
+    n = sum(widths)
+    few = plan.few_rows
+    assert few is not None
+    current = plan.lora_tile if few.tile is None else few.tile
+    cases = _cases(k, widths, m)
+    one = Step([3] * m)
+    several = Step([row % adapters for row in range(m)])
+    arrivals = arrival_counters("cuda")
+
+    def timed(fn: Any, reference: torch.Tensor) -> tuple[float, float]:
+        first = cases[0]
+        try:
+            first["y"].fill_(float("nan"))
+            fn(first)
+            torch.cuda.synchronize()
+        except OutOfResources:  # (more shared memory than this GPU's SM holds)
+            return float("inf"), float("inf")
+        error = float((first["y"].double() - reference).abs().max())
+        return _graph_time([lambda c=c: fn(c) for c in cases], replays), error
+
+    base_ref = cases[0]["x"].double() @ cases[0]["w"].double().T
+    grid = candidate_tiles(n, k, widths, m)
+    _compile_all(
+        threads,
+        [lambda t=tile: launch_plain_gemm(cases[0]["y"], cases[0]["x"], cases[0]["w"], t, arrivals)
+         for tile in grid],
+    )  # fmt: skip
+
+    def plain(tile: GemmTile) -> Any:
+        return lambda c: launch_plain_gemm(c["y"], c["x"], c["w"], tile, arrivals)
+
+    plain_times = {tile: timed(plain(tile), base_ref)[0] for tile in grid}
+    ranked = sorted(plain_times, key=lambda tile: plain_times[tile])
+    tiles = list(dict.fromkeys([current, *ranked[:candidates]]))
+    real = gemm_op.fusable
+
+    def on(tile: GemmTile, step: Step) -> Any:
+        tuned = replace(plan, few_rows=replace(few, from_rows=1, one_adapter=True, tile=tile))
+
+        def call(c: dict[str, Any]) -> None:
+            gemm_op.fusable = lambda *args: tuned
+            try:
+                step.op(c)
+            finally:
+                gemm_op.fusable = real
+
+        return call
+
+    _compile_all(
+        threads,
+        [lambda t=tile, s=step: on(t, s)(cases[0]) for tile in tiles for step in (one, several)],
+    )
+    one_ref, several_ref = one.reference(cases[0]), several.reference(cases[0])
+    timings: dict[GemmTile, Timing] = {}
+    for tile in tiles:
+        t_one, e_one = timed(on(tile, one), one_ref)
+        t_several, e_several = timed(on(tile, several), several_ref)
+        timings[tile] = (t_one, t_several, max(e_one, e_several))
+    return {
+        "shape": shape,
+        "key": shape_key(n, k),
+        "m": m,
+        "adapters": adapters,
+        "route": few.several.value,
+        "cublas_us": timed(lambda c: torch.mm(c["x"], c["w"].T, out=c["y"]), base_ref)[0],
+        "cublas_ours_us": timed(one.cublas_ours, one_ref)[0],
+        "cublas_ours_several_us": timed(several.cublas_ours, several_ref)[0],
+        "current": _fields(current),
+        "plain": [[*_fields(tile), us] for tile, us in plain_times.items()],
+        "tiles": [[*_fields(tile), *timing] for tile, timing in timings.items()],
+    }
+
+
+def _compile_all(threads: int, launches: list[Any]) -> None:
+    """Each launch's variant compiled on ``threads`` threads; where that fails (a tile too large
+    for this GPU), the timing compiles what it runs, one by one, and skips what cannot run."""
+    try:
+        with compiling(threads):
+            for launch in launches:
+                try:
+                    launch()
+                except OutOfResources:
+                    continue
+    except Exception as error:  # (a failed compile raises at the block's end)
+        print(f"compiling ahead failed ({error}); compiling as timed", file=sys.stderr)
+
+
+def _fields(tile: GemmTile) -> list[int]:
+    return [tile.block_n, tile.block_k, tile.stages, tile.warps, tile.split_k]
+
+
+def _label(tile: GemmTile) -> str:
+    return " x ".join(str(v) for v in _fields(tile))
+
+
+def timings_of(row: dict[str, Any]) -> dict[GemmTile, Timing]:
+    """A result row's tiles and their times, as :func:`choose_tile` takes them."""
+    return {GemmTile(*fields[:5]): (fields[5], fields[6], fields[7]) for fields in row["tiles"]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    least = FUSED_GEMM_ROWS[0]
+    parser.add_argument("--m", type=int, default=8, help=f"token rows, 1-{least - 1}")
+    parser.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES))
+    parser.add_argument("--adapters", type=int, default=8, help="the several-adapter step's")
+    parser.add_argument("--candidates", type=int, default=8, help="fastest plain tiles tried")
+    parser.add_argument("--replays", type=int, default=20)
+    parser.add_argument("--threads", type=int, default=16, help="compile threads")
+    parser.add_argument("--margin", type=float, default=0.3, help="µs a new tile must win by")
+    parser.add_argument("--table", type=Path, default=TABLE_FILE, help="the plans to tune")
+    parser.add_argument("--out", type=Path, help="the table with the chosen tiles")
+    parser.add_argument("--results", type=Path, help="every tile's times, as JSON")
+    args = parser.parse_args(argv)
+    if not 1 <= args.m < least:
+        parser.error(f"--m is from 1 to {least - 1} rows (fewer than the fused GEMM's least)")
+    if not 2 <= args.adapters <= min(args.m, SLOTS) and args.m > 1:
+        parser.error(f"--adapters is from 2 to {min(args.m, SLOTS)} at {args.m} rows")
+    if not torch.cuda.is_available():
+        parser.error("needs a CUDA GPU")
+    device = torch.cuda.get_device_name()
+    table = load_table(args.table)
+    rows: list[dict[str, Any]] = []
+    chosen: dict[str, GemmTile] = {}
+    print(f"{device}, M = {args.m}, {args.adapters} adapters for several; µs a call")
+    print(
+        "| shape | cuBLAS | cuBLAS + ours: one / several | tile now: one / several "
+        "| fastest with one adapter: tile, one / several | chosen |"
+    )
+    print("|---|---|---|---|---|---|")
+    for shape in args.shapes:
+        k, widths = SHAPES[shape]
+        plan = _served_plan(table, device, shape_key(sum(widths), k))
+        row = tune_shape(
+            shape, args.m, plan, args.adapters, args.candidates, args.replays, args.threads
+        )
+        rows.append(row)
+        if args.results is not None:
+            args.results.write_text(json.dumps({"device": device, "rows": rows}, indent=1))
+        timings = timings_of(row)
+        current = GemmTile(*row["current"])
+        fastest = min(timings, key=lambda tile: timings[tile][0])
+        pick = choose_tile(current, timings, args.margin)
+        if pick != current:
+            chosen[row["key"]] = pick
+        now, best = timings[current], timings[fastest]
+        print(
+            f"| {shape} | {row['cublas_us']:.1f} | {row['cublas_ours_us']:.1f} / "
+            f"{row['cublas_ours_several_us']:.1f} | {now[0]:.1f} / {now[1]:.1f} "
+            f"| {_label(fastest)}, {best[0]:.1f} / {best[1]:.1f} (err {best[2]:.3f}) "
+            f"| {_label(pick)}{'' if pick != current else ' (kept)'} |",
+            flush=True,
+        )
+    if args.out is not None:
+        tuned = with_few_rows_tiles(table, device, chosen)
+        note = (
+            f"{args.table.name} with few_rows tiles measured at M = {args.m} by "
+            "benchmarks/kernels/tune_few_rows.py (see hi_moe_lora/kernels/gemm_tiles.py)."
+        )
+        args.out.write_text(json.dumps(table_json(tuned, note), indent=1) + "\n")
+        print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
