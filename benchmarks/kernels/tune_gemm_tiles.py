@@ -46,7 +46,8 @@ for ``--results``, but writes no table: a table's plans serve 33-64 rows, and fe
 take a plan's ``few_rows`` (:class:`hi_moe_lora.kernels.gemm_tiles.FewRows`) on the plan's
 LoRA tile.
 
-``--out`` writes the table (merged into the file if it exists; serve it with
+``--out`` writes the table (merged into the file if it exists, each re-tuned shape keeping
+its ``few_rows``, which ``tune_few_rows.py`` measures; serve it with
 ``HI_MOE_LORA_GEMM_TILES=tiles.json``, or copy the device's entry into
 ``hi_moe_lora/kernels/gemm_tiles.json`` to ship it).
 """
@@ -60,6 +61,7 @@ import multiprocessing
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -477,6 +479,19 @@ def plan_from(
     )
 
 
+def merge_plans(
+    table: dict[str, dict[str, GemmPlan]], device: str, plans: dict[str, GemmPlan]
+) -> None:
+    """``plans`` into ``table``'s ``device`` entry. A re-tuned shape keeps the ``few_rows`` its
+    plan had (this sweep times 33-64 rows; ``few_rows`` serves fewer, and is measured apart:
+    the 8-row sweeps here and ``tune_few_rows.py``)."""
+    entry = table.setdefault(device, {})
+    for key, plan in plans.items():
+        old = entry.get(key)
+        keep = None if old is None else old.few_rows
+        entry[key] = plan if keep is None else replace(plan, few_rows=keep)
+
+
 def _route_timings(row: dict[str, Any]) -> list[tuple[GemmTile, float, dict[str, float]]]:
     """(LoRA tile, its µs with one adapter, {route: µs with several}) per tile timed, the
     fastest with one adapter first."""
@@ -602,7 +617,7 @@ def main(argv: list[str] | None = None) -> int:
         compiler.close()
     if args.out is not None:
         table = load_table(args.out) if args.out.exists() else {}
-        table.setdefault(device, {}).update(plans)
+        merge_plans(table, device, plans)
         note = (
             f"Tiles of the fused GEMM per GPU and weight shape (N x K), measured at M = {args.m} "
             "by benchmarks/kernels/tune_gemm_tiles.py; see hi_moe_lora/kernels/gemm_tiles.py."

@@ -9,7 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from hi_moe_lora.kernels.gemm_tiles import GemmPlan, GemmTile, SeveralRoute, parse_table, table_json
+from hi_moe_lora.kernels.gemm_tiles import (
+    FewRows,
+    GemmPlan,
+    GemmTile,
+    SeveralRoute,
+    parse_table,
+    table_json,
+)
 from tests.support.scripts import load_script
 
 tune = load_script("benchmarks/kernels/tune_gemm_tiles.py")
@@ -179,3 +186,22 @@ def test_rows_outside_a_plan_are_timed_but_write_no_table(
         with pytest.raises(SystemExit):
             tune.main(["--m", rows])
         assert f"--m is from 1 to 64 rows, not {rows}" in capsys.readouterr().err
+
+
+def test_a_retuned_shape_keeps_its_few_rows_and_other_shapes_stay() -> None:
+    """The sweep times 33-64 rows: writing its plans over a table keeps each shape's
+    ``few_rows`` (measured apart, at fewer rows), and leaves the shapes it did not time."""
+    few = FewRows(8, SeveralRoute.ONE_LAUNCH, one_adapter=True, tile=GemmTile(32, 128, 6))
+    old = GemmPlan(GemmTile(64, 64, 6), True, None, SeveralRoute.ONE_LAUNCH, few)
+    untouched = GemmPlan(GemmTile(64, 128, 4), True, None)
+    table = {"gpu": {"4096x4096": old, "6144x4096": untouched}}
+    new = GemmPlan(GemmTile(32, 128, 4), False, GemmTile(64, 128, 3), SeveralRoute.SPLIT)
+    brand_new = GemmPlan(GemmTile(64, 64, 3), True, None)
+    tune.merge_plans(table, "gpu", {"4096x4096": new, "2048x4096": brand_new})
+    assert table["gpu"] == {
+        "4096x4096": GemmPlan(new.lora_tile, False, new.plain_tile, SeveralRoute.SPLIT, few),
+        "6144x4096": untouched,
+        "2048x4096": brand_new,
+    }
+    tune.merge_plans(table, "other gpu", {"4096x4096": new})
+    assert table["other gpu"] == {"4096x4096": new}
