@@ -376,6 +376,23 @@ def test_below_the_fused_rows_the_gemm_runs_on_the_few_rows_tile_where_the_plan_
     assert tiles == [few_tile if few_rows_tile else lora_tile]
 
 
+def test_below_the_fused_rows_one_adapter_of_a_dora_layer_takes_the_split_form(
+    device: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """vLLM's LoRA layers all carry a DoRA table: with ``one_adapter`` a one-adapter step of
+    fewer rows goes through the split form with the table's epilogue, each row scaled by its
+    own slot's row, its LoRA added once."""
+
+    def plan(device_name: str, n: int, k: int) -> GemmPlan:
+        few = FewRows(8, SeveralRoute.SPLIT, one_adapter=True)
+        return replace(default_plan(n, k), several=SeveralRoute.OURS, few_rows=few)
+
+    launches = _count_launches(monkeypatch, plan)
+    y, ref = _run([1] * 10, device, 33, specialized=True, unit_dora=True)
+    _assert_close(y, ref)
+    assert launches == ([1], [], [], [1], [])
+
+
 def test_below_the_fused_rows_no_step_without_lora_takes_the_split_form(
     device: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
