@@ -47,6 +47,7 @@ from tune_gemm_tiles import (  # type: ignore[import-not-found]
     RANK,
     SHAPES,
     SLOTS,
+    _case,
     candidate_tiles,
 )
 
@@ -100,26 +101,6 @@ def with_few_rows_tiles(
             raise ValueError(f"{device}: {key}: no few_rows to give a tile")
         plans[key] = replace(plans[key], few_rows=replace(few, tile=tile))
     return {**table, device: plans}
-
-
-def _cases(k: int, widths: tuple[int, ...], m: int) -> list[dict[str, Any]]:
-    """Weight copies over twice L2, each with x, W, the slices' A and B (``SLOTS`` slots)."""
-    n = sum(widths)
-    gen = torch.Generator(device="cuda").manual_seed(m + k)
-
-    def rand(*size: int, std: float) -> torch.Tensor:
-        return (torch.randn(*size, generator=gen, device="cuda") * std).to(torch.bfloat16)
-
-    return [
-        {
-            "x": rand(m, k, std=1.0),
-            "w": rand(n, k, std=k**-0.5),
-            "a": [rand(SLOTS, 1, RANK, k, std=k**-0.5) for _ in widths],
-            "b": [rand(SLOTS, 1, wd, RANK, std=RANK**-0.5) for wd in widths],
-            "y": torch.empty(m, n, dtype=torch.bfloat16, device="cuda"),
-        }
-        for _ in range(max(2, -(-POOL_BYTES // (n * k * 2))))
-    ]
 
 
 class Step:
@@ -188,7 +169,7 @@ def tune_shape(
     few = plan.few_rows
     assert few is not None
     current = plan.lora_tile if few.tile is None else few.tile
-    cases = _cases(k, widths, m)
+    cases = _case(k, widths, m, max(2, -(-POOL_BYTES // (n * k * 2))), seed=m + k)
     one = Step([3] * m)
     several = Step([row % adapters for row in range(m)])
     arrivals = arrival_counters("cuda")
