@@ -33,9 +33,10 @@ of the step's LoRA tokens:
 
 Below ``min_rows``, a call takes a split form only where its plan says so (``few_rows``: from
 how many rows, by which route, on which tile) and the step is known to serve several adapters
-(specialized), or, where the plan's ``few_rows`` says ``one_adapter``, for any step with LoRA:
-one adapter, or a count not known, then takes the split form over the whole work list, never
-the fused slot (one adapter's LoRA inside the GEMM's K loop is slower there than our launch).
+(specialized), or, where the plan's ``few_rows`` says ``one_adapter``, for any step with LoRA,
+every one of them then over the whole work list, never by the fused slot (one adapter's LoRA
+inside the GEMM's K loop is slower there than our launch): one adapter, a count not known, and
+vLLM's count of two (one adapter beside base rows, or two adapters) alike.
 Every other call runs ``x W^T`` by the plan's plain GEMM (:func:`.gemm_lora.launch_plain_gemm`)
 where it has one (from ``min_rows`` up), which beat cuBLAS on that GPU, else by ``torch.mm``
 (cuBLAS on CUDA, as vLLM's unquantized layers do), then our launch over the whole work list. A
@@ -115,9 +116,13 @@ def gemm_lora_linear_impl(
         plan = fusable(x, weight, lora_b, max_rows)
     if plan is not None and few_rows:
         plan = _few_rows_plan(plan, x, several_known)
-    # (one adapter, or a count not known, below the least rows: the split form over the whole
-    # work list, no fused slot)
-    whole = few_rows and plan is not None and not several_known
+    # (below the least rows, a step not counted as several adapters, or any step where the
+    # plan says one_adapter: the split form over the whole work list, no fused slot)
+    whole = (
+        few_rows
+        and plan is not None
+        and (not several_known or (plan.few_rows is not None and plan.few_rows.one_adapter))
+    )
     several = plan.several if plan is not None else SeveralRoute.OURS
     if several in SPLIT_ROUTES and not _split_form_fits(x, several):
         several = SeveralRoute.OURS

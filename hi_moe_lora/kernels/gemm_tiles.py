@@ -154,8 +154,9 @@ class FewRows:
     #: Its route, a split form.
     several: SeveralRoute = SeveralRoute.ONE_LAUNCH
     #: Whether steps of one adapter, and steps whose count vLLM does not tell (no
-    #: ``--specialize-active-lora``), take it too, over the whole work list (no fused slot);
-    #: else those keep cuBLAS then our launch.
+    #: ``--specialize-active-lora``), take it too; every step with LoRA then takes it over the
+    #: whole work list, never by the fused slot (so also one adapter beside base rows, which
+    #: vLLM counts as two). Else those keep cuBLAS then our launch.
     one_adapter: bool = False
     #: The GEMM's tile for these calls; None: the plan's LoRA tile (measured at 64 rows).
     tile: GemmTile | None = None
