@@ -59,6 +59,7 @@ from hi_moe_lora.kernels.gemm_tiles import (
     TABLE_FILE,
     GemmPlan,
     GemmTile,
+    load_slot_rank,
     load_table,
     shape_key,
     table_json,
@@ -324,7 +325,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{args.table.name} with few_rows tiles measured at M = {args.m} by "
             "benchmarks/kernels/tune_few_rows.py (see hi_moe_lora/kernels/gemm_tiles.py)."
         )
-        args.out.write_text(json.dumps(table_json(tuned, note), indent=1) + "\n")
+        raw = table_json(tuned, note, load_slot_rank(args.table))
+        args.out.write_text(json.dumps(raw, indent=1) + "\n")
         print(f"wrote {args.out}")
     return 0
 

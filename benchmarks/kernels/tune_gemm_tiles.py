@@ -88,10 +88,12 @@ from hi_moe_lora.kernels.gemm_op import INSIDE_RUN_STEPS
 from hi_moe_lora.kernels.gemm_shrink import launch_gemm_shrink, prepare_shrink
 from hi_moe_lora.kernels.gemm_tiles import (
     MAX_PLAN_ROWS,
+    MEASURED_SLOT_RANK,
     GemmPlan,
     GemmTile,
     SeveralRoute,
     default_tile,
+    load_slot_rank,
     load_table,
     shape_key,
     table_json,
@@ -617,12 +619,13 @@ def main(argv: list[str] | None = None) -> int:
         compiler.close()
     if args.out is not None:
         table = load_table(args.out) if args.out.exists() else {}
+        slot_rank = load_slot_rank(args.out) if args.out.exists() else MEASURED_SLOT_RANK
         merge_plans(table, device, plans)
         note = (
             f"Tiles of the fused GEMM per GPU and weight shape (N x K), measured at M = {args.m} "
             "by benchmarks/kernels/tune_gemm_tiles.py; see hi_moe_lora/kernels/gemm_tiles.py."
         )
-        args.out.write_text(json.dumps(table_json(table, note), indent=1) + "\n")
+        args.out.write_text(json.dumps(table_json(table, note, slot_rank), indent=1) + "\n")
         print(f"wrote {args.out}")
     return 0
 

@@ -319,15 +319,19 @@ def parse_table(raw: Any, source: str) -> dict[str, dict[str, GemmPlan]]:
     return table
 
 
-def table_json(table: dict[str, dict[str, GemmPlan]], note: str) -> dict[str, Any]:
-    """The JSON form :func:`parse_table` reads (what the tuning script writes)."""
-    return {
-        "note": note,
-        "devices": {
-            device: {key: _entry_json(plan) for key, plan in plans.items()}
-            for device, plans in table.items()
-        },
+def table_json(
+    table: dict[str, dict[str, GemmPlan]], note: str, slot_rank: int = MEASURED_SLOT_RANK
+) -> dict[str, Any]:
+    """The JSON form :func:`parse_table` reads (what the tuning scripts write), with
+    ``measured_slot_rank`` where ``slot_rank`` is wider than :data:`MEASURED_SLOT_RANK`."""
+    raw: dict[str, Any] = {"note": note}
+    if slot_rank != MEASURED_SLOT_RANK:
+        raw["measured_slot_rank"] = slot_rank
+    raw["devices"] = {
+        device: {key: _entry_json(plan) for key, plan in plans.items()}
+        for device, plans in table.items()
     }
+    return raw
 
 
 def _entry_json(plan: GemmPlan) -> dict[str, Any]:
@@ -352,6 +356,11 @@ def _entry_json(plan: GemmPlan) -> dict[str, Any]:
 def load_table(path: Path) -> dict[str, dict[str, GemmPlan]]:
     """Read and check a table file."""
     return parse_table(_read_json(path), str(path))
+
+
+def load_slot_rank(path: Path) -> int:
+    """A table file's ``measured_slot_rank`` (:func:`table_slot_rank`)."""
+    return table_slot_rank(_read_json(path), str(path))
 
 
 def _read_json(path: Path) -> Any:

@@ -19,6 +19,7 @@ from hi_moe_lora.kernels.gemm_tiles import (
     SeveralRoute,
     at_slot_rank,
     default_plan,
+    load_slot_rank,
     load_table,
     measured_slot_rank,
     parse_table,
@@ -200,6 +201,20 @@ def test_a_table_says_up_to_which_slot_rank_its_routes_were_measured(
     gemm_tiles._active_file.cache_clear()
     assert measured_slot_rank() == 64
     assert plan_for("NVIDIA H200", 6144, 4096) == TUNED
+
+
+@pytest.mark.parametrize(("rank", "written"), [(MEASURED_SLOT_RANK, False), (64, True)])
+def test_a_tables_measured_slot_rank_is_written_where_wider_and_reads_back(
+    rank: int, written: bool, tmp_path: Path
+) -> None:
+    """The tuning scripts write a table they read back with the slot rank it had: said only
+    where wider than the default, so tables that never said it stay as they were."""
+    raw = table_json({"NVIDIA H200": {"6144x4096": TUNED}}, "test", rank)
+    assert ("measured_slot_rank" in raw) is written
+    path = tmp_path / "tiles.json"
+    path.write_text(json.dumps(raw))
+    assert load_slot_rank(path) == rank
+    assert load_table(path) == {"NVIDIA H200": {"6144x4096": TUNED}}
 
 
 @pytest.mark.parametrize("rank", [8, 0, "64", True, 64.0])
