@@ -177,8 +177,9 @@ def _few_rows_plan(plan: GemmPlan, x: torch.Tensor, several_known: bool) -> Gemm
     ``few_rows`` route (a split form, where it fits), from the rows it names, for a step known
     to serve several adapters (vLLM's ``--specialize-active-lora``: the op is captured per count
     of active adapters), and for the other steps (one adapter, or a count not known) where the
-    plan says ``one_adapter``; else None (cuBLAS, then our launch). The fused slot never serves
-    these rows: one adapter's LoRA inside the GEMM's K loop is slower there than our launch."""
+    plan says ``one_adapter``; else None (cuBLAS, then our launch). Under ``one_adapter`` the
+    fused slot never serves these rows (the op sends every step over the whole work list): one
+    adapter's LoRA inside the GEMM's K loop is slower there than our launch."""
     few = plan.few_rows
     if few is None or x.shape[0] < few.from_rows or not plan.fuse:
         return None
