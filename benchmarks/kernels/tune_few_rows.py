@@ -18,9 +18,12 @@ CUDA graph over weight copies larger than L2, median of the replays.
 
 A shape's tile changes only where the fastest with one adapter beats the current one by more
 than ``--margin`` µs and is not slower with several adapters by more than ``--margin``
-(:func:`choose_tile`). ``--out`` writes the ``--table`` (default: the shipped one) with those
-tiles as each shape's ``few_rows.tile`` (:func:`with_few_rows_tiles`); serve it with
-``HI_MOE_LORA_GEMM_TILES`` or as a ``gpu_e2e.sh`` ``+NAME`` label before shipping it.
+(:func:`choose_tile`). A plan without ``few_rows`` (a table fresh from ``tune_gemm_tiles.py``)
+is timed with the split form in one launch on the same tiles, and gets a ``few_rows`` where it
+beat cuBLAS then our launch with one adapter and with several (:func:`few_rows_from`).
+``--out`` writes the ``--table`` (default: the shipped one) with those changes
+(:func:`with_few_rows`); serve it with ``HI_MOE_LORA_GEMM_TILES`` or as a ``gpu_e2e.sh``
+``+NAME`` label before shipping it.
 
     python benchmarks/kernels/tune_few_rows.py [--m 8] [--shapes qkv o gate_up down] \\
         [--table hi_moe_lora/kernels/gemm_tiles.json] [--out tiles.json] [--results r.json]
@@ -57,8 +60,10 @@ from hi_moe_lora.kernels.config import BLOCK_M_LARGE, BLOCK_M_SMALL
 from hi_moe_lora.kernels.gemm_lora import FUSED_GEMM_ROWS, launch_plain_gemm
 from hi_moe_lora.kernels.gemm_tiles import (
     TABLE_FILE,
+    FewRows,
     GemmPlan,
     GemmTile,
+    SeveralRoute,
     load_slot_rank,
     load_table,
     shape_key,
@@ -90,17 +95,42 @@ def choose_tile(current: GemmTile, timings: dict[GemmTile, Timing], margin: floa
     return min(fit, key=lambda tile: timings[tile][0], default=current)
 
 
-def with_few_rows_tiles(
-    table: dict[str, dict[str, GemmPlan]], device: str, tiles: dict[str, GemmTile]
+def few_rows_from(plan: GemmPlan, row: dict[str, Any], margin: float) -> FewRows | None:
+    """A plan's ``few_rows`` after its shape's measurements (``row``, :func:`tune_shape`'s).
+
+    A plan with one keeps it, on the tile :func:`choose_tile` picks. A plan without one gets
+    one (from the rows measured, by the route timed, ``one_adapter``) where the split form on
+    its fastest tile beat cuBLAS then our launch by more than ``margin`` µs both with one
+    adapter and with several; on that tile, unless it is the plan's LoRA tile. Else None. A
+    plan that does not fuse never takes a split form below the least rows: it gets none."""
+    timings = timings_of(row)
+    if plan.few_rows is not None:
+        current = GemmTile(*row["current"])
+        pick = choose_tile(current, timings, margin)
+        return plan.few_rows if pick == current else replace(plan.few_rows, tile=pick)
+    if not plan.fuse:
+        return None
+    fit = [
+        tile
+        for tile, (one, several, error) in timings.items()
+        if error <= MAX_ERROR
+        and one + margin < row["cublas_ours_us"]
+        and several + margin < row["cublas_ours_several_us"]
+    ]
+    if not fit:
+        return None
+    best = min(fit, key=lambda tile: timings[tile][0])
+    tile = None if best == plan.lora_tile else best
+    return FewRows(row["m"], SeveralRoute(row["route"]), one_adapter=True, tile=tile)
+
+
+def with_few_rows(
+    table: dict[str, dict[str, GemmPlan]], device: str, few_rows: dict[str, FewRows | None]
 ) -> dict[str, dict[str, GemmPlan]]:
-    """``table`` with ``tiles`` (by shape key) as the ``few_rows.tile`` of ``device``'s plans; a
-    plan without ``few_rows`` cannot take one (it has no split form below the least rows)."""
+    """``table`` with ``few_rows`` (by shape key) as ``device``'s plans' ``few_rows``."""
     plans = dict(table[device])
-    for key, tile in tiles.items():
-        few = plans[key].few_rows
-        if few is None:
-            raise ValueError(f"{device}: {key}: no few_rows to give a tile")
-        plans[key] = replace(plans[key], few_rows=replace(few, tile=tile))
+    for key, few in few_rows.items():
+        plans[key] = replace(plans[key], few_rows=few)
     return {**table, device: plans}
 
 
@@ -150,8 +180,8 @@ class Step:
 
 def _served_plan(table: dict[str, dict[str, GemmPlan]], device: str, key: str) -> GemmPlan:
     plan = table.get(device, {}).get(key)
-    if plan is None or plan.few_rows is None:
-        raise SystemExit(f"{device}: {key}: the table has no few_rows plan to tune")
+    if plan is None:
+        raise SystemExit(f"{device}: {key}: the table has no plan (tune_gemm_tiles.py first)")
     return plan
 
 
@@ -167,8 +197,7 @@ def tune_shape(
     """Every candidate tile's times for ``shape`` at ``m`` rows (see the module's text)."""
     k, widths = SHAPES[shape]
     n = sum(widths)
-    few = plan.few_rows
-    assert few is not None
+    few = plan.few_rows or FewRows(1, SeveralRoute.ONE_LAUNCH)
     current = plan.lora_tile if few.tile is None else few.tile
     cases = _case(k, widths, m, max(2, -(-POOL_BYTES // (n * k * 2))), seed=m + k)
     one = Step([3] * m)
@@ -261,6 +290,15 @@ def _label(tile: GemmTile) -> str:
     return " x ".join(str(v) for v in _fields(tile))
 
 
+def _few_label(plan: GemmPlan, few: FewRows | None) -> str:
+    """What the plan's ``few_rows`` becomes, for the printed table."""
+    if few is None:
+        return "no few_rows (cuBLAS then our launch)"
+    tile = _label(plan.lora_tile if few.tile is None else few.tile)
+    kept = " (kept)" if few == plan.few_rows else ""
+    return f"{few.several.value} from {few.from_rows} rows on {tile}{kept}"
+
+
 def timings_of(row: dict[str, Any]) -> dict[GemmTile, Timing]:
     """A result row's tiles and their times, as :func:`choose_tile` takes them."""
     return {GemmTile(*fields[:5]): (fields[5], fields[6], fields[7]) for fields in row["tiles"]}
@@ -289,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     device = torch.cuda.get_device_name()
     table = load_table(args.table)
     rows: list[dict[str, Any]] = []
-    chosen: dict[str, GemmTile] = {}
+    updates: dict[str, FewRows | None] = {}
     print(f"{device}, M = {args.m}, {args.adapters} adapters for several; µs a call")
     print(
         "| shape | cuBLAS | cuBLAS + ours: one / several | tile now: one / several "
@@ -299,6 +337,9 @@ def main(argv: list[str] | None = None) -> int:
     for shape in args.shapes:
         k, widths = SHAPES[shape]
         plan = _served_plan(table, device, shape_key(sum(widths), k))
+        if not plan.fuse:
+            print(f"| {shape} | its plan does not fuse: no split form below the least rows |")
+            continue
         row = tune_shape(
             shape, args.m, plan, args.adapters, args.candidates, args.replays, args.threads
         )
@@ -308,19 +349,19 @@ def main(argv: list[str] | None = None) -> int:
         timings = timings_of(row)
         current = GemmTile(*row["current"])
         fastest = min(timings, key=lambda tile: timings[tile][0])
-        pick = choose_tile(current, timings, args.margin)
-        if pick != current:
-            chosen[row["key"]] = pick
+        few = few_rows_from(plan, row, args.margin)
+        if few != plan.few_rows:
+            updates[row["key"]] = few
         now, best = timings[current], timings[fastest]
         print(
             f"| {shape} | {row['cublas_us']:.1f} | {row['cublas_ours_us']:.1f} / "
             f"{row['cublas_ours_several_us']:.1f} | {now[0]:.1f} / {now[1]:.1f} "
             f"| {_label(fastest)}, {best[0]:.1f} / {best[1]:.1f} (err {best[2]:.3f}) "
-            f"| {_label(pick)}{'' if pick != current else ' (kept)'} |",
+            f"| {_few_label(plan, few)} |",
             flush=True,
         )
     if args.out is not None:
-        tuned = with_few_rows_tiles(table, device, chosen)
+        tuned = with_few_rows(table, device, updates)
         note = (
             f"{args.table.name} with few_rows tiles measured at M = {args.m} by "
             "benchmarks/kernels/tune_few_rows.py (see hi_moe_lora/kernels/gemm_tiles.py)."

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
+from typing import Any
 
 import pytest
 import torch
@@ -50,31 +52,58 @@ def test_a_tile_the_timing_missed_is_kept() -> None:
     assert tune.choose_tile(NOW, {FAST: (1.0, 1.0, 0.0)}, 0.3) == NOW
 
 
-def test_chosen_tiles_become_the_few_rows_tiles_and_nothing_else_changes() -> None:
+def _row(
+    current: GemmTile, ours: tuple[float, float], tiles: dict[GemmTile, tuple[float, float, float]]
+) -> dict[str, Any]:
+    """A ``tune_shape`` result row at 8 rows, one launch timed."""
+    return {
+        "m": 8,
+        "route": "one-launch",
+        "current": [current.block_n, current.block_k, current.stages, current.warps, 1],
+        "cublas_ours_us": ours[0],
+        "cublas_ours_several_us": ours[1],
+        "tiles": [
+            [t.block_n, t.block_k, t.stages, t.warps, t.split_k, *times]
+            for t, times in tiles.items()
+        ],
+    }
+
+
+def test_a_plan_with_few_rows_keeps_them_on_the_tile_chosen() -> None:
+    few = FewRows(8, SeveralRoute.ONE_LAUNCH, one_adapter=True)
+    plan = GemmPlan(NOW, True, None, SeveralRoute.ONE_LAUNCH, few)
+    faster = _row(NOW, (9.0, 9.0), {NOW: (5.0, 9.0, 0.03), FAST: (4.0, 9.0, 0.03)})
+    assert tune.few_rows_from(plan, faster, 0.3) == replace(few, tile=FAST)
+    close = _row(NOW, (9.0, 9.0), {NOW: (5.0, 9.0, 0.03), FAST: (4.9, 9.0, 0.03)})
+    assert tune.few_rows_from(plan, close, 0.3) is few
+
+
+def test_a_plan_without_few_rows_gets_them_where_the_split_form_beat_our_launch() -> None:
+    plan = GemmPlan(NOW, True, None, SeveralRoute.ONE_LAUNCH)
+    both = _row(NOW, (7.0, 9.0), {NOW: (6.0, 8.0, 0.03), FAST: (5.0, 8.5, 0.03)})
+    expected = FewRows(8, SeveralRoute.ONE_LAUNCH, one_adapter=True, tile=FAST)
+    assert tune.few_rows_from(plan, both, 0.3) == expected
+    own_tile = _row(NOW, (7.0, 9.0), {NOW: (5.0, 8.0, 0.03), FAST: (5.5, 8.0, 0.03)})
+    expected = FewRows(8, SeveralRoute.ONE_LAUNCH, one_adapter=True)
+    assert tune.few_rows_from(plan, own_tile, 0.3) == expected
+    one_only = _row(NOW, (7.0, 9.0), {NOW: (5.0, 9.5, 0.03)})
+    assert tune.few_rows_from(plan, one_only, 0.3) is None
+    no_fuse = GemmPlan(NOW, False, None, SeveralRoute.ONE_LAUNCH)
+    assert tune.few_rows_from(no_fuse, both, 0.3) is None
+
+
+def test_the_changes_land_in_their_plans_and_nothing_else_changes() -> None:
     table = load_table(TABLE_FILE)
     device = next(iter(table))
-    key = next(iter(table[device]))
-    tuned = tune.with_few_rows_tiles(table, device, {key: FAST})
-    plan = tuned[device][key]
-    assert plan.few_rows is not None
-    assert plan.few_rows.tile == FAST
-    assert plan == GemmPlan(
-        table[device][key].lora_tile,
-        table[device][key].fuse,
-        table[device][key].plain_tile,
-        table[device][key].several,
-        FewRows(plan.few_rows.from_rows, plan.few_rows.several, plan.few_rows.one_adapter, FAST),
-    )
-    others = {k: p for k, p in tuned[device].items() if k != key}
-    assert others == {k: p for k, p in table[device].items() if k != key}
+    first, second, *_ = table[device]
+    few = FewRows(4, SeveralRoute.SPLIT, one_adapter=True, tile=FAST)
+    tuned = tune.with_few_rows(table, device, {first: few, second: None})
+    assert tuned[device][first] == replace(table[device][first], few_rows=few)
+    assert tuned[device][second] == replace(table[device][second], few_rows=None)
+    others = {k: p for k, p in tuned[device].items() if k not in (first, second)}
+    assert others == {k: p for k, p in table[device].items() if k not in (first, second)}
     raw = json.loads(json.dumps(table_json(tuned, "test")))
     assert parse_table(raw, "test") == tuned
-
-
-def test_a_plan_without_few_rows_cannot_take_a_tile() -> None:
-    table = {"gpu": {"64x64": GemmPlan(NOW, True, None, SeveralRoute.OURS)}}
-    with pytest.raises(ValueError, match="gpu: 64x64: no few_rows"):
-        tune.with_few_rows_tiles(table, "gpu", {"64x64": FAST})
 
 
 def test_a_result_rows_tiles_read_back_as_timings() -> None:
