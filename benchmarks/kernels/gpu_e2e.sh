@@ -70,7 +70,9 @@
 #                       base-again): the runs that matter first when the deadline may cut the rest.
 #                       A name may end in ".<round>" ("base many one base.2 many.2 one.2"): another
 #                       round of the same run in one server start; ratios are to the mean of
-#                       every base run, and the summary gives each run's rounds (mean, range)
+#                       every base run, and the summary gives each run's rounds (mean, range).
+#                       "mixed": each request on the base model or on one adapter, at random
+#                       (steps of base rows beside one adapter's, which vLLM counts as two)
 #   HOLD=FILE           no measured run begins while FILE exists (work beside the servers' start,
 #                       such as a test suite, removes it when done, so it never overlaps a run)
 #   RUN_PROMPTS=...     prompts per measured run (default 256; 16 x C at C <= 16, 4 x C above 64):
@@ -303,6 +305,7 @@ for C in $CONCS; do
   for K in $KINDS; do
     KB=${K%%.*}  # (a round's run: "many.2" sends what "many" sends)
     case $KB in base*) MODS_ARG="";; one) MODS_ARG="--lora-modules a0";; many) MODS_ARG="--lora-modules $ALL";;
+      mixed) MODS_ARG="--lora-modules base a0";;  # (the served model's name: the base model)
       *) MODS_ARG="--lora-modules $(first ${KB#many})";; esac
     for L in $LABELS; do
       throughput $L || continue
