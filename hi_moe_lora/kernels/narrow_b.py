@@ -79,11 +79,17 @@ class NarrowB:
     def compile_refresh(self) -> None:
         """Inside :func:`.warm_compile.compiling`: compile the one-launch rewrite of the copies
         made so far (nothing where there are none or the rewrite goes tensor by tensor)."""
-        if not self.one_launch or not self._copies:
-            return
-        launch = NarrowCopy.build(list(self._copies.values()))
+        launch = self._current_launch() if self.one_launch and self._copies else None
         if launch is not None:
             launch.compile_variant()
+
+    def _current_launch(self) -> NarrowCopy | None:
+        """The one-launch rewrite of every copy (None where it cannot take them), described once
+        per set of copies."""
+        if self._launch_copies != len(self._copies):
+            self._launch = NarrowCopy.build(list(self._copies.values()))
+            self._launch_copies = len(self._copies)
+        return self._launch
 
     def refresh(self, slots: Iterable[int]) -> None:
         """Rewrite ``slots``' rows of every copy from vLLM's B (after it wrote new adapters)."""
@@ -91,11 +97,9 @@ class NarrowB:
         if not wanted or not self._copies:
             return
         if self.one_launch:
-            if self._launch_copies != len(self._copies):  # described once per set of copies
-                self._launch = NarrowCopy.build(list(self._copies.values()))
-                self._launch_copies = len(self._copies)
-            if self._launch is not None:
-                self._launch.copy(wanted)
+            launch = self._current_launch()
+            if launch is not None:
+                launch.copy(wanted)
                 return
         index = torch.tensor(wanted, dtype=torch.long)
         for b, copy in self._copies.values():

@@ -139,22 +139,28 @@ class SlotRanks:
         rank scan and narrow-copy rewrite for the stacks seen so far, running nothing and
         changing no state. Without it they compiled when vLLM's capture loaded its first
         stand-in adapters, pausing the capture (an H200 start at max rank 64 compiled four;
-        benchmarks/README.md, twenty-fourth window)."""
-        if self._one_launch and self._seen:
-            scan = RankScan.build(list(self._seen.values()))
-            if scan is not None:
-                scan.compile_variant()
+        benchmarks/README.md, twenty-fourth window). The scan it describes is the one the next
+        refresh launches."""
+        scan = self._current_scan() if self._one_launch and self._seen else None
+        if scan is not None:
+            scan.compile_variant()
         self.narrow_b.compile_refresh()
+
+    def _current_scan(self) -> RankScan | None:
+        """The one-launch scan of every stacked ``A`` seen (None where it cannot take them),
+        described once per set of tensors."""
+        if self._scanned_tensors != len(self._seen):
+            self._scan = RankScan.build(list(self._seen.values()))
+            self._scanned_tensors = len(self._seen)
+        return self._scan
 
     def _recompute(self, slots: list[int]) -> None:
         """Write the ranks of ``slots`` (holding adapters) from every stacked ``A`` seen."""
         if self._one_launch:
-            if self._scanned_tensors != len(self._seen):  # described once per set of tensors
-                self._scan = RankScan.build(list(self._seen.values()))
-                self._scanned_tensors = len(self._seen)
-            if self._scan is not None:
+            scan = self._current_scan()
+            if scan is not None:
                 index = torch.tensor(slots, dtype=torch.long).to(self.ranks.device)
-                self.ranks.index_copy_(0, index, self._scan.ranks(slots))
+                self.ranks.index_copy_(0, index, scan.ranks(slots))
                 return
         for slot in slots:
             best = torch.zeros((), dtype=torch.int32, device=self.ranks.device)
