@@ -50,8 +50,10 @@ forms work at the slots' rank.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -74,7 +76,7 @@ from benchmarks.kernels.llama_shapes import PROJECTIONS, packed
 from hi_moe_lora.kernels.config import BLOCK_M_LARGE, BLOCK_M_SMALL
 from hi_moe_lora.kernels.gemm_lora import fusable, launch_gemm_lora
 from hi_moe_lora.kernels.gemm_shrink import launch_gemm_shrink
-from hi_moe_lora.kernels.gemm_tiles import MAX_PLAN_ROWS, FewRows, SeveralRoute
+from hi_moe_lora.kernels.gemm_tiles import MAX_PLAN_ROWS, FewRows, GemmPlan, SeveralRoute
 from hi_moe_lora.kernels.ranks import SlotRanks
 from hi_moe_lora.kernels.worklist import WorkListBuffers
 
@@ -260,6 +262,23 @@ def run_case(shape: str, m: int, replays: int) -> dict[str, Any]:
     }
 
 
+@contextlib.contextmanager
+def plans_changed(change: Callable[[GemmPlan], GemmPlan]) -> Iterator[None]:
+    """Inside the block, the op's plans (as ``gemm_op.fusable`` gives them) pass through
+    ``change``; a call that is not fused stays so."""
+    real = gemm_op.fusable
+
+    def forced(x: torch.Tensor, w: torch.Tensor, b: Any, rows: int) -> GemmPlan | None:
+        plan = real(x, w, b, rows)
+        return None if plan is None else change(plan)
+
+    gemm_op.fusable = forced
+    try:
+        yield
+    finally:
+        gemm_op.fusable = real
+
+
 def run_product_case(
     shape: str, m: int, adapters: int, replays: int, slot_rank: int = RANK
 ) -> dict[str, Any]:
@@ -317,11 +336,11 @@ def run_product_case(
 
     active = torch.tensor([adapters], dtype=torch.int32)  # (vLLM's count, as it would capture)
 
-    def fused(c: dict[str, Any], specialized: bool = False) -> None:
+    def fused(c: dict[str, Any], specialized: bool = False, min_rows: int = 1) -> None:
         torch.ops.hi_moe_lora.gemm_lora_linear(
             c["y"], c["x"], c["w"], c["a"], c["b"], small, large, rest_small, rest_large,
             token_slot, work.fused_slot, ranks, work.counters, work.gemm_arrivals, no_lora,
-            1.0, 1, 64, active, specialized, None, None,
+            1.0, min_rows, MAX_PLAN_ROWS, active, specialized, None, None,
         )  # fmt: skip
 
     plan = fusable(pool[0]["x"], pool[0]["w"], pool[0]["b"], 64)
@@ -339,38 +358,16 @@ def run_product_case(
 
     def routed(c: dict[str, Any], route: SeveralRoute) -> None:
         """The op under the flag, the plan's route for several adapters replaced by ``route``."""
-        real = gemm_op.fusable
-
-        def forced(x: torch.Tensor, w: torch.Tensor, b: Any, rows: int) -> Any:
-            plan = real(x, w, b, rows)
-            return None if plan is None else replace(plan, several=route)
-
-        gemm_op.fusable = forced
-        try:
+        with plans_changed(lambda plan: replace(plan, several=route)):
             fused(c, specialized=True)
-        finally:
-            gemm_op.fusable = real
 
     def few_rows(c: dict[str, Any], route: SeveralRoute) -> None:
         """The op under the flag as a call below the fused GEMM's least rows, with a plan whose
         ``few_rows`` gives every step with LoRA ``route``: one adapter over the whole work list
         (no fused slot), several as served."""
-        real = gemm_op.fusable
-
-        def forced(x: torch.Tensor, w: torch.Tensor, b: Any, rows: int) -> Any:
-            plan = real(x, w, b, rows)
-            few = FewRows(1, route, one_adapter=True)
-            return None if plan is None else replace(plan, several=route, few_rows=few)
-
-        gemm_op.fusable = forced
-        try:
-            torch.ops.hi_moe_lora.gemm_lora_linear(
-                c["y"], c["x"], c["w"], c["a"], c["b"], small, large, rest_small, rest_large,
-                token_slot, work.fused_slot, ranks, work.counters, work.gemm_arrivals, no_lora,
-                1.0, MAX_PLAN_ROWS + 1, MAX_PLAN_ROWS, active, True, None, None,
-            )  # fmt: skip
-        finally:
-            gemm_op.fusable = real
+        few = FewRows(1, route, one_adapter=True)
+        with plans_changed(lambda plan: replace(plan, several=route, few_rows=few)):
+            fused(c, specialized=True, min_rows=MAX_PLAN_ROWS + 1)
 
     c = pool[0]
     unfused(c)

@@ -44,6 +44,7 @@ from triton.runtime.errors import OutOfResources
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from bench_fused_gemm import plans_changed  # type: ignore[import-not-found]
 from bench_lora import _graph_time  # type: ignore[import-not-found]  # (timed the same way)
 from tune_gemm_tiles import (  # type: ignore[import-not-found]
     POOL_BYTES,
@@ -54,7 +55,7 @@ from tune_gemm_tiles import (  # type: ignore[import-not-found]
     candidate_tiles,
 )
 
-import hi_moe_lora.kernels.gemm_op as gemm_op  # (registers hi_moe_lora::gemm_lora_linear)
+import hi_moe_lora.kernels.gemm_op  # (registers hi_moe_lora::gemm_lora_linear)
 import hi_moe_lora.kernels.ops  # noqa: F401  (registers hi_moe_lora::lora_linear)
 from hi_moe_lora.kernels.config import BLOCK_M_LARGE, BLOCK_M_SMALL
 from hi_moe_lora.kernels.gemm_lora import FUSED_GEMM_ROWS, launch_plain_gemm
@@ -229,17 +230,14 @@ def tune_shape(
     plain_times = {tile: timed(plain(tile), base_ref)[0] for tile in grid}
     ranked = sorted(plain_times, key=lambda tile: plain_times[tile])
     tiles = list(dict.fromkeys([current, *ranked[:candidates]]))
-    real = gemm_op.fusable
 
     def on(tile: GemmTile, step: Step) -> Any:
-        tuned = replace(plan, few_rows=replace(few, from_rows=1, one_adapter=True, tile=tile))
+        few_tuned = replace(few, from_rows=1, one_adapter=True, tile=tile)
+        tuned = replace(plan, few_rows=few_tuned)  # (the --table's plan, not the served one)
 
         def call(c: dict[str, Any]) -> None:
-            gemm_op.fusable = lambda *args: tuned
-            try:
+            with plans_changed(lambda served: tuned):
                 step.op(c)
-            finally:
-                gemm_op.fusable = real
 
         return call
 
