@@ -53,6 +53,7 @@ from tune_gemm_tiles import (  # type: ignore[import-not-found]
     SLOTS,
     _case,
     candidate_tiles,
+    lora_reference,
 )
 
 import hi_moe_lora.kernels.gemm_op  # (registers hi_moe_lora::gemm_lora_linear)
@@ -147,16 +148,6 @@ class Step:
         self.active = torch.tensor([len(set(slots))], dtype=torch.int32)
         self.slots = slots
 
-    def reference(self, c: dict[str, Any]) -> torch.Tensor:
-        ref = c["x"].double() @ c["w"].double().T
-        col = 0
-        for a, b in zip(c["a"], c["b"], strict=True):
-            for row, slot in enumerate(self.slots):
-                inter = (c["x"][row].double() @ a[slot, 0].double().T).to(torch.bfloat16)
-                ref[row, col : col + b.shape[2]] += inter.double() @ b[slot, 0].double().T
-            col += b.shape[2]
-        return ref
-
     def op(self, c: dict[str, Any]) -> None:
         """The served op as a call below the fused GEMM's least rows, counted adapters."""
         work = self.work
@@ -245,7 +236,7 @@ def tune_shape(
         threads,
         [lambda t=tile, s=step: on(t, s)(cases[0]) for tile in tiles for step in (one, several)],
     )
-    one_ref, several_ref = one.reference(cases[0]), several.reference(cases[0])
+    one_ref, several_ref = (lora_reference(cases[0], step.slots) for step in (one, several))
     timings: dict[GemmTile, Timing] = {}
     for tile in tiles:
         t_one, e_one = timed(on(tile, one), one_ref)

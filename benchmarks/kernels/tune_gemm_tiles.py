@@ -174,6 +174,19 @@ def _case(
     ]
 
 
+def lora_reference(case: dict[str, Any], slots: list[int]) -> torch.Tensor:
+    """``x W^T`` in float64 plus each row's LoRA from its slot in ``slots``, the intermediate
+    ``x A^T`` rounded to bf16 as the kernels keep it, per output slice."""
+    reference = case["x"].double() @ case["w"].double().T
+    col = 0
+    for a, b in zip(case["a"], case["b"], strict=True):
+        for row, slot in enumerate(slots):
+            inter = (case["x"][row].double() @ a[slot, 0].double().T).to(torch.bfloat16)
+            reference[row, col : col + b.shape[2]] += inter.double() @ b[slot, 0].double().T
+        col += b.shape[2]
+    return reference
+
+
 def _compile(job: tuple[int, tuple[int, ...], int, list[tuple[int, ...]], bool]) -> int:
     """In a worker: launch each tile once (Triton compiles it into the shared cache)."""
     k, widths, m, tiles, lora = job
@@ -247,12 +260,7 @@ def tune_shape(
 
     first = cases[0]
     base_ref = first["x"].double() @ first["w"].double().T
-    lora_ref = base_ref.clone()
-    col = 0
-    for a, b in zip(first["a"], first["b"], strict=True):
-        inter = (first["x"].double() @ a[SLOT, 0].double().T).to(torch.bfloat16).double()
-        lora_ref[:, col : col + b.shape[2]] += inter @ b[SLOT, 0].double().T
-        col += b.shape[2]
+    lora_ref = lora_reference(first, [SLOT] * m)
 
     def cublas(c: dict[str, Any]) -> None:
         torch.mm(c["x"], c["w"].T, out=c["y"])
@@ -386,13 +394,7 @@ def _time_several(
     token_slot = torch.tensor(slots, dtype=torch.int32, device="cuda")
     ranks = torch.full((SLOTS,), RANK, dtype=torch.int32, device="cuda")
     no_lora = torch.zeros(1, dtype=torch.bool)
-    reference = first["x"].double() @ first["w"].double().T
-    col = 0
-    for a, b in zip(first["a"], first["b"], strict=True):
-        for row, slot in enumerate(slots):
-            inter = (first["x"][row].double() @ a[slot, 0].double().T).to(torch.bfloat16)
-            reference[row, col : col + b.shape[2]] += inter.double() @ b[slot, 0].double().T
-        col += b.shape[2]
+    reference = lora_reference(first, slots)
 
     def after(c: dict[str, Any]) -> None:
         torch.mm(c["x"], c["w"].T, out=c["y"])

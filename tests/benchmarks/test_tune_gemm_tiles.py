@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from hi_moe_lora.kernels.gemm_tiles import (
     FewRows,
@@ -205,3 +206,25 @@ def test_a_retuned_shape_keeps_its_few_rows_and_other_shapes_stay() -> None:
     }
     tune.merge_plans(table, "other gpu", {"4096x4096": new})
     assert table["other gpu"] == {"4096x4096": new}
+
+
+def test_the_reference_adds_each_rows_own_adapter_once() -> None:
+    """``x W^T`` plus, per row and output slice, its slot's ``(x A^T) B^T`` (in float64 after the
+    bf16 intermediate), for every row's own slot."""
+    gen = torch.Generator().manual_seed(0)
+    case = {
+        "x": torch.randn(3, 8, generator=gen),
+        "w": torch.randn(6, 8, generator=gen),
+        "a": [torch.randn(2, 1, 4, 8, generator=gen) for _ in range(2)],
+        "b": [torch.randn(2, 1, wd, 4, generator=gen) for wd in (2, 4)],
+    }
+    slots = [1, 0, 1]
+    got = tune.lora_reference(case, slots)
+    x = case["x"].double()
+    for row, slot in enumerate(slots):
+        parts = []
+        for a, b in zip(case["a"], case["b"], strict=True):
+            inter = (x[row] @ a[slot, 0].double().T).to(torch.bfloat16).double()
+            parts.append(inter @ b[slot, 0].double().T)
+        expected = x[row] @ case["w"].double().T + torch.cat(parts)
+        assert torch.allclose(got[row], expected)
