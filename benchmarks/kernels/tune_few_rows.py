@@ -53,6 +53,7 @@ from tune_gemm_tiles import (  # type: ignore[import-not-found]
     SLOTS,
     _case,
     candidate_tiles,
+    cublas_then_ours,
     lora_reference,
 )
 
@@ -162,12 +163,7 @@ class Step:
         )  # fmt: skip
 
     def cublas_ours(self, c: dict[str, Any]) -> None:
-        torch.mm(c["x"], c["w"].T, out=c["y"])
-        torch.ops.hi_moe_lora.lora_linear(
-            c["y"], c["x"], c["a"], c["b"], self.work.tiles[BLOCK_M_SMALL],
-            self.work.tiles[BLOCK_M_LARGE], self.ranks, self.work.counters,
-            torch.zeros(1, dtype=torch.bool), 1.0, 0, True, None, None,
-        )  # fmt: skip
+        cublas_then_ours(c, self.work, self.ranks)
 
 
 def _served_plan(table: dict[str, dict[str, GemmPlan]], device: str, key: str) -> GemmPlan:

@@ -174,6 +174,20 @@ def _case(
     ]
 
 
+#: vLLM's step flag the benchmarks pass: the step has LoRA.
+_WITH_LORA = torch.zeros(1, dtype=torch.bool)
+
+
+def cublas_then_ours(c: dict[str, Any], work: WorkListBuffers, ranks: torch.Tensor) -> None:
+    """``y = x W^T`` by cuBLAS, then our launch over ``work``'s whole list (what serving runs
+    without the fused GEMM)."""
+    torch.mm(c["x"], c["w"].T, out=c["y"])
+    torch.ops.hi_moe_lora.lora_linear(
+        c["y"], c["x"], c["a"], c["b"], work.tiles[BLOCK_M_SMALL], work.tiles[BLOCK_M_LARGE],
+        ranks, work.counters, _WITH_LORA, 1.0, 0, True, None, None,
+    )  # fmt: skip
+
+
 def lora_reference(case: dict[str, Any], slots: list[int]) -> torch.Tensor:
     """``x W^T`` in float64 plus each row's LoRA from its slot in ``slots``, the intermediate
     ``x A^T`` rounded to bf16 as the kernels keep it, per output slice."""
@@ -255,8 +269,6 @@ def tune_shape(
     work = WorkListBuffers(max(m, 16), SLOTS, "cuda")
     work.update([SLOT] * m, [RANK] * SLOTS)
     ranks = torch.full((SLOTS,), RANK, dtype=torch.int32, device="cuda")
-    no_lora = torch.zeros(1, dtype=torch.bool)
-    small, large = work.tiles[BLOCK_M_SMALL], work.tiles[BLOCK_M_LARGE]
 
     first = cases[0]
     base_ref = first["x"].double() @ first["w"].double().T
@@ -266,11 +278,7 @@ def tune_shape(
         torch.mm(c["x"], c["w"].T, out=c["y"])
 
     def cublas_ours(c: dict[str, Any]) -> None:
-        cublas(c)
-        torch.ops.hi_moe_lora.lora_linear(
-            c["y"], c["x"], c["a"], c["b"], small, large, ranks, work.counters, no_lora,
-            1.0, 0, True, None, None,
-        )  # fmt: skip
+        cublas_then_ours(c, work, ranks)
 
     def plain(c: dict[str, Any], tile: GemmTile) -> None:
         launch_plain_gemm(c["y"], c["x"], c["w"], tile, arrivals)
@@ -393,15 +401,10 @@ def _time_several(
     fused_slot, arrivals = work.fused_slot, work.gemm_arrivals
     token_slot = torch.tensor(slots, dtype=torch.int32, device="cuda")
     ranks = torch.full((SLOTS,), RANK, dtype=torch.int32, device="cuda")
-    no_lora = torch.zeros(1, dtype=torch.bool)
     reference = lora_reference(first, slots)
 
     def after(c: dict[str, Any]) -> None:
-        torch.mm(c["x"], c["w"].T, out=c["y"])
-        torch.ops.hi_moe_lora.lora_linear(
-            c["y"], c["x"], c["a"], c["b"], work.tiles[BLOCK_M_SMALL], work.tiles[BLOCK_M_LARGE],
-            ranks, work.counters, no_lora, 1.0, 0, True, None, None,
-        )  # fmt: skip
+        cublas_then_ours(c, work, ranks)
 
     rest_small, rest_large = work.rest_tiles[BLOCK_M_SMALL], work.rest_tiles[BLOCK_M_LARGE]
 
@@ -412,7 +415,7 @@ def _time_several(
         )  # fmt: skip
         torch.ops.hi_moe_lora.lora_linear(
             c["y"], c["x"], c["a"], c["b"], rest_small, rest_large,
-            ranks, work.counters, no_lora, 1.0, 0, True, None, None,
+            ranks, work.counters, _WITH_LORA, 1.0, 0, True, None, None,
         )  # fmt: skip
 
     def split(c: dict[str, Any], tile: GemmTile) -> None:
