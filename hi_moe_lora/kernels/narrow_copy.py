@@ -23,7 +23,7 @@ from .config import RANK_CHUNK
 from .kernel_flavour import compile_ahead
 from .reference_loops import stacked_view
 from .tensor_table import device_table, element_offsets
-from .warm_compile import launch, only_compiling
+from .warm_compile import launch, require_compiling
 
 #: output rows a program copies
 BLOCK_ROWS = 256
@@ -141,6 +141,5 @@ class NarrowCopy:
     def compile_variant(self) -> None:
         """Inside :func:`.warm_compile.compiling`: compile the variant every copy of these
         pairs launches, running nothing (see :meth:`.rank_scan.RankScan.compile_variant`)."""
-        if not only_compiling():
-            raise RuntimeError("compile_variant() belongs inside warm_compile.compiling()")
+        require_compiling("compile_variant()")
         self.copy([0])

@@ -30,7 +30,7 @@ import triton.language as tl
 from .kernel_flavour import compile_ahead
 from .reference_loops import stacked_view
 from .tensor_table import device_table, element_offsets
-from .warm_compile import launch, only_compiling
+from .warm_compile import launch, require_compiling
 
 #: rank rows a program scans
 ROWS = 16
@@ -142,8 +142,7 @@ class RankScan:
         """Inside :func:`.warm_compile.compiling`: compile the variant every scan of these
         tensors launches (whatever its slots: their count is not specialized), running nothing;
         vLLM's first adapters then find it compiled instead of pausing its capture for it."""
-        if not only_compiling():
-            raise RuntimeError("compile_variant() belongs inside warm_compile.compiling()")
+        require_compiling("compile_variant()")
         self._launch([0])
 
     def _launch(self, slots: Sequence[int]) -> torch.Tensor:

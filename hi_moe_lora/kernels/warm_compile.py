@@ -38,6 +38,13 @@ def only_compiling() -> bool:
     return _ONLY_COMPILING.get()
 
 
+def require_compiling(caller: str) -> None:
+    """Refuse ``caller`` (a method that asks for a variant by launching with stand-in
+    arguments) outside :func:`compiling`, where that launch would run for real."""
+    if not _ONLY_COMPILING.get():
+        raise RuntimeError(f"{caller} belongs inside warm_compile.compiling()")
+
+
 def launch(kernel: Any, grid: tuple[int, ...], *args: Any, **kwargs: Any) -> Any:
     """``kernel[grid](*args, **kwargs)``; inside :func:`compiling`, the compile of the variant
     that launch needs, with nothing run (the interpreter's kernels: nothing at all)."""

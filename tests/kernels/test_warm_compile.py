@@ -17,6 +17,7 @@ from hi_moe_lora.kernels.warm_compile import (
     compiling,
     integer_class,
     only_compiling,
+    require_compiling,
 )
 from hi_moe_lora.kernels.worklist import WorkListBuffers
 
@@ -171,3 +172,10 @@ def test_integers_fall_in_tritons_classes(value: int, expected: str) -> None:
     kind, spec = native_specialize_impl(CUDABackend, value, False, True, True)[:2]
     tritons = "1" if kind == "constexpr" else kind + ("/16" if spec == "D" else "")
     assert integer_class(value) == expected == tritons
+
+
+def test_require_compiling_refuses_its_caller_outside_a_compiling_block() -> None:
+    with pytest.raises(RuntimeError, match=r"^warm\(\) belongs inside warm_compile.compiling\(\)"):
+        require_compiling("warm()")
+    with compiling(1):
+        require_compiling("warm()")
