@@ -116,13 +116,10 @@ def gemm_lora_linear_impl(
         plan = fusable(x, weight, lora_b, max_rows)
     if plan is not None and few_rows:
         plan = _few_rows_plan(plan, x, several_known)
-    # (below the least rows, a step not counted as several adapters, or any step where the
-    # plan says one_adapter: the split form over the whole work list, no fused slot)
-    whole = (
-        few_rows
-        and plan is not None
-        and (not several_known or (plan.few_rows is not None and plan.few_rows.one_adapter))
-    )
+    # (below the least rows under one_adapter, the only way a step not counted as several gets
+    # a plan there: every step over the whole work list, no fused slot)
+    few = plan.few_rows if plan is not None and few_rows else None
+    whole = few is not None and few.one_adapter
     several = plan.several if plan is not None else SeveralRoute.OURS
     if several in SPLIT_ROUTES and not _split_form_fits(x, several):
         several = SeveralRoute.OURS
