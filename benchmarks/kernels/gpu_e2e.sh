@@ -15,7 +15,11 @@
 #                       adds vLLM's dual-stream LoRA (VLLM_LORA_ENABLE_DUAL_STREAM=1: the LoRA of
 #                       each linear layer on a second stream beside the base GEMM); a "+NAME"
 #                       suffix (ours-auto-spec+before-one-launch) serves with the fused GEMM's tile
-#                       table benchmarks/kernels/tables/NAME.json (HI_MOE_LORA_GEMM_TILES)
+#                       table benchmarks/kernels/tables/NAME.json (HI_MOE_LORA_GEMM_TILES); an
+#                       "@TREE" ending (ours-auto-spec@before) serves the plugin and kernels from
+#                       the source tree $TREES/TREE (its hi_moe_lora/ and plugins/ ahead of the
+#                       installed ones on PYTHONPATH; TREES=.kit/trees): one commit's kernels
+#                       beside another's in one window
 #   R=16|64             --max-lora-rank (the adapters stay rank 16); a label ending in -r<N>
 #                       (LABELS="ours ours-r16" with R=64) serves at max rank N instead
 #   N=16                adapters served (--max-loras N); make_lora_adapters.py writes the missing
@@ -140,9 +144,12 @@ QUEUE=/tmp/hml-bench-queue$I; rm -rf $QUEUE  # the resident bench imports vLLM w
 python3 benchmarks/kernels/bench_resident.py --queue $QUEUE > "$OUT/bench-resident.log" 2>&1 &
 RESIDENT_PID=$!
 # A label may carry its own --max-lora-rank ("ours-r16" beside R=64: max ranks side by side).
-rank_of() { case "$1" in *-r[0-9]*) echo "${1##*-r}" ;; *) echo "$R" ;; esac; }
-kind_of() { case "$1" in *-r[0-9]*) echo "${1%-r*}" ;; *) echo "$1" ;; esac; }
-tag() { echo "$(kind_of "$1")-r$(rank_of "$1")$SUFFIX"; }
+# A label may carry its own source tree ("ours-auto-spec@before": $TREES/before).
+TREES=${TREES:-$PWD/.kit/trees}
+tree_of() { case "$1" in *@*) echo "${1##*@}" ;; esac; }
+rank_of() { local l=${1%@*}; case "$l" in *-r[0-9]*) echo "${l##*-r}" ;; *) echo "$R" ;; esac; }
+kind_of() { local l=${1%@*}; case "$l" in *-r[0-9]*) echo "${l%-r*}" ;; *) echo "$l" ;; esac; }
+tag() { local t; t=$(tree_of "$1"); echo "$(kind_of "$1")${t:+@$t}-r$(rank_of "$1")$SUFFIX"; }
 began=$(date +%s); index=0
 late() {  # late NAME: true (and says so) when NAME would begin past DEADLINE_S - RESERVE_S
   local gone=$(( $(date +%s) - script_began ))
@@ -151,7 +158,12 @@ late() {  # late NAME: true (and says so) when NAME would begin past DEADLINE_S 
   return 1
 }
 for L in $LABELS; do
-  TILES_ENV=(); case "$L" in *+*) TILES_ENV=(HI_MOE_LORA_GEMM_TILES=$PWD/benchmarks/kernels/tables/${L##*+}.json) ;; esac
+  TILES_ENV=(); case "${L%@*}" in *+*) TILES_ENV=(HI_MOE_LORA_GEMM_TILES=$PWD/benchmarks/kernels/tables/$(kind_of "${L##*+}").json) ;; esac
+  TREE_ENV=(); TREE=$(tree_of "$L")
+  if [ -n "$TREE" ]; then
+    [ -d "$TREES/$TREE/hi_moe_lora" ] || { echo "$L: no source tree $TREES/$TREE"; kill $RESIDENT_PID; exit 1; }
+    TREE_ENV=(PYTHONPATH=$TREES/$TREE${PYTHONPATH:+:$PYTHONPATH})
+  fi
   LK=$(kind_of "${L%%+*}"); KIND=${LK%-dual}; DUAL=0; [ "$KIND" != "$LK" ] && DUAL=1
   DIRECT=""; [ "$KIND" = ours-jit ] && { KIND=ours; DIRECT=0; }  # our kernels through Triton's JIT
   SPEC_ARGS=(); case "$KIND" in *-spec) KIND=${KIND%-spec}; SPEC_ARGS=(--specialize-active-lora) ;; esac
@@ -163,7 +175,7 @@ for L in $LABELS; do
   [ -n "$PROFILE" ] && PROFILER_ARGS=(--profiler-config "{\"profiler\": \"torch\", \"torch_profiler_dir\": \"/tmp/hml-prof-$L$I\", \"torch_profiler_with_stack\": false, \"torch_profiler_dump_cuda_time_total\": false, \"ignore_frontend\": true}")
   # its own compile cache (servers starting together must not write one cache at once) and its
   # own range of internal ports (two servers once drew the same torch.distributed port)
-  env VLLM_PLUGINS=$PLUGINS "${RESOLVER_ENV[@]}" "${TILES_ENV[@]}" HI_MOE_LORA_KERNELS=$KERNELS \
+  env VLLM_PLUGINS=$PLUGINS "${RESOLVER_ENV[@]}" "${TILES_ENV[@]}" "${TREE_ENV[@]}" HI_MOE_LORA_KERNELS=$KERNELS \
     OMP_NUM_THREADS=${OMP_NUM_THREADS:-4} \
     HI_MOE_LORA_DIRECT_LAUNCH=$DIRECT HI_MOE_LORA_FUSED_GEMM=$FUSED \
     HI_MOE_LORA_COMPILE_THREADS=${COMPILE_THREADS:-auto} \

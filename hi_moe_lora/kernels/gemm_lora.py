@@ -172,10 +172,12 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
     (``SHRINK_JOBS`` above 0: the split form in one launch), one axis of GEMM programs and, after
     them, helper programs that take the shrink's jobs by ticket from the start
     (:func:`.gemm_shrink.take_shrink_jobs`), on the SMs the GEMM leaves free, under its K loop.
-    A GEMM program takes the jobs still left after its K loop, then its epilogue waits until its
-    slice's sums are all counted: it waits only once every job has been taken, each by a
-    program running it that waits on nothing, so the launch cannot deadlock whatever the GPU
-    schedules (helpers that start late find no job and return). The helpers may instead run
+    A GEMM program's epilogue waits until its slice's sums are all counted, taking any job still
+    untaken while it waits: it waits only while every job is taken, each by a program running it
+    that waits on nothing, so the launch cannot deadlock whatever the GPU schedules (helpers that
+    start late find no job and return). The epilogue's loads that depend on nothing the launch
+    writes (B, the list's owners, the rows' slots) are issued before the K loop or the wait,
+    so the wait and the loads after it are the only round trips left after the K loop. The helpers may instead run
     in a launch of their own beside this one (:func:`_shrink_helpers_kernel`, on a side stream:
     a smaller program, so several fit an SM beside a GEMM program); this launch then holds the
     GEMM's programs only (``BESIDE_PROGRAMS``: the helpers', 0 in one launch), and the same
@@ -237,9 +239,28 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
         shrunk_ok = ((rest_slot >= 0) & (offs_m < m * (rest > 0)))[:, None]  # (none if empty)
         if SHRINK_JOBS == 0:
             shrunk = tl.load(shrunk_ptrs, mask=shrunk_ok, other=0.0)
+        else:  # (the sums the epilogue waits for)
+            owed = tl.load(shrink_tiles_ptr)
+        # The first dot's owners (the first CHUNK tiles of the list: a step of up to CHUNK
+        # adapters takes no other): their B loads after the K loop then depend on nothing.
+        stacked = tl.arange(0, CHUNK * RANK_PART)
+        first_owner = tl.load(
+            rest_ptr + HEADER + (stacked // RANK_PART) * (3 + REST_TILE_M),
+            mask=stacked // RANK_PART < rest,
+            other=-1,
+        )
     x_ptrs = x_ptr + offs_m[:, None] * k + k_first + tl.arange(0, BLOCK_K)[None, :]
     w_ptrs = w_ptr + offs_n[None, :].to(tl.int64) * k + k_first + tl.arange(0, BLOCK_K)[:, None]
     if slot >= 0:  # (two K loops, each pipelined: no A traffic in a step without a fused slot)
+        # The epilogue's loads ahead of the K loop, so they wait on nothing after it: the rows'
+        # slots, B where the slots are rank 16 (a few registers a thread; wider slots' B would
+        # crowd the K loop's), DoRA's scales.
+        row_slot = tl.load(token_slot_ptr + offs_m, mask=row_ok, other=-1)
+        if R_PAD <= RANK_PART:
+            bt = tl.load(b_ptrs, mask=rank_ok[:, None], other=0.0)
+        if DORA:
+            live = tl.load(dora_live_ptr + slot_c) != 0
+            g = tl.load(dora_scales_ptr + slot_c * n + offs_n)
         lora = tl.full((BLOCK_M, R_PAD), 0.0, tl.float32)
         for k0 in range(0, k_run, BLOCK_K):
             xt = tl.load(x_ptrs + k0, mask=row_ok[:, None], other=0.0)
@@ -251,9 +272,9 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
                 at = at.to(tl.float32)
             acc = tl.dot(xt, wt, acc)
             lora = tl.dot(xt, at, lora)
-        row_slot = tl.load(token_slot_ptr + offs_m, mask=row_ok, other=-1)
         mine = row_slot == slot
-        bt = tl.load(b_ptrs, mask=rank_ok[:, None], other=0.0)
+        if R_PAD > RANK_PART:
+            bt = tl.load(b_ptrs, mask=rank_ok[:, None], other=0.0)
         if SPLIT_K == 1:  # (the whole intermediate: rounded to the input dtype, as vLLM does)
             inter = tl.where(mine[:, None], lora * scale, 0.0).to(x_ptr.dtype.element_ty)
             if UPCAST_DOT:
@@ -264,8 +285,6 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
             inter = tl.where(mine[:, None], lora * scale, 0.0)
             acc = tl.dot(inter, bt.to(tl.float32), acc)
         if DORA:
-            live = tl.load(dora_live_ptr + slot_c) != 0
-            g = tl.load(dora_scales_ptr + slot_c * n + offs_n)
             acc = tl.where(mine[:, None] & live, acc * g[None, :], acc)
     else:
         for k0 in range(0, k_run, BLOCK_K):
@@ -275,13 +294,6 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
                 xt = xt.to(tl.float32)
                 wt = wt.to(tl.float32)
             acc = tl.dot(xt, wt, acc)
-    if SHRINK_JOBS > 0:  # (the jobs the helpers have not taken yet: none is left untaken)
-        take_shrink_jobs(
-            x_ptr, lora_base_ptr, a_off0, a_off1, a_off2, shrink_tiles_ptr, shrink_partials_ptr,
-            shrink_arrivals_ptr, shrunk_ptr, sync_ptr + SYNC_JOBS, sync_ptr + SYNC_DONE, m, k,
-            rank, SHRINK_JOBS, SHRINK_TILE_M, HEADER, SHRINK_BLOCK_K, SHRINK_STEPS, SHRINK_RUNS,
-            R_PAD, SLICES, UPCAST_DOT,
-        )  # fmt: skip
     if EXPAND:
         # The split form: the rest list's adapters, shrunk ahead (:mod:`.gemm_shrink`), expanded
         # here for these columns; K's first run adds it (the runs' sum is linear). The list's
@@ -295,17 +307,33 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
         # with no wide tile is skipped, so a rank-16 adapter in wider slots takes one part, as
         # in rank-16 slots.
         if (rest > 0) & (k_index == 0):
-            if SHRINK_JOBS > 0:  # (this slice's sums counted by the shrink's jobs: wait)
-                owed = tl.load(shrink_tiles_ptr)
+            stacked_rank = stacked % RANK_PART
+            b_cols = b_off + (offs_n - first)[None, :].to(tl.int64) * rank
+            # The first dot's B, loaded before the wait below, so the two overlap.
+            first_bt = tl.load(
+                lora_base_ptr + b_cols + tl.maximum(first_owner, 0)[:, None].to(tl.int64)
+                * width * rank + stacked_rank[:, None],
+                mask=((first_owner >= 0) & (stacked_rank < rank))[:, None],
+                other=0.0,
+            )  # fmt: skip
+            if SHRINK_JOBS > 0:
+                # Wait until this slice's sums are all counted, taking any job still untaken
+                # meanwhile (the helpers take them from the start, under the K loop: usually
+                # none is left, and the wait is one round trip): a program waits only while
+                # every job is taken, each by a program that runs it waiting on nothing.
                 seen = tl.atomic_add(sync_ptr + SYNC_DONE + piece, 0, sem="acquire", scope="gpu")
                 while seen < owed:
+                    take_shrink_jobs(
+                        x_ptr, lora_base_ptr, a_off0, a_off1, a_off2, shrink_tiles_ptr,
+                        shrink_partials_ptr, shrink_arrivals_ptr, shrunk_ptr,
+                        sync_ptr + SYNC_JOBS, sync_ptr + SYNC_DONE, m, k, rank, SHRINK_JOBS,
+                        SHRINK_TILE_M, HEADER, SHRINK_BLOCK_K, SHRINK_STEPS, SHRINK_RUNS, R_PAD,
+                        SLICES, UPCAST_DOT,
+                    )  # fmt: skip
                     seen = tl.atomic_add(
                         sync_ptr + SYNC_DONE + piece, 0, sem="acquire", scope="gpu"
                     )
                 shrunk = tl.load(shrunk_ptrs, mask=shrunk_ok, other=0.0, cache_modifier=".cg")
-            stacked = tl.arange(0, CHUNK * RANK_PART)
-            stacked_rank = stacked % RANK_PART
-            b_cols = b_off + (offs_n - first)[None, :].to(tl.int64) * rank
             for part in tl.static_range(R_PAD // RANK_PART):
                 if part == 0:  # (every tile of the list)
                     tiles_here = rest
@@ -323,19 +351,24 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
                     )
                     at_rank = part * RANK_PART + stacked_rank
                     for chunk in tl.static_range(CHUNKS):
-                        which = chunk * CHUNK + stacked // RANK_PART
-                        owner = tl.load(
-                            rest_ptr + HEADER + which * (3 + REST_TILE_M),
-                            mask=which < tiles_here,
-                            other=-1,
-                        )
-                        live = owner >= 0
-                        bt = tl.load(
-                            lora_base_ptr + b_cols + owner[:, None].to(tl.int64) * width * rank
-                            + at_rank[:, None],
-                            mask=(live & (at_rank < rank))[:, None],
-                            other=0.0,
-                        )  # fmt: skip
+                        if part == 0 and chunk == 0:  # (loaded ahead)
+                            owner = first_owner
+                            live = owner >= 0
+                            bt = first_bt
+                        else:
+                            which = chunk * CHUNK + stacked // RANK_PART
+                            owner = tl.load(
+                                rest_ptr + HEADER + which * (3 + REST_TILE_M),
+                                mask=which < tiles_here,
+                                other=-1,
+                            )
+                            live = owner >= 0
+                            bt = tl.load(
+                                lora_base_ptr + b_cols
+                                + owner[:, None].to(tl.int64) * width * rank + at_rank[:, None],
+                                mask=(live & (at_rank < rank))[:, None],
+                                other=0.0,
+                            )  # fmt: skip
                         theirs = (rest_slot[:, None] == owner[None, :]) & live[None, :]
                         lhs = tl.where(theirs, repeated, 0.0)
                         if UPCAST_DOT:
