@@ -177,11 +177,12 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
     that waits on nothing, so the launch cannot deadlock whatever the GPU schedules (helpers that
     start late find no job and return). The epilogue's loads that depend on nothing the launch
     writes (B, the list's owners, the rows' slots) are issued before the K loop or the wait,
-    so the wait and the loads after it are the only round trips left after the K loop. The helpers may instead run
-    in a launch of their own beside this one (:func:`_shrink_helpers_kernel`, on a side stream:
-    a smaller program, so several fit an SM beside a GEMM program); this launch then holds the
-    GEMM's programs only (``BESIDE_PROGRAMS``: the helpers', 0 in one launch), and the same
-    argument holds. The last program of both launches to finish zeroes the counters."""
+    so the wait and the loads after it are the only round trips left after the K loop. The
+    helpers may instead run in a launch of their own beside this one
+    (:func:`_shrink_helpers_kernel`, on a side stream: a smaller program, so several fit an SM
+    beside a GEMM program); this launch then holds the GEMM's programs only
+    (``BESIDE_PROGRAMS``: the helpers', 0 in one launch), and the same argument holds. The
+    last program of both launches to finish zeroes the counters."""
     if SHRINK_JOBS == 0:
         column_block, k_index = tl.program_id(0), tl.program_id(1)
     else:
