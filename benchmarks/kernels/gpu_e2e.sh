@@ -17,8 +17,8 @@
 #                       suffix (ours-auto-spec+before-one-launch) serves with the fused GEMM's tile
 #                       table benchmarks/kernels/tables/NAME.json (HI_MOE_LORA_GEMM_TILES); an
 #                       "@TREE" ending (ours-auto-spec@before) serves the plugin and kernels from
-#                       the source tree $TREES/TREE (its hi_moe_lora/ and plugins/ ahead of the
-#                       installed ones on PYTHONPATH; TREES=.kit/trees): one commit's kernels
+#                       the source tree $TREES/TREE (the server starts there, so its hi_moe_lora/
+#                       and plugins/ come first on sys.path; TREES=.kit/trees): one commit's kernels
 #                       beside another's in one window
 #   R=16|64             --max-lora-rank (the adapters stay rank 16); a label ending in -r<N>
 #                       (LABELS="ours ours-r16" with R=64) serves at max rank N instead
@@ -143,13 +143,10 @@ LATE_MARK=$(python3 -c "from hi_moe_lora.kernels.late_compiles import LATE_COMPI
 QUEUE=/tmp/hml-bench-queue$I; rm -rf $QUEUE  # the resident bench imports vLLM while servers start
 python3 benchmarks/kernels/bench_resident.py --queue $QUEUE > "$OUT/bench-resident.log" 2>&1 &
 RESIDENT_PID=$!
-# A label may carry its own --max-lora-rank ("ours-r16" beside R=64: max ranks side by side).
-# A label may carry its own source tree ("ours-auto-spec@before": $TREES/before).
+# A label may carry its own --max-lora-rank ("ours-r16" beside R=64: max ranks side by side)
+# and its own source tree ("ours-auto-spec@before": $TREES/before).
 TREES=${TREES:-$PWD/.kit/trees}
-tree_of() { case "$1" in *@*) echo "${1##*@}" ;; esac; }
-rank_of() { local l=${1%@*}; case "$l" in *-r[0-9]*) echo "${l##*-r}" ;; *) echo "$R" ;; esac; }
-kind_of() { local l=${1%@*}; case "$l" in *-r[0-9]*) echo "${l%-r*}" ;; *) echo "$l" ;; esac; }
-tag() { local t; t=$(tree_of "$1"); echo "$(kind_of "$1")${t:+@$t}-r$(rank_of "$1")$SUFFIX"; }
+source "$(dirname "$0")/e2e_labels.sh"
 began=$(date +%s); index=0
 late() {  # late NAME: true (and says so) when NAME would begin past DEADLINE_S - RESERVE_S
   local gone=$(( $(date +%s) - script_began ))
@@ -158,11 +155,12 @@ late() {  # late NAME: true (and says so) when NAME would begin past DEADLINE_S 
   return 1
 }
 for L in $LABELS; do
-  TILES_ENV=(); case "${L%@*}" in *+*) TILES_ENV=(HI_MOE_LORA_GEMM_TILES=$PWD/benchmarks/kernels/tables/$(kind_of "${L##*+}").json) ;; esac
-  TREE_ENV=(); TREE=$(tree_of "$L")
+  TILES_ENV=(); TABLE=$(table_of "$L"); [ -n "$TABLE" ] && TILES_ENV=(HI_MOE_LORA_GEMM_TILES=$PWD/benchmarks/kernels/tables/$TABLE.json)
+  # the server's working directory: `python3 -m` puts it first on sys.path, ahead of PYTHONPATH
+  SERVER_DIR=$PWD; TREE=$(tree_of "$L")
   if [ -n "$TREE" ]; then
     [ -d "$TREES/$TREE/hi_moe_lora" ] || { echo "$L: no source tree $TREES/$TREE"; kill $RESIDENT_PID; exit 1; }
-    TREE_ENV=(PYTHONPATH=$TREES/$TREE${PYTHONPATH:+:$PYTHONPATH})
+    SERVER_DIR=$TREES/$TREE
   fi
   LK=$(kind_of "${L%%+*}"); KIND=${LK%-dual}; DUAL=0; [ "$KIND" != "$LK" ] && DUAL=1
   DIRECT=""; [ "$KIND" = ours-jit ] && { KIND=ours; DIRECT=0; }  # our kernels through Triton's JIT
@@ -175,7 +173,8 @@ for L in $LABELS; do
   [ -n "$PROFILE" ] && PROFILER_ARGS=(--profiler-config "{\"profiler\": \"torch\", \"torch_profiler_dir\": \"/tmp/hml-prof-$L$I\", \"torch_profiler_with_stack\": false, \"torch_profiler_dump_cuda_time_total\": false, \"ignore_frontend\": true}")
   # its own compile cache (servers starting together must not write one cache at once) and its
   # own range of internal ports (two servers once drew the same torch.distributed port)
-  env VLLM_PLUGINS=$PLUGINS "${RESOLVER_ENV[@]}" "${TILES_ENV[@]}" "${TREE_ENV[@]}" HI_MOE_LORA_KERNELS=$KERNELS \
+  cd "$SERVER_DIR"
+  env VLLM_PLUGINS=$PLUGINS "${RESOLVER_ENV[@]}" "${TILES_ENV[@]}" HI_MOE_LORA_KERNELS=$KERNELS \
     OMP_NUM_THREADS=${OMP_NUM_THREADS:-4} \
     HI_MOE_LORA_DIRECT_LAUNCH=$DIRECT HI_MOE_LORA_FUSED_GEMM=$FUSED \
     HI_MOE_LORA_COMPILE_THREADS=${COMPILE_THREADS:-auto} \
@@ -186,7 +185,7 @@ for L in $LABELS; do
     --tensor-parallel-size $TP \
     --no-enable-prefix-caching --gpu-memory-utilization $UTIL "${KV_ARGS[@]}" "${PROFILER_ARGS[@]}" "${CAPTURE_ARGS[@]}" "${SPEC_ARGS[@]}" \
     ${EXTRA_ARGS:-} > "$OUT/$(tag $L)-serve.log" 2>&1 &
-  SERVER_PID[$L]=$!
+  SERVER_PID[$L]=$!; cd "$OLDPWD"
 done
 for L in $LABELS; do
   for i in $(seq 1 200); do
