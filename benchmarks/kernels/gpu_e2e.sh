@@ -17,8 +17,9 @@
 #                       suffix (ours-auto-spec+before-one-launch) serves with the fused GEMM's tile
 #                       table benchmarks/kernels/tables/NAME.json (HI_MOE_LORA_GEMM_TILES); an
 #                       "@TREE" ending (ours-auto-spec@before) serves the plugin and kernels from
-#                       the source tree $TREES/TREE (the server starts there, so its hi_moe_lora/
-#                       and plugins/ come first on sys.path; TREES=.kit/trees): one commit's kernels
+#                       the source tree $TREES/TREE (the server starts in a copy of it, so its
+#                       hi_moe_lora/ and plugins/ come first on sys.path; TREES=.kit/trees; make
+#                       one with `git archive REV hi_moe_lora plugins | tar -x -C DIR`): one commit's kernels
 #                       beside another's in one window
 #   R=16|64             --max-lora-rank (the adapters stay rank 16); a label ending in -r<N>
 #                       (LABELS="ours ours-r16" with R=64) serves at max rank N instead
@@ -157,10 +158,12 @@ late() {  # late NAME: true (and says so) when NAME would begin past DEADLINE_S 
 for L in $LABELS; do
   TILES_ENV=(); TABLE=$(table_of "$L"); [ -n "$TABLE" ] && TILES_ENV=(HI_MOE_LORA_GEMM_TILES=$PWD/benchmarks/kernels/tables/$TABLE.json)
   # the server's working directory: `python3 -m` puts it first on sys.path, ahead of PYTHONPATH
+  # (a copy of a tree: the device tool replaces the checkout's carried folders at every call,
+  # and a server whose working directory went away fails on its next import)
   SERVER_DIR=$PWD; TREE=$(tree_of "$L")
   if [ -n "$TREE" ]; then
     [ -d "$TREES/$TREE/hi_moe_lora" ] || { echo "$L: no source tree $TREES/$TREE"; kill $RESIDENT_PID; exit 1; }
-    SERVER_DIR=$TREES/$TREE
+    SERVER_DIR=/tmp/hml-tree-$TREE$I; rm -rf "$SERVER_DIR"; cp -r "$TREES/$TREE" "$SERVER_DIR"
   fi
   LK=$(kind_of "${L%%+*}"); KIND=${LK%-dual}; DUAL=0; [ "$KIND" != "$LK" ] && DUAL=1
   DIRECT=""; [ "$KIND" = ours-jit ] && { KIND=ours; DIRECT=0; }  # our kernels through Triton's JIT
