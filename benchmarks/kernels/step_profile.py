@@ -244,9 +244,20 @@ def table(label: str, summary: dict[str, Any]) -> list[str]:
     return lines
 
 
+#: The categories a LoRA step's GEMMs and LoRA kernels fall in (the base step's are ``gemm``).
+GEMM_AND_LORA = ("lora_ours", "gemm_lora", "lora_vllm", "gemm")
+
+
+def lora_time(row: dict[str, Any], base_row: dict[str, Any]) -> float:
+    """What LoRA costs a step: its GEMMs and LoRA kernels' GPU time less the base step's GEMMs'
+    (the fused GEMM carries the base GEMM's work and the adapters' together)."""
+    return sum(row.get(c, 0.0) for c in GEMM_AND_LORA) - base_row.get("gemm", 0.0)
+
+
 def decode_ratios(summaries: dict[str, Any], base: str) -> list[str]:
     """One line per label of ``summaries`` (a ``--json`` file's content) with decode steps:
-    the base label's decode period and busy time over the label's."""
+    the base label's decode period and busy time over the label's, and the label's LoRA time
+    (:func:`lora_time`)."""
     if base not in summaries or "decode" not in summaries[base]:
         raise ValueError(f"no decode steps under the base label {base!r}")
     ref = summaries[base]["decode"]
@@ -258,7 +269,8 @@ def decode_ratios(summaries: dict[str, Any], base: str) -> list[str]:
         lines.append(
             f"{label}: decode step {row['period']:.0f} µs, {ref['period'] / row['period']:.3f} of "
             f"{base}'s; GPU busy {row['busy']:.0f} µs, {ref['busy'] / row['busy']:.3f}; "
-            f"idle {row.get('idle', 0.0):.0f} µs (base {ref.get('idle', 0.0):.0f})"
+            f"idle {row.get('idle', 0.0):.0f} µs (base {ref.get('idle', 0.0):.0f}); "
+            f"LoRA {lora_time(row, ref):.0f} µs"
         )
     return lines
 

@@ -161,7 +161,17 @@ def test_decode_ratios_put_each_load_against_the_base(step_profile: ModuleType) 
     lines = step_profile.decode_ratios(summaries, "s-base")
     assert lines == [
         "s-one: decode step 6400 µs, 0.938 of s-base's; GPU busy 6100 µs, 0.951; "
-        "idle 100 µs (base 200)"
+        "idle 100 µs (base 200); LoRA 0 µs"
     ]
     with pytest.raises(ValueError, match="no decode steps"):
         step_profile.decode_ratios(summaries, "s-one-prefill")
+
+
+def test_lora_time_is_the_steps_gemms_and_lora_kernels_over_the_bases_gemms(
+    step_profile: ModuleType,
+) -> None:
+    base = {"gemm": 4036.0, "attention": 576.0}
+    fused = {"gemm_lora": 4169.0, "gemm": 241.0, "attention": 573.0}
+    unfused = {"gemm": 4036.0, "lora_ours": 888.0}
+    assert step_profile.lora_time(fused, base) == 374.0
+    assert step_profile.lora_time(unfused, base) == 888.0
