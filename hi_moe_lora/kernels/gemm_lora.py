@@ -105,14 +105,67 @@ SYNC_DONE = tl.constexpr(2)
 SYNC_COUNTERS = tl.constexpr(2 + MAX_GEMM_SLICES)
 
 
-def _finish_launch(sync_ptr, BESIDE_PROGRAMS: tl.constexpr):  # type: ignore[no-untyped-def]
-    """Count this program finished; the last of the programs that share the ``sync`` counters
-    (this launch's, and the ``BESIDE_PROGRAMS`` of a launch beside it that shares them) zeroes
-    them (a CUDA graph replays the launches as they left them)."""
-    finished = tl.atomic_add(sync_ptr + SYNC_FINISHED, 1, sem="acq_rel", scope="gpu")
-    if finished == tl.num_programs(0) + BESIDE_PROGRAMS - 1:
-        for counter in tl.static_range(SYNC_COUNTERS):
-            tl.atomic_xchg(sync_ptr + counter, 0, sem="relaxed", scope="gpu")
+#: Lanes of the tensor that counts a program finished: one thread or more each for up to eight
+#: warps, so no thread holds a copy of another's lane. (A scalar atomic's result is shared with
+#: the whole block through shared memory at once, so its round trip is waited for where it is
+#: issued; a tensor atomic's stays in the issuing thread's register until something reads it.)
+FINISH_LANES = tl.constexpr(256)
+
+
+def _count_finished(sync_ptr, when) -> tl.tensor:  # type: ignore[no-untyped-def]
+    """Count this program done with the launch's counters (release: its own uses of them are
+    ordered before the count) where ``when`` holds, from lane 0 of a :data:`FINISH_LANES` tensor;
+    the count before it comes back in that lane, read only by :func:`_zero_if_last` at the
+    program's end, so the round trip overlaps whatever the program does meanwhile."""
+    lanes = tl.arange(0, FINISH_LANES)
+    # Lane 0 where ``when`` holds (a comparison: ``&`` of two masks gives Triton's interpreter an
+    # int32 mask, which its atomics refuse). Each lane has its own address, all but lane 0's
+    # masked off: at a uniform address the compiler would count a warp's lanes in one atomic and
+    # shuffle its result to them, so it would wait for it here.
+    counting = lanes == tl.where(when, 0, -1)
+    return tl.atomic_add(
+        sync_ptr + SYNC_FINISHED + lanes, 1, mask=counting, sem="release", scope="gpu"
+    )
+
+
+def _zero_if_last(sync_ptr, counted, BESIDE_PROGRAMS: tl.constexpr):  # type: ignore[no-untyped-def]
+    """Zero the launch's counters if ``counted`` (:func:`_count_finished`'s lane 0) says this
+    program counted last among those that share them: this launch's and the
+    ``BESIDE_PROGRAMS`` of a launch beside it (a CUDA graph replays the launches as they left
+    them). The finished count goes first, with acquire: it reads the count that every
+    program's release made, so the other counters are zeroed after every program's last use."""
+    lanes = tl.arange(0, FINISH_LANES)
+    last = lanes == tl.where(counted == tl.num_programs(0) + BESIDE_PROGRAMS - 1, 0, -1)
+    at = sync_ptr + lanes  # (lane 0's: the counters themselves)
+    tl.atomic_xchg(at + SYNC_FINISHED, 0, mask=last, sem="acquire", scope="gpu")
+    for counter in tl.static_range(SYNC_COUNTERS):
+        if counter != SYNC_FINISHED:
+            tl.atomic_xchg(at + counter, 0, mask=last, sem="relaxed", scope="gpu")
+
+
+def _chunk_owners(  # type: ignore[no-untyped-def]
+    rest_ptr, chunk, tiles, HEADER: tl.constexpr, REST_TILE_M: tl.constexpr,
+    CHUNK: tl.constexpr,
+):  # fmt: skip
+    """The slots of the rest list's tiles that the expand's dot ``chunk`` stacks, one a rank
+    part (``CHUNK * RANK_PART`` lanes: tile ``chunk * CHUNK + i`` under the ``i``-th part's),
+    -1 for the lanes of tiles past ``tiles``."""
+    which = chunk * CHUNK + tl.arange(0, CHUNK * RANK_PART) // RANK_PART
+    return tl.load(rest_ptr + HEADER + which * (3 + REST_TILE_M), mask=which < tiles, other=-1)
+
+
+def _owners_b(  # type: ignore[no-untyped-def]
+    lora_base_ptr, b_cols, owner, at_rank, width, rank
+) -> tl.tensor:
+    """B of each stacked lane's owner (:func:`_chunk_owners`) at the lane's rank ``at_rank``,
+    for the columns ``b_cols`` (element offsets inside a slot's B): ``(lanes, columns)``, zeros
+    for lanes without an owner and ranks past the slots'."""
+    return tl.load(
+        lora_base_ptr + b_cols + tl.maximum(owner, 0)[:, None].to(tl.int64) * width * rank
+        + at_rank[:, None],
+        mask=((owner >= 0) & (at_rank < rank))[:, None],
+        other=0.0,
+    )  # fmt: skip
 
 
 def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
@@ -145,6 +198,7 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
     k,
     rank,
     scale,
+    rest_records,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
@@ -181,8 +235,11 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
     helpers may instead run in a launch of their own beside this one
     (:func:`_shrink_helpers_kernel`, on a side stream: a smaller program, so several fit an SM
     beside a GEMM program); this launch then holds the GEMM's programs only
-    (``BESIDE_PROGRAMS``: the helpers', 0 in one launch), and the same argument holds. The
-    last program of both launches to finish zeroes the counters."""
+    (``BESIDE_PROGRAMS``: the helpers', 0 in one launch), and the same argument holds. Each
+    program counts itself done with the launch's counters as soon as it is (a later run of a
+    split K at its start, a waiting program when its wait ends, the others after their K loop,
+    a helper when no job is left), and that count's round trip overlaps the rest of its work;
+    the last of both launches' programs to count zeroes the counters at its end."""
     if SHRINK_JOBS == 0:
         column_block, k_index = tl.program_id(0), tl.program_id(1)
     else:
@@ -195,8 +252,11 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
                 sync_ptr + SYNC_DONE, m, k, rank, SHRINK_JOBS, SHRINK_TILE_M, HEADER,
                 SHRINK_BLOCK_K, SHRINK_STEPS, SHRINK_RUNS, R_PAD, SLICES, UPCAST_DOT,
             )  # fmt: skip
-            _finish_launch(sync_ptr, BESIDE_PROGRAMS)
+            _zero_if_last(sync_ptr, _count_finished(sync_ptr, True), BESIDE_PROGRAMS)
             return
+        # A later run of a split K waits on nothing: it counts itself done with the counters
+        # before it starts (the others, after their wait or their K loop).
+        counted = _count_finished(sync_ptr, k_index > 0)
     n0 = column_block * BLOCK_N
     k_run = k // SPLIT_K
     k_first = k_index * k_run
@@ -243,12 +303,12 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
         else:  # (the sums the epilogue waits for)
             owed = tl.load(shrink_tiles_ptr)
         # The first dot's owners (the first CHUNK tiles of the list: a step of up to CHUNK
-        # adapters takes no other): their B loads after the K loop then depend on nothing.
+        # adapters takes no other), so their B loads after the K loop depend on nothing. Read
+        # up to the list's room (``rest_records``), not its count: a load masked by the count
+        # would wait for it before the K loop's first loads issue. The count masks them later.
         stacked = tl.arange(0, CHUNK * RANK_PART)
-        first_owner = tl.load(
-            rest_ptr + HEADER + (stacked // RANK_PART) * (3 + REST_TILE_M),
-            mask=stacked // RANK_PART < rest,
-            other=-1,
+        first_owner = _chunk_owners(
+            rest_ptr, 0, tl.where(k_index == 0, rest_records, 0), HEADER, REST_TILE_M, CHUNK
         )
     x_ptrs = x_ptr + offs_m[:, None] * k + k_first + tl.arange(0, BLOCK_K)[None, :]
     w_ptrs = w_ptr + offs_n[None, :].to(tl.int64) * k + k_first + tl.arange(0, BLOCK_K)[:, None]
@@ -310,13 +370,9 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
         if (rest > 0) & (k_index == 0):
             stacked_rank = stacked % RANK_PART
             b_cols = b_off + (offs_n - first)[None, :].to(tl.int64) * rank
+            first_owner = tl.where(stacked // RANK_PART < rest, first_owner, -1)
             # The first dot's B, loaded before the wait below, so the two overlap.
-            first_bt = tl.load(
-                lora_base_ptr + b_cols + tl.maximum(first_owner, 0)[:, None].to(tl.int64)
-                * width * rank + stacked_rank[:, None],
-                mask=((first_owner >= 0) & (stacked_rank < rank))[:, None],
-                other=0.0,
-            )  # fmt: skip
+            first_bt = _owners_b(lora_base_ptr, b_cols, first_owner, stacked_rank, width, rank)
             if SHRINK_JOBS > 0:
                 # Wait until this slice's sums are all counted, taking any job still untaken
                 # meanwhile (the helpers take them from the start, under the K loop: usually
@@ -334,6 +390,7 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
                     seen = tl.atomic_add(
                         sync_ptr + SYNC_DONE + piece, 0, sem="acquire", scope="gpu"
                     )
+                counted = _count_finished(sync_ptr, True)
                 shrunk = tl.load(shrunk_ptrs, mask=shrunk_ok, other=0.0, cache_modifier=".cg")
             for part in tl.static_range(R_PAD // RANK_PART):
                 if part == 0:  # (every tile of the list)
@@ -354,28 +411,22 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
                     for chunk in tl.static_range(CHUNKS):
                         if part == 0 and chunk == 0:  # (loaded ahead)
                             owner = first_owner
-                            live = owner >= 0
                             bt = first_bt
                         else:
-                            which = chunk * CHUNK + stacked // RANK_PART
-                            owner = tl.load(
-                                rest_ptr + HEADER + which * (3 + REST_TILE_M),
-                                mask=which < tiles_here,
-                                other=-1,
+                            owner = _chunk_owners(
+                                rest_ptr, chunk, tiles_here, HEADER, REST_TILE_M, CHUNK
                             )
-                            live = owner >= 0
-                            bt = tl.load(
-                                lora_base_ptr + b_cols
-                                + owner[:, None].to(tl.int64) * width * rank + at_rank[:, None],
-                                mask=(live & (at_rank < rank))[:, None],
-                                other=0.0,
-                            )  # fmt: skip
+                            bt = _owners_b(lora_base_ptr, b_cols, owner, at_rank, width, rank)
+                        live = owner >= 0
                         theirs = (rest_slot[:, None] == owner[None, :]) & live[None, :]
                         lhs = tl.where(theirs, repeated, 0.0)
                         if UPCAST_DOT:
                             lhs = lhs.to(tl.float32)
                             bt = bt.to(tl.float32)
                         acc = tl.dot(lhs, bt, acc)
+        elif k_index == 0:  # noqa: SIM102  (the inner test is a constexpr)
+            if SHRINK_JOBS > 0:  # (no sums to wait for: done with the counters)
+                counted = _count_finished(sync_ptr, True)
         if DORA:  # noqa: SIM102  (a constexpr branch; every run's share, the ratio is per column)
             if rest > 0:
                 known = rest_slot >= 0
@@ -410,7 +461,7 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
             tl.store(y_ptrs, total.to(y_ptr.dtype.element_ty), mask=row_ok[:, None])
             tl.atomic_xchg(arrivals_ptr + column_block, 0, sem="relaxed", scope="gpu")
     if SHRINK_JOBS > 0:
-        _finish_launch(sync_ptr, BESIDE_PROGRAMS)
+        _zero_if_last(sync_ptr, counted, BESIDE_PROGRAMS)
 
 
 def _shrink_helpers_kernel(  # type: ignore[no-untyped-def]
@@ -447,12 +498,19 @@ def _shrink_helpers_kernel(  # type: ignore[no-untyped-def]
         SHRINK_JOBS, SHRINK_TILE_M, HEADER, SHRINK_BLOCK_K, SHRINK_STEPS, SHRINK_RUNS, R_PAD,
         SLICES, UPCAST_DOT,
     )  # fmt: skip
-    _finish_launch(sync_ptr, BESIDE_PROGRAMS)
+    _zero_if_last(sync_ptr, _count_finished(sync_ptr, True), BESIDE_PROGRAMS)
 
 
 #: The device functions :func:`_gemm_lora_kernel` and :func:`_shrink_helpers_kernel` call,
 #: callees first.
-KERNEL_CALLEES = (shrink_program, take_shrink_jobs, _finish_launch)
+KERNEL_CALLEES = (
+    shrink_program,
+    take_shrink_jobs,
+    _count_finished,
+    _zero_if_last,
+    _chunk_owners,
+    _owners_b,
+)
 
 
 #: Helper programs an SM when they run beside the GEMM in a launch of their own (small enough
@@ -562,6 +620,11 @@ class GemmExpand:
             raise GemmLoRAShapeError(f"a shrink inside needs {SYNC_COUNTERS.value} counters")
         if self.beside and self.inside is None:
             raise GemmLoRAShapeError("a shrink beside the GEMM needs its jobs (inside)")
+
+    @property
+    def rest_records(self) -> int:
+        """Tile records the rest list has room for (its count says how many it holds)."""
+        return (self.rest_tiles.numel() - HEADER_SIZE) // (3 + self.tile_m)
 
     def launch_args(self, m: int) -> tuple[tuple[torch.Tensor, ...], dict[str, Any]]:
         """The kernel's pointers (rest list, intermediate, the shrink's list, partials and
@@ -730,9 +793,10 @@ def _launch(
     kernel, upcast = kernel_for(_gemm_lora_kernel, x, ("m",), KERNEL_CALLEES)
     expand_ptrs: tuple[torch.Tensor, ...] = (y,) * 6  # (pointers the kernel does not read)
     expand_constexprs, grid = NO_EXPAND, (column_blocks, tile.split_k)
-    helpers = beside = 0
+    helpers = beside = rest_records = 0
     if expand is not None:
         expand_ptrs, expand_constexprs = expand.launch_args(m)
+        rest_records = expand.rest_records
         if expand.inside is not None:  # (one axis: the GEMM's programs, then any helpers)
             helpers = _helpers(x.device, BESIDE_HELPERS_PER_SM if expand.beside else 1)
             beside = helpers if expand.beside else 0
@@ -744,7 +808,7 @@ def _launch(
         launch(
             kernel, grid,
             x, w, *lora_args, y, *dora_args, partials, arrivals if arrivals is not None else y,
-            *expand_ptrs, m, n, k, rank, scale,
+            *expand_ptrs, m, n, k, rank, scale, rest_records,
             BLOCK_M=max(MIN_DOT, triton.next_power_of_2(m)), BLOCK_N=tile.block_n,
             BLOCK_K=tile.block_k, R_PAD=rank_padding(rank), SPLIT_K=tile.split_k, FUSED=fused,
             FUSED_RANK=fused_rank, DORA=dora, **expand_constexprs, HEADER=HEADER_SIZE,
