@@ -112,19 +112,17 @@ SYNC_COUNTERS = tl.constexpr(2 + MAX_GEMM_SLICES)
 FINISH_LANES = tl.constexpr(256)
 
 
-def _count_finished(sync_ptr, when) -> tl.tensor:  # type: ignore[no-untyped-def]
+def _count_finished(sync_ptr) -> tl.tensor:  # type: ignore[no-untyped-def]
     """Count this program done with the launch's counters (release: its own uses of them are
-    ordered before the count) where ``when`` holds, from lane 0 of a :data:`FINISH_LANES` tensor;
-    the count before it comes back in that lane, read only by :func:`_zero_if_last` at the
-    program's end, so the round trip overlaps whatever the program does meanwhile."""
+    ordered before the count), from lane 0 of a :data:`FINISH_LANES` tensor; the count before
+    it comes back in that lane, read only by :func:`_zero_if_last` at the program's end, so the
+    round trip overlaps whatever the program does meanwhile."""
     lanes = tl.arange(0, FINISH_LANES)
-    # Lane 0 where ``when`` holds (a comparison: ``&`` of two masks gives Triton's interpreter an
-    # int32 mask, which its atomics refuse). Each lane has its own address, all but lane 0's
-    # masked off: at a uniform address the compiler would count a warp's lanes in one atomic and
-    # shuffle its result to them, so it would wait for it here.
-    counting = lanes == tl.where(when, 0, -1)
+    # Each lane has its own address, all but lane 0's masked off: at a uniform address the
+    # compiler would count a warp's lanes in one atomic and shuffle its result to them, so it
+    # would wait for it here.
     return tl.atomic_add(
-        sync_ptr + SYNC_FINISHED + lanes, 1, mask=counting, sem="release", scope="gpu"
+        sync_ptr + SYNC_FINISHED + lanes, 1, mask=lanes == 0, sem="release", scope="gpu"
     )
 
 
@@ -198,7 +196,6 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
     k,
     rank,
     scale,
-    rest_records,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
@@ -235,11 +232,11 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
     helpers may instead run in a launch of their own beside this one
     (:func:`_shrink_helpers_kernel`, on a side stream: a smaller program, so several fit an SM
     beside a GEMM program); this launch then holds the GEMM's programs only
-    (``BESIDE_PROGRAMS``: the helpers', 0 in one launch), and the same argument holds. Each
-    program counts itself done with the launch's counters as soon as it is (a later run of a
-    split K at its start, a waiting program when its wait ends, the others after their K loop,
-    a helper when no job is left), and that count's round trip overlaps the rest of its work;
-    the last of both launches' programs to count zeroes the counters at its end."""
+    (``BESIDE_PROGRAMS``: the helpers', 0 in one launch), and the same argument holds. A GEMM
+    program counts itself done with the launch's counters before its store (a helper when no
+    job is left), so the count's round trip overlaps the store and, in a split K, the arrival
+    (counted after the store, as before, it cost a fence that waits for the store, then the
+    round trip); the last of both launches' programs to count zeroes the counters at its end."""
     if SHRINK_JOBS == 0:
         column_block, k_index = tl.program_id(0), tl.program_id(1)
     else:
@@ -252,11 +249,8 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
                 sync_ptr + SYNC_DONE, m, k, rank, SHRINK_JOBS, SHRINK_TILE_M, HEADER,
                 SHRINK_BLOCK_K, SHRINK_STEPS, SHRINK_RUNS, R_PAD, SLICES, UPCAST_DOT,
             )  # fmt: skip
-            _zero_if_last(sync_ptr, _count_finished(sync_ptr, True), BESIDE_PROGRAMS)
+            _zero_if_last(sync_ptr, _count_finished(sync_ptr), BESIDE_PROGRAMS)
             return
-        # A later run of a split K waits on nothing: it counts itself done with the counters
-        # before it starts (the others, after their wait or their K loop).
-        counted = _count_finished(sync_ptr, k_index > 0)
     n0 = column_block * BLOCK_N
     k_run = k // SPLIT_K
     k_first = k_index * k_run
@@ -303,13 +297,12 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
         else:  # (the sums the epilogue waits for)
             owed = tl.load(shrink_tiles_ptr)
         # The first dot's owners (the first CHUNK tiles of the list: a step of up to CHUNK
-        # adapters takes no other), so their B loads after the K loop depend on nothing. Read
-        # up to the list's room (``rest_records``), not its count: a load masked by the count
-        # would wait for it before the K loop's first loads issue. The count masks them later.
+        # adapters takes no other): their B loads after the K loop then depend on nothing.
+        # (Masked by the list's count, so its load waits for the count's before the K loop's
+        # first loads issue. Read up to the list's room instead and masked after the K loop,
+        # the compiled kernel spilled a quarter more at 64 rows: 158 -> 199 stores, sm_90.)
         stacked = tl.arange(0, CHUNK * RANK_PART)
-        first_owner = _chunk_owners(
-            rest_ptr, 0, tl.where(k_index == 0, rest_records, 0), HEADER, REST_TILE_M, CHUNK
-        )
+        first_owner = _chunk_owners(rest_ptr, 0, rest, HEADER, REST_TILE_M, CHUNK)
     x_ptrs = x_ptr + offs_m[:, None] * k + k_first + tl.arange(0, BLOCK_K)[None, :]
     w_ptrs = w_ptr + offs_n[None, :].to(tl.int64) * k + k_first + tl.arange(0, BLOCK_K)[:, None]
     if slot >= 0:  # (two K loops, each pipelined: no A traffic in a step without a fused slot)
@@ -370,7 +363,6 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
         if (rest > 0) & (k_index == 0):
             stacked_rank = stacked % RANK_PART
             b_cols = b_off + (offs_n - first)[None, :].to(tl.int64) * rank
-            first_owner = tl.where(stacked // RANK_PART < rest, first_owner, -1)
             # The first dot's B, loaded before the wait below, so the two overlap.
             first_bt = _owners_b(lora_base_ptr, b_cols, first_owner, stacked_rank, width, rank)
             if SHRINK_JOBS > 0:
@@ -390,7 +382,6 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
                     seen = tl.atomic_add(
                         sync_ptr + SYNC_DONE + piece, 0, sem="acquire", scope="gpu"
                     )
-                counted = _count_finished(sync_ptr, True)
                 shrunk = tl.load(shrunk_ptrs, mask=shrunk_ok, other=0.0, cache_modifier=".cg")
             for part in tl.static_range(R_PAD // RANK_PART):
                 if part == 0:  # (every tile of the list)
@@ -424,9 +415,6 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
                             lhs = lhs.to(tl.float32)
                             bt = bt.to(tl.float32)
                         acc = tl.dot(lhs, bt, acc)
-        elif k_index == 0:  # noqa: SIM102  (the inner test is a constexpr)
-            if SHRINK_JOBS > 0:  # (no sums to wait for: done with the counters)
-                counted = _count_finished(sync_ptr, True)
         if DORA:  # noqa: SIM102  (a constexpr branch; every run's share, the ratio is per column)
             if rest > 0:
                 known = rest_slot >= 0
@@ -438,6 +426,8 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
                     other=1.0,
                 )
                 acc = tl.where(live_row[:, None], acc * g_rows, acc)
+    if SHRINK_JOBS > 0:  # (done with the launch's counters: any wait is over)
+        counted = _count_finished(sync_ptr)
     y_ptrs = y_ptr + offs_m[:, None] * n + offs_n[None, :]
     if SPLIT_K == 1:
         tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=row_ok[:, None])
@@ -498,7 +488,7 @@ def _shrink_helpers_kernel(  # type: ignore[no-untyped-def]
         SHRINK_JOBS, SHRINK_TILE_M, HEADER, SHRINK_BLOCK_K, SHRINK_STEPS, SHRINK_RUNS, R_PAD,
         SLICES, UPCAST_DOT,
     )  # fmt: skip
-    _zero_if_last(sync_ptr, _count_finished(sync_ptr, True), BESIDE_PROGRAMS)
+    _zero_if_last(sync_ptr, _count_finished(sync_ptr), BESIDE_PROGRAMS)
 
 
 #: The device functions :func:`_gemm_lora_kernel` and :func:`_shrink_helpers_kernel` call,
@@ -620,11 +610,6 @@ class GemmExpand:
             raise GemmLoRAShapeError(f"a shrink inside needs {SYNC_COUNTERS.value} counters")
         if self.beside and self.inside is None:
             raise GemmLoRAShapeError("a shrink beside the GEMM needs its jobs (inside)")
-
-    @property
-    def rest_records(self) -> int:
-        """Tile records the rest list has room for (its count says how many it holds)."""
-        return (self.rest_tiles.numel() - HEADER_SIZE) // (3 + self.tile_m)
 
     def launch_args(self, m: int) -> tuple[tuple[torch.Tensor, ...], dict[str, Any]]:
         """The kernel's pointers (rest list, intermediate, the shrink's list, partials and
@@ -793,10 +778,9 @@ def _launch(
     kernel, upcast = kernel_for(_gemm_lora_kernel, x, ("m",), KERNEL_CALLEES)
     expand_ptrs: tuple[torch.Tensor, ...] = (y,) * 6  # (pointers the kernel does not read)
     expand_constexprs, grid = NO_EXPAND, (column_blocks, tile.split_k)
-    helpers = beside = rest_records = 0
+    helpers = beside = 0
     if expand is not None:
         expand_ptrs, expand_constexprs = expand.launch_args(m)
-        rest_records = expand.rest_records
         if expand.inside is not None:  # (one axis: the GEMM's programs, then any helpers)
             helpers = _helpers(x.device, BESIDE_HELPERS_PER_SM if expand.beside else 1)
             beside = helpers if expand.beside else 0
@@ -808,7 +792,7 @@ def _launch(
         launch(
             kernel, grid,
             x, w, *lora_args, y, *dora_args, partials, arrivals if arrivals is not None else y,
-            *expand_ptrs, m, n, k, rank, scale, rest_records,
+            *expand_ptrs, m, n, k, rank, scale,
             BLOCK_M=max(MIN_DOT, triton.next_power_of_2(m)), BLOCK_N=tile.block_n,
             BLOCK_K=tile.block_k, R_PAD=rank_padding(rank), SPLIT_K=tile.split_k, FUSED=fused,
             FUSED_RANK=fused_rank, DORA=dora, **expand_constexprs, HEADER=HEADER_SIZE,
