@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from .gemm_lora import (
     KERNEL_CALLEES,
+    MIN_DOT,
     NO_EXPAND,
     NO_SHRINK_INSIDE,
     _gemm_lora_kernel,
@@ -66,14 +67,20 @@ def _compile(function: Any, constexprs: dict[str, Any], arch: int, warps: int, s
 
 
 def compile_gemm_for_target(
-    tile: GemmTile, form: ExpandForm, arch: int = 90, slot_rank: int = 16, may_fuse: bool = True
+    tile: GemmTile,
+    form: ExpandForm,
+    arch: int = 90,
+    slot_rank: int = 16,
+    may_fuse: bool = True,
+    rows: int = 64,
 ) -> Any:
-    """The fused GEMM's kernel for 64 rows of a qkv-like call (three slices, slots of
-    ``slot_rank``: above 16 the split form's expand has later rank parts) on ``tile``, its
-    several-adapter LoRA in ``form``, compiled for ``sm_<arch>``; ``may_fuse=False``: as a
-    step known to serve several adapters launches it (no K loop reading A)."""
+    """The fused GEMM's kernel for ``rows`` rows (its row tile: the next power of two, at least
+    16) of a qkv-like call (three slices, slots of ``slot_rank``: above 16 the split form's
+    expand has later rank parts) on ``tile``, its several-adapter LoRA in ``form``, compiled for
+    ``sm_<arch>``; ``may_fuse=False``: as a step known to serve several adapters launches it
+    (no K loop reading A)."""
     constexprs: dict[str, Any] = {
-        "BLOCK_M": 64,
+        "BLOCK_M": max(MIN_DOT, 1 << (rows - 1).bit_length()),
         "BLOCK_N": tile.block_n,
         "BLOCK_K": tile.block_k,
         "R_PAD": slot_rank,
@@ -87,7 +94,10 @@ def compile_gemm_for_target(
         **NO_EXPAND,
     }
     if form != "none":
-        constexprs |= {"EXPAND": True, "CHUNK": 8, "CHUNKS": 2, "SLICES": 3, "REST_TILE_M": 64}
+        chunks = -(-min(16, rows) // 8)  # (16 adapters, 8 a dot, as many as the rows can hold)
+        constexprs |= {
+            "EXPAND": True, "CHUNK": 8, "CHUNKS": chunks, "SLICES": 3, "REST_TILE_M": 64,
+        }  # fmt: skip
         constexprs |= NO_SHRINK_INSIDE if form == "ahead" else _SHRINK
     if form == "beside":
         constexprs["BESIDE_PROGRAMS"] = 132

@@ -1,0 +1,199 @@
+"""Where the fused GEMM's compiled kernel waits on memory: its global atomics and spills, read
+from the SASS that Triton's bundled ptxas makes for sm_90 (no GPU needed).
+
+An atomic whose result the program reads at once costs a whole L2 round trip there; one whose
+result is read much later (or never) overlaps the work in between. Triton shares a scalar
+atomic's result with the whole block through shared memory right where it is issued, and at a
+uniform address the compiler counts a warp's lanes in one atomic and shuffles the result to
+them, so both wait at once; a fence (``MEMBAR``) before an atomic with release semantics also
+waits for the program's outstanding stores and loads. For each global atomic, in the order of
+the program text, the report gives the instruction, whether a fence comes just before it, the
+register it returns and how many instructions later that register is first read. It also counts
+the spill stores and loads (``STL``/``LDL``): one variant of the one-launch split form spilled
+158 -> 199 stores at 64 rows and ran 1.2-2.0 µs a call slower on an H200 (twenty-eighth
+window, benchmarks/README.md).
+
+    python benchmarks/kernels/gemm_sass_report.py [--rows 8 64] [--shape 4096x4096]
+        [--forms inside] [--may-fuse no] [--slot-rank 16] [--device "NVIDIA H200"]
+
+The kernel is the one a call of that shape and that many rows launches, on the shipped table's
+tile for it (:func:`hi_moe_lora.kernels.gemm_compile.compile_gemm_for_target`). "First read"
+counts instructions in text order, a fair guide inside straight code; across a branch it is
+only an estimate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from hi_moe_lora.kernels.gemm_compile import ExpandForm, compile_gemm_for_target
+from hi_moe_lora.kernels.gemm_tiles import TABLE_FILE, load_table
+
+#: A SASS instruction line of ``nvdisasm``: address, optional predicate, opcode, operands.
+_INSTRUCTION = re.compile(r"/\*[0-9a-f]+\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_.]*)\s*([^;]*);")
+_REGISTER = re.compile(r"\bR(\d+)(\.64)?\b")
+#: Opcodes whose operands are all read (no destination register first).
+_NO_DESTINATION = ("ST", "RED", "BRA", "EXIT", "BAR", "MEMBAR", "CCTL", "ERRBAR", "BSYNC")
+#: The most instructions between an atomic and a read of its result taken as "at once" (a
+#: warp-aggregated atomic shuffles its result within about five).
+AT_ONCE = 8
+
+
+@dataclass(frozen=True)
+class Instruction:
+    opcode: str
+    operands: tuple[str, ...]
+
+    def reads(self) -> set[int]:
+        """The general registers it reads (a ``.64`` pair: both)."""
+        sources = self.operands
+        if not self.opcode.startswith(_NO_DESTINATION) and not self.opcode.startswith("ATOM"):
+            sources = sources[1:]
+        elif self.opcode.startswith("ATOM"):
+            sources = sources[2:]  # (PT, the returned register, then the address and value)
+        found: set[int] = set()
+        for operand in sources:
+            for number, pair in _REGISTER.findall(operand):
+                found.add(int(number))
+                if pair:
+                    found.add(int(number) + 1)
+        return found
+
+    def writes(self) -> int | None:
+        """The general register it writes first, if any."""
+        if self.opcode.startswith(_NO_DESTINATION) or not self.operands:
+            return None
+        at = 1 if self.opcode.startswith("ATOM") else 0
+        if len(self.operands) <= at:
+            return None
+        found = re.fullmatch(r"R(\d+)", self.operands[at].strip())
+        return int(found.group(1)) if found else None
+
+
+@dataclass(frozen=True)
+class Atomic:
+    """One global atomic of the kernel and how soon the program waits for it."""
+
+    index: int
+    opcode: str
+    fenced: bool
+    result: int | None
+    first_read: int | None
+
+    def wait(self) -> str:
+        if self.result is None:
+            return "no result"
+        if self.first_read is None:
+            return "result not read"
+        return "at once" if self.first_read <= AT_ONCE else f"{self.first_read} later"
+
+
+def instructions(sass: str) -> list[Instruction]:
+    """The instructions of ``nvdisasm`` output, in text order."""
+    found = []
+    for line in sass.splitlines():
+        match = _INSTRUCTION.search(line)
+        if match:
+            operands = tuple(o.strip() for o in match.group(2).split(",") if o.strip())
+            found.append(Instruction(match.group(1), operands))
+    return found
+
+
+def atomics(program: list[Instruction]) -> list[Atomic]:
+    """Each global atomic (``ATOMG``/``REDG``) with its fence and its result's first read."""
+    found = []
+    for index, instruction in enumerate(program):
+        if not instruction.opcode.startswith(("ATOMG", "REDG")):
+            continue
+        fenced = any(p.opcode.startswith("MEMBAR") for p in program[max(0, index - 4) : index])
+        result = instruction.writes() if instruction.opcode.startswith("ATOMG") else None
+        first_read = None
+        if result is not None:
+            for distance, later in enumerate(program[index + 1 :], start=1):
+                if result in later.reads():
+                    first_read = distance
+                    break
+                if later.writes() == result:
+                    break
+        found.append(Atomic(index, instruction.opcode, fenced, result, first_read))
+    return found
+
+
+def spills(program: list[Instruction]) -> tuple[int, int]:
+    """(spill stores, spill loads): ``STL`` and ``LDL`` instructions."""
+    stores = sum(1 for i in program if i.opcode.startswith("STL"))
+    loads = sum(1 for i in program if i.opcode.startswith("LDL"))
+    return stores, loads
+
+
+def disassemble(cubin: bytes) -> str:
+    """``nvdisasm`` of Triton's NVIDIA backend on ``cubin``."""
+    import triton
+
+    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "nvdisasm"
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as handle:
+        handle.write(cubin)
+        handle.flush()
+        return subprocess.run(
+            [str(tool), "-c", handle.name], capture_output=True, text=True, check=True
+        ).stdout
+
+
+def report(program: list[Instruction]) -> list[str]:
+    """The report's lines for one compiled kernel."""
+    stores, loads = spills(program)
+    lines = [
+        f"{len(program)} instructions; spills: {stores} stores, {loads} loads",
+        "",
+        "| # | instruction | fence before | result | first read |",
+        "|---|---|---|---|---|",
+    ]
+    for atomic in atomics(program):
+        result = f"R{atomic.result}" if atomic.result is not None else "-"
+        fence = "yes" if atomic.fenced else "no"
+        lines.append(f"| {atomic.index} | {atomic.opcode} | {fence} | {result} | {atomic.wait()} |")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="NVIDIA H200", help="whose plans (the table's key)")
+    parser.add_argument("--shape", default="4096x4096", help="a planned shape key (N x K)")
+    parser.add_argument("--rows", type=int, nargs="+", default=[8, 64])
+    parser.add_argument(
+        "--forms", nargs="+", default=["inside"], choices=["none", "ahead", "inside", "beside"]
+    )
+    parser.add_argument("--may-fuse", choices=["yes", "no"], default="no")
+    parser.add_argument("--slot-rank", type=int, default=16)
+    args = parser.parse_args(argv)
+    plans = load_table(TABLE_FILE).get(args.device, {})
+    if args.shape not in plans:
+        parser.error(f"not planned for {args.device}: {args.shape}")
+    tile = plans[args.shape].lora_tile
+    for rows in args.rows:
+        for form in args.forms:
+            expand_form: ExpandForm = form
+            kernel = compile_gemm_for_target(
+                tile, expand_form, slot_rank=args.slot_rank, may_fuse=args.may_fuse == "yes",
+                rows=rows,
+            )  # fmt: skip
+            print(
+                f"## {args.shape}, {rows} rows, form {form}, may fuse {args.may_fuse}, slot rank "
+                f"{args.slot_rank}: tile n{tile.block_n} k{tile.block_k} s{tile.stages} "
+                f"w{tile.warps} x{tile.split_k}"
+            )
+            print("\n".join(report(instructions(disassemble(kernel.asm["cubin"])))))
+            print(flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
