@@ -105,65 +105,14 @@ SYNC_DONE = tl.constexpr(2)
 SYNC_COUNTERS = tl.constexpr(2 + MAX_GEMM_SLICES)
 
 
-#: Lanes of the tensor that counts a program finished: one thread or more each for up to eight
-#: warps, so no thread holds a copy of another's lane. (A scalar atomic's result is shared with
-#: the whole block through shared memory at once, so its round trip is waited for where it is
-#: issued; a tensor atomic's stays in the issuing thread's register until something reads it.)
-FINISH_LANES = tl.constexpr(256)
-
-
-def _count_finished(sync_ptr) -> tl.tensor:  # type: ignore[no-untyped-def]
-    """Count this program done with the launch's counters (release: its own uses of them are
-    ordered before the count), from lane 0 of a :data:`FINISH_LANES` tensor; the count before
-    it comes back in that lane, read only by :func:`_zero_if_last` at the program's end, so the
-    round trip overlaps whatever the program does meanwhile."""
-    lanes = tl.arange(0, FINISH_LANES)
-    # Each lane has its own address, all but lane 0's masked off: at a uniform address the
-    # compiler would count a warp's lanes in one atomic and shuffle its result to them, so it
-    # would wait for it here.
-    return tl.atomic_add(
-        sync_ptr + SYNC_FINISHED + lanes, 1, mask=lanes == 0, sem="release", scope="gpu"
-    )
-
-
-def _zero_if_last(sync_ptr, counted, BESIDE_PROGRAMS: tl.constexpr):  # type: ignore[no-untyped-def]
-    """Zero the launch's counters if ``counted`` (:func:`_count_finished`'s lane 0) says this
-    program counted last among those that share them: this launch's and the
-    ``BESIDE_PROGRAMS`` of a launch beside it (a CUDA graph replays the launches as they left
-    them). The finished count goes first, with acquire: it reads the count that every
-    program's release made, so the other counters are zeroed after every program's last use."""
-    lanes = tl.arange(0, FINISH_LANES)
-    last = lanes == tl.where(counted == tl.num_programs(0) + BESIDE_PROGRAMS - 1, 0, -1)
-    at = sync_ptr + lanes  # (lane 0's: the counters themselves)
-    tl.atomic_xchg(at + SYNC_FINISHED, 0, mask=last, sem="acquire", scope="gpu")
-    for counter in tl.static_range(SYNC_COUNTERS):
-        if counter != SYNC_FINISHED:
-            tl.atomic_xchg(at + counter, 0, mask=last, sem="relaxed", scope="gpu")
-
-
-def _chunk_owners(  # type: ignore[no-untyped-def]
-    rest_ptr, chunk, tiles, HEADER: tl.constexpr, REST_TILE_M: tl.constexpr,
-    CHUNK: tl.constexpr,
-):  # fmt: skip
-    """The slots of the rest list's tiles that the expand's dot ``chunk`` stacks, one a rank
-    part (``CHUNK * RANK_PART`` lanes: tile ``chunk * CHUNK + i`` under the ``i``-th part's),
-    -1 for the lanes of tiles past ``tiles``."""
-    which = chunk * CHUNK + tl.arange(0, CHUNK * RANK_PART) // RANK_PART
-    return tl.load(rest_ptr + HEADER + which * (3 + REST_TILE_M), mask=which < tiles, other=-1)
-
-
-def _owners_b(  # type: ignore[no-untyped-def]
-    lora_base_ptr, b_cols, owner, at_rank, width, rank
-) -> tl.tensor:
-    """B of each stacked lane's owner (:func:`_chunk_owners`) at the lane's rank ``at_rank``,
-    for the columns ``b_cols`` (element offsets inside a slot's B): ``(lanes, columns)``, zeros
-    for lanes without an owner and ranks past the slots'."""
-    return tl.load(
-        lora_base_ptr + b_cols + tl.maximum(owner, 0)[:, None].to(tl.int64) * width * rank
-        + at_rank[:, None],
-        mask=((owner >= 0) & (at_rank < rank))[:, None],
-        other=0.0,
-    )  # fmt: skip
+def _finish_launch(sync_ptr, BESIDE_PROGRAMS: tl.constexpr):  # type: ignore[no-untyped-def]
+    """Count this program finished; the last of the programs that share the ``sync`` counters
+    (this launch's, and the ``BESIDE_PROGRAMS`` of a launch beside it that shares them) zeroes
+    them (a CUDA graph replays the launches as they left them)."""
+    finished = tl.atomic_add(sync_ptr + SYNC_FINISHED, 1, sem="acq_rel", scope="gpu")
+    if finished == tl.num_programs(0) + BESIDE_PROGRAMS - 1:
+        for counter in tl.static_range(SYNC_COUNTERS):
+            tl.atomic_xchg(sync_ptr + counter, 0, sem="relaxed", scope="gpu")
 
 
 def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
@@ -232,11 +181,8 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
     helpers may instead run in a launch of their own beside this one
     (:func:`_shrink_helpers_kernel`, on a side stream: a smaller program, so several fit an SM
     beside a GEMM program); this launch then holds the GEMM's programs only
-    (``BESIDE_PROGRAMS``: the helpers', 0 in one launch), and the same argument holds. A GEMM
-    program counts itself done with the launch's counters before its store (a helper when no
-    job is left), so the count's round trip overlaps the store and, in a split K, the arrival
-    (counted after the store, as before, it cost a fence that waits for the store, then the
-    round trip); the last of both launches' programs to count zeroes the counters at its end."""
+    (``BESIDE_PROGRAMS``: the helpers', 0 in one launch), and the same argument holds. The
+    last program of both launches to finish zeroes the counters."""
     if SHRINK_JOBS == 0:
         column_block, k_index = tl.program_id(0), tl.program_id(1)
     else:
@@ -249,7 +195,7 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
                 sync_ptr + SYNC_DONE, m, k, rank, SHRINK_JOBS, SHRINK_TILE_M, HEADER,
                 SHRINK_BLOCK_K, SHRINK_STEPS, SHRINK_RUNS, R_PAD, SLICES, UPCAST_DOT,
             )  # fmt: skip
-            _zero_if_last(sync_ptr, _count_finished(sync_ptr), BESIDE_PROGRAMS)
+            _finish_launch(sync_ptr, BESIDE_PROGRAMS)
             return
     n0 = column_block * BLOCK_N
     k_run = k // SPLIT_K
@@ -298,11 +244,12 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
             owed = tl.load(shrink_tiles_ptr)
         # The first dot's owners (the first CHUNK tiles of the list: a step of up to CHUNK
         # adapters takes no other): their B loads after the K loop then depend on nothing.
-        # (Masked by the list's count, so its load waits for the count's before the K loop's
-        # first loads issue. Read up to the list's room instead and masked after the K loop,
-        # the compiled kernel spilled a quarter more at 64 rows: 158 -> 199 stores, sm_90.)
         stacked = tl.arange(0, CHUNK * RANK_PART)
-        first_owner = _chunk_owners(rest_ptr, 0, rest, HEADER, REST_TILE_M, CHUNK)
+        first_owner = tl.load(
+            rest_ptr + HEADER + (stacked // RANK_PART) * (3 + REST_TILE_M),
+            mask=stacked // RANK_PART < rest,
+            other=-1,
+        )
     x_ptrs = x_ptr + offs_m[:, None] * k + k_first + tl.arange(0, BLOCK_K)[None, :]
     w_ptrs = w_ptr + offs_n[None, :].to(tl.int64) * k + k_first + tl.arange(0, BLOCK_K)[:, None]
     if slot >= 0:  # (two K loops, each pipelined: no A traffic in a step without a fused slot)
@@ -364,7 +311,12 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
             stacked_rank = stacked % RANK_PART
             b_cols = b_off + (offs_n - first)[None, :].to(tl.int64) * rank
             # The first dot's B, loaded before the wait below, so the two overlap.
-            first_bt = _owners_b(lora_base_ptr, b_cols, first_owner, stacked_rank, width, rank)
+            first_bt = tl.load(
+                lora_base_ptr + b_cols + tl.maximum(first_owner, 0)[:, None].to(tl.int64)
+                * width * rank + stacked_rank[:, None],
+                mask=((first_owner >= 0) & (stacked_rank < rank))[:, None],
+                other=0.0,
+            )  # fmt: skip
             if SHRINK_JOBS > 0:
                 # Wait until this slice's sums are all counted, taking any job still untaken
                 # meanwhile (the helpers take them from the start, under the K loop: usually
@@ -402,13 +354,22 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
                     for chunk in tl.static_range(CHUNKS):
                         if part == 0 and chunk == 0:  # (loaded ahead)
                             owner = first_owner
+                            live = owner >= 0
                             bt = first_bt
                         else:
-                            owner = _chunk_owners(
-                                rest_ptr, chunk, tiles_here, HEADER, REST_TILE_M, CHUNK
+                            which = chunk * CHUNK + stacked // RANK_PART
+                            owner = tl.load(
+                                rest_ptr + HEADER + which * (3 + REST_TILE_M),
+                                mask=which < tiles_here,
+                                other=-1,
                             )
-                            bt = _owners_b(lora_base_ptr, b_cols, owner, at_rank, width, rank)
-                        live = owner >= 0
+                            live = owner >= 0
+                            bt = tl.load(
+                                lora_base_ptr + b_cols
+                                + owner[:, None].to(tl.int64) * width * rank + at_rank[:, None],
+                                mask=(live & (at_rank < rank))[:, None],
+                                other=0.0,
+                            )  # fmt: skip
                         theirs = (rest_slot[:, None] == owner[None, :]) & live[None, :]
                         lhs = tl.where(theirs, repeated, 0.0)
                         if UPCAST_DOT:
@@ -426,8 +387,6 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
                     other=1.0,
                 )
                 acc = tl.where(live_row[:, None], acc * g_rows, acc)
-    if SHRINK_JOBS > 0:  # (done with the launch's counters: any wait is over)
-        counted = _count_finished(sync_ptr)
     y_ptrs = y_ptr + offs_m[:, None] * n + offs_n[None, :]
     if SPLIT_K == 1:
         tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=row_ok[:, None])
@@ -451,7 +410,7 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
             tl.store(y_ptrs, total.to(y_ptr.dtype.element_ty), mask=row_ok[:, None])
             tl.atomic_xchg(arrivals_ptr + column_block, 0, sem="relaxed", scope="gpu")
     if SHRINK_JOBS > 0:
-        _zero_if_last(sync_ptr, counted, BESIDE_PROGRAMS)
+        _finish_launch(sync_ptr, BESIDE_PROGRAMS)
 
 
 def _shrink_helpers_kernel(  # type: ignore[no-untyped-def]
@@ -488,19 +447,12 @@ def _shrink_helpers_kernel(  # type: ignore[no-untyped-def]
         SHRINK_JOBS, SHRINK_TILE_M, HEADER, SHRINK_BLOCK_K, SHRINK_STEPS, SHRINK_RUNS, R_PAD,
         SLICES, UPCAST_DOT,
     )  # fmt: skip
-    _zero_if_last(sync_ptr, _count_finished(sync_ptr), BESIDE_PROGRAMS)
+    _finish_launch(sync_ptr, BESIDE_PROGRAMS)
 
 
 #: The device functions :func:`_gemm_lora_kernel` and :func:`_shrink_helpers_kernel` call,
 #: callees first.
-KERNEL_CALLEES = (
-    shrink_program,
-    take_shrink_jobs,
-    _count_finished,
-    _zero_if_last,
-    _chunk_owners,
-    _owners_b,
-)
+KERNEL_CALLEES = (shrink_program, take_shrink_jobs, _finish_launch)
 
 
 #: Helper programs an SM when they run beside the GEMM in a launch of their own (small enough
