@@ -9,9 +9,11 @@ them, so both wait at once; a fence (``MEMBAR``) before an atomic with release s
 waits for the program's outstanding stores and loads. For each global atomic, in the order of
 the program text, the report gives the instruction, whether a fence comes just before it, the
 register it returns and how many instructions later that register is first read. It also counts
-the spill stores and loads (``STL``/``LDL``): one variant of the one-launch split form spilled
-158 -> 199 stores at 64 rows and ran 1.2-2.0 µs a call slower on an H200 (twenty-eighth
-window, benchmarks/README.md).
+the spill stores and loads (``STL``/``LDL``) and lists their runs (a register save or restore),
+each with the global memory instruction after it, which places it. One variant of the one-launch
+split form spilled 158 -> 199 stores at 64 rows and ran 1.2-2.0 µs a call slower on an H200; the
+shipped one saves about 30 registers to local memory between the wait's load and its check, on
+every program's path (twenty-eighth window, benchmarks/README.md).
 
     python benchmarks/kernels/gemm_sass_report.py [--rows 8 64] [--shape 4096x4096]
         [--forms inside] [--may-fuse no] [--slot-rank 16] [--device "NVIDIA H200"]
@@ -127,6 +129,43 @@ def atomics(program: list[Instruction]) -> list[Atomic]:
     return found
 
 
+@dataclass(frozen=True)
+class SpillRun:
+    """Spill stores or loads close together (a register save or restore), and the first memory
+    instruction after them that is not a spill: where in the program they sit."""
+
+    index: int
+    kind: str
+    count: int
+    before: str | None
+
+
+#: Instructions a run of spills may skip between two of its own.
+RUN_GAP = 4
+#: Opcodes that mark a place in the program: global loads and atomics, tensor-core dots.
+_LANDMARKS = ("LDG", "ATOMG", "REDG", "STG", "HMMA", "HGMMA", "LDGSTS")
+
+
+def spill_runs(program: list[Instruction], least: int = 4) -> list[SpillRun]:
+    """Runs of at least ``least`` spill stores (``STL``) or loads (``LDL``), each at most
+    :data:`RUN_GAP` instructions after the one before, with the landmark that follows each."""
+    runs: list[SpillRun] = []
+    for kind in ("STL", "LDL"):
+        at = [i for i, ins in enumerate(program) if ins.opcode.startswith(kind)]
+        groups: list[list[int]] = []
+        for index in at:
+            if groups and index - groups[-1][-1] <= RUN_GAP:
+                groups[-1].append(index)
+            else:
+                groups.append([index])
+        for group in groups:
+            if len(group) >= least:
+                after = program[group[-1] + 1 :]
+                landmark = next((i.opcode for i in after if i.opcode.startswith(_LANDMARKS)), None)
+                runs.append(SpillRun(group[0], kind, len(group), landmark))
+    return sorted(runs, key=lambda run: run.index)
+
+
 def spills(program: list[Instruction]) -> tuple[int, int]:
     """(spill stores, spill loads): ``STL`` and ``LDL`` instructions."""
     stores = sum(1 for i in program if i.opcode.startswith("STL"))
@@ -160,6 +199,11 @@ def report(program: list[Instruction]) -> list[str]:
         result = f"R{atomic.result}" if atomic.result is not None else "-"
         fence = "yes" if atomic.fenced else "no"
         lines.append(f"| {atomic.index} | {atomic.opcode} | {fence} | {result} | {atomic.wait()} |")
+    runs = spill_runs(program)
+    if runs:
+        lines += ["", "| # | spills | count | next memory instruction |", "|---|---|---|---|"]
+        for run in runs:
+            lines.append(f"| {run.index} | {run.kind} | {run.count} | {run.before or '-'} |")
     return lines
 
 

@@ -58,6 +58,21 @@ def test_a_register_pair_reads_both_registers_and_a_store_reads_all_its_operands
     assert store.writes() is None
 
 
+def test_runs_of_spills_are_placed_by_the_memory_instruction_after_them() -> None:
+    saves = "".join(f"/*{i:04x}*/ STL [R1+0x{4 * i:x}], R{100 + i} ;\n" for i in range(5))
+    sass = saves + (
+        "/*0100*/ IADD3 R7, R7, 0x1, RZ ;\n"
+        "/*0110*/ LDG.E.STRONG.GPU R10, desc[UR8][R168.64] ;\n"
+        "/*0120*/ LDL R100, [R1] ;\n"  # (a lone reload: no run)
+        "/*0130*/ HMMA.16816.F32.BF16 R20, R4, R8, R20 ;\n"
+    )
+    runs = sass_report.spill_runs(sass_report.instructions(sass))
+    assert runs == [sass_report.SpillRun(0, "STL", 5, "LDG.E.STRONG.GPU")]
+    assert sass_report.report(sass_report.instructions(sass))[-1] == (
+        "| 0 | STL | 5 | LDG.E.STRONG.GPU |"
+    )
+
+
 def test_the_one_launch_forms_counters_are_read_from_its_compiled_kernel(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
