@@ -13,7 +13,7 @@ the spill stores and loads (``STL``/``LDL``) and lists their runs (a register sa
 each with the global memory instruction after it, which places it. One variant of the one-launch
 split form spilled 158 -> 199 stores at 64 rows and ran 1.2-2.0 µs a call slower on an H200; the
 shipped one saves about 30 registers to local memory between the wait's load and its check, on
-every program's path (twenty-eighth window, benchmarks/README.md).
+the path of every program that waits (twenty-eighth window, benchmarks/README.md).
 
     python benchmarks/kernels/gemm_sass_report.py [--rows 8 64] [--shape 4096x4096]
         [--forms inside] [--may-fuse no] [--slot-rank 16] [--device "NVIDIA H200"]
