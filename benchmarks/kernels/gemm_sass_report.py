@@ -36,7 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from hi_moe_lora.kernels.gemm_compile import ExpandForm, compile_gemm_for_target
+from hi_moe_lora.kernels.gemm_compile import compile_gemm_for_target
 from hi_moe_lora.kernels.gemm_tiles import TABLE_FILE, load_table
 
 #: A SASS instruction line of ``nvdisasm``: address, optional predicate, opcode, operands.
@@ -224,9 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     tile = plans[args.shape].lora_tile
     for rows in args.rows:
         for form in args.forms:
-            expand_form: ExpandForm = form
             kernel = compile_gemm_for_target(
-                tile, expand_form, slot_rank=args.slot_rank, may_fuse=args.may_fuse == "yes",
+                tile, form, slot_rank=args.slot_rank, may_fuse=args.may_fuse == "yes",
                 rows=rows,
             )  # fmt: skip
             print(
