@@ -254,6 +254,32 @@ def test_the_split_form_expands_every_tokens_own_adapter_in_the_epilogue(
         assert int(counters.abs().sum()) == 0
 
 
+def test_the_split_forms_sums_are_the_same_whoever_runs_the_shrinks_jobs(device: str) -> None:
+    """The shrink ahead (its own launch runs every job, K steps unrolled) against inside the
+    GEMM's launch, where in the interpreter the first GEMM program runs every job while it waits
+    (K steps one after the other, few registers): the same dots in the same order, so the same
+    output bit for bit. (On a GPU the helpers run nearly every job, so only the CPU tells.)"""
+    if device != "cpu":
+        pytest.skip("the waiting programs' jobs run in order only in the interpreter")
+    m, k, widths, rank = 10, 1024, [64, 32, 32], 16  # (four shrink runs of two K steps)
+    x, w, a, b = _case(m, k, widths, rank, device, torch.float32, seed=7)
+    slots = [i % (SLOTS + 1) - 1 for i in range(m)]
+    token_slot = torch.tensor(slots, dtype=torch.int32, device=device)
+    outputs = []
+    for form in ("ahead", "inside"):
+        work = WorkListBuffers(64, SLOTS, device, fused_slot=True)
+        work.update(np.array(slots), [rank] * SLOTS)
+        assert work.fused_slot is not None
+        expand, arrivals, _ = _split_form(x, a, work, form)
+        y = torch.empty((m, sum(widths)), dtype=torch.float32, device=device)
+        launch_gemm_lora(
+            y, x, w, a, b, token_slot, work.fused_slot, 0.5, tile=GemmTile(32, 64, 2),
+            arrivals=arrivals, expand=expand,
+        )  # fmt: skip
+        outputs.append(y)
+    assert torch.equal(outputs[0], outputs[1])
+
+
 #: Real ranks of the three slots, in slots of rank 64 (``--max-lora-rank 64``).
 OWN_RANKS = [16, 64, 8]
 
