@@ -64,7 +64,6 @@ from .gemm_shrink import (
     ShrinkLaunch,
     rank_padding,
     shrink_program,
-    shrink_step,
     take_shrink_jobs,
 )
 from .gemm_tiles import (
@@ -194,7 +193,7 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
                 x_ptr, lora_base_ptr, a_off0, a_off1, a_off2, shrink_tiles_ptr,
                 shrink_partials_ptr, shrink_arrivals_ptr, shrunk_ptr, sync_ptr + SYNC_JOBS,
                 sync_ptr + SYNC_DONE, m, k, rank, SHRINK_JOBS, SHRINK_TILE_M, HEADER,
-                SHRINK_BLOCK_K, SHRINK_STEPS, SHRINK_RUNS, R_PAD, SLICES, UPCAST_DOT, False,
+                SHRINK_BLOCK_K, SHRINK_STEPS, SHRINK_RUNS, R_PAD, SLICES, UPCAST_DOT,
             )  # fmt: skip
             _finish_launch(sync_ptr, BESIDE_PROGRAMS)
             return
@@ -330,7 +329,7 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
                         shrink_partials_ptr, shrink_arrivals_ptr, shrunk_ptr,
                         sync_ptr + SYNC_JOBS, sync_ptr + SYNC_DONE, m, k, rank, SHRINK_JOBS,
                         SHRINK_TILE_M, HEADER, SHRINK_BLOCK_K, SHRINK_STEPS, SHRINK_RUNS, R_PAD,
-                        SLICES, UPCAST_DOT, True,
+                        SLICES, UPCAST_DOT,
                     )  # fmt: skip
                     seen = tl.atomic_add(
                         sync_ptr + SYNC_DONE + piece, 0, sem="acquire", scope="gpu"
@@ -446,14 +445,14 @@ def _shrink_helpers_kernel(  # type: ignore[no-untyped-def]
         x_ptr, lora_base_ptr, a_off0, a_off1, a_off2, shrink_tiles_ptr, shrink_partials_ptr,
         shrink_arrivals_ptr, shrunk_ptr, sync_ptr + SYNC_JOBS, sync_ptr + SYNC_DONE, m, k, rank,
         SHRINK_JOBS, SHRINK_TILE_M, HEADER, SHRINK_BLOCK_K, SHRINK_STEPS, SHRINK_RUNS, R_PAD,
-        SLICES, UPCAST_DOT, False,
+        SLICES, UPCAST_DOT,
     )  # fmt: skip
     _finish_launch(sync_ptr, BESIDE_PROGRAMS)
 
 
 #: The device functions :func:`_gemm_lora_kernel` and :func:`_shrink_helpers_kernel` call,
 #: callees first.
-KERNEL_CALLEES = (shrink_step, shrink_program, take_shrink_jobs, _finish_launch)
+KERNEL_CALLEES = (shrink_program, take_shrink_jobs, _finish_launch)
 
 
 #: Helper programs an SM when they run beside the GEMM in a launch of their own (small enough

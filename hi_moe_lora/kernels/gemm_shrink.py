@@ -56,18 +56,6 @@ def shrink_runs(k: int, steps: int = RUN_STEPS) -> int | None:
     return k // run if k % run == 0 else None
 
 
-def shrink_step(  # type: ignore[no-untyped-def]
-    x_ptrs, a_ptrs, step, row_ok, rank_ok, acc, BLOCK_K: tl.constexpr, UPCAST_DOT: tl.constexpr
-):
-    """``acc`` plus one K step's ``x A^T`` of a shrink job (:func:`shrink_program`)."""
-    xt = tl.load(x_ptrs + step * BLOCK_K, mask=row_ok[:, None], other=0.0)
-    at = tl.load(a_ptrs + step * BLOCK_K, mask=rank_ok[None, :], other=0.0)
-    if UPCAST_DOT:
-        xt = xt.to(tl.float32)
-        at = at.to(tl.float32)
-    return tl.dot(xt, at, acc)
-
-
 def shrink_program(  # type: ignore[no-untyped-def]
     x_ptr,
     lora_base_ptr,
@@ -94,15 +82,12 @@ def shrink_program(  # type: ignore[no-untyped-def]
     SLICES: tl.constexpr,
     UPCAST_DOT: tl.constexpr,
     COUNT_DONE: tl.constexpr,
-    LEAN: tl.constexpr,
 ):
     """One program's work (a device function: this module's launch, and the one-launch split
     form of :mod:`.gemm_lora`): the token tile ``tile``'s rows times its adapter's A of slice
     ``piece``, over the ``run``-th run of K; the last of the (tile, slice)'s runs to arrive sums
     them all into ``out``. ``COUNT_DONE``: that program then counts the finished sum at
-    ``done_ptr[piece]`` (release: the sum is visible to whoever reads the count). ``LEAN``: the
-    K steps one after the other, not unrolled (the same dots in the same order, so the same
-    sums, with fewer registers: for a program that holds other live work while it runs a job)."""
+    ``done_ptr[piece]`` (release: the sum is visible to whoever reads the count)."""
     if tile < tl.load(tiles_ptr):
         record = tiles_ptr + HEADER + tile * (3 + TILE_M)
         slot = tl.load(record).to(tl.int64)
@@ -128,16 +113,13 @@ def shrink_program(  # type: ignore[no-untyped-def]
                 )  # fmt: skip
                 rank_ok = ranks < tile_rank
                 acc = tl.full((TILE_M, RANK_PART), 0.0, tl.float32)
-                if LEAN:
-                    for step in tl.range(0, STEPS, loop_unroll_factor=1):
-                        acc = shrink_step(
-                            x_ptrs, a_ptrs, step, row_ok, rank_ok, acc, BLOCK_K, UPCAST_DOT
-                        )
-                else:
-                    for step in tl.static_range(STEPS):
-                        acc = shrink_step(
-                            x_ptrs, a_ptrs, step, row_ok, rank_ok, acc, BLOCK_K, UPCAST_DOT
-                        )
+                for step in tl.static_range(STEPS):
+                    xt = tl.load(x_ptrs + step * BLOCK_K, mask=row_ok[:, None], other=0.0)
+                    at = tl.load(a_ptrs + step * BLOCK_K, mask=rank_ok[None, :], other=0.0)
+                    if UPCAST_DOT:
+                        xt = xt.to(tl.float32)
+                        at = at.to(tl.float32)
+                    acc = tl.dot(xt, at, acc)
                 at_run = (mine + run) * TILE_M * R_PAD + within[:, None] * R_PAD + ranks[None, :]
                 tl.store(partials_ptr + at_run, acc)
         tl.debug_barrier()  # (every thread's partial stored before the arrival is counted)
@@ -184,7 +166,6 @@ def take_shrink_jobs(  # type: ignore[no-untyped-def]
     R_PAD: tl.constexpr,
     SLICES: tl.constexpr,
     UPCAST_DOT: tl.constexpr,
-    LEAN: tl.constexpr,
 ):
     """Run the shrink's (tile, slice, run of K) jobs by ticket (``jobs_ptr``, counted past
     ``JOBS`` once all are taken) until none is left, each finished sum counted at
@@ -196,7 +177,6 @@ def take_shrink_jobs(  # type: ignore[no-untyped-def]
             x_ptr, lora_base_ptr, a_off0, a_off1, a_off2, tiles_ptr, partials_ptr, arrivals_ptr,
             out_ptr, done_ptr, m, k, rank, job // (RUNS * SLICES), job // RUNS % SLICES,
             job % RUNS, TILE_M, HEADER, BLOCK_K, STEPS, RUNS, R_PAD, SLICES, UPCAST_DOT, True,
-            LEAN,
         )  # fmt: skip
         job = tl.atomic_add(jobs_ptr, 1, sem="relaxed", scope="gpu")
 
@@ -228,7 +208,6 @@ def _gemm_shrink_kernel(  # type: ignore[no-untyped-def]
         x_ptr, lora_base_ptr, a_off0, a_off1, a_off2, tiles_ptr, partials_ptr, arrivals_ptr,
         out_ptr, arrivals_ptr, m, k, rank, tl.program_id(0), tl.program_id(1),
         tl.program_id(2), TILE_M, HEADER, BLOCK_K, STEPS, RUNS, R_PAD, SLICES, UPCAST_DOT, False,
-        False,
     )  # fmt: skip
 
 
@@ -316,7 +295,7 @@ def launch_gemm_shrink(
     a_offs = [offsets[min(i, slices - 1)] for i in range(3)]
     m, k = x.shape
     rank = lora_a[0].shape[2]
-    kernel, interpreted = kernel_for(_gemm_shrink_kernel, x, ("m",), (shrink_step, shrink_program))
+    kernel, interpreted = kernel_for(_gemm_shrink_kernel, x, ("m",), (shrink_program,))
     launch(
         kernel, (shrink.most_tiles, slices, shrink.runs),
         x, base, *a_offs, tiles, shrink.partials, arrivals, shrink.out, m, k, rank,

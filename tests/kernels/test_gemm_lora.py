@@ -255,10 +255,10 @@ def test_the_split_form_expands_every_tokens_own_adapter_in_the_epilogue(
 
 
 def test_the_split_forms_sums_are_the_same_whoever_runs_the_shrinks_jobs(device: str) -> None:
-    """The shrink ahead (its own launch runs every job, K steps unrolled) against inside the
-    GEMM's launch, where in the interpreter the first GEMM program runs every job while it waits
-    (K steps one after the other, few registers): the same dots in the same order, so the same
-    output bit for bit. (On a GPU the helpers run nearly every job, so only the CPU tells.)"""
+    """The shrink ahead (its own launch runs every job) against inside the GEMM's launch, where
+    in the interpreter the first GEMM program runs every job while it waits: the same dots in
+    the same order, so the same output bit for bit. (On a GPU the helpers run nearly every job,
+    so only the CPU tells.)"""
     if device != "cpu":
         pytest.skip("the waiting programs' jobs run in order only in the interpreter")
     m, k, widths, rank = 10, 1024, [64, 32, 32], 16  # (four shrink runs of two K steps)
