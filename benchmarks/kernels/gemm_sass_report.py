@@ -28,14 +28,13 @@ from __future__ import annotations
 
 import argparse
 import re
-import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from benchmarks.kernels.spill_report import run_on_cubin
 from hi_moe_lora.kernels.gemm_compile import compile_gemm_for_target
 from hi_moe_lora.kernels.gemm_tiles import TABLE_FILE, load_table
 
@@ -54,13 +53,17 @@ class Instruction:
     opcode: str
     operands: tuple[str, ...]
 
+    def _destination(self) -> int | None:
+        """Which operand it writes: an atomic's second (after ``PT``), none for stores,
+        reductions and control, else the first."""
+        if self.opcode.startswith("ATOM"):
+            return 1
+        return None if self.opcode.startswith(_NO_DESTINATION) else 0
+
     def reads(self) -> set[int]:
         """The general registers it reads (a ``.64`` pair: both)."""
-        sources = self.operands
-        if not self.opcode.startswith(_NO_DESTINATION) and not self.opcode.startswith("ATOM"):
-            sources = sources[1:]
-        elif self.opcode.startswith("ATOM"):
-            sources = sources[2:]  # (PT, the returned register, then the address and value)
+        at = self._destination()
+        sources = self.operands if at is None else self.operands[at + 1 :]
         found: set[int] = set()
         for operand in sources:
             for number, pair in _REGISTER.findall(operand):
@@ -71,10 +74,8 @@ class Instruction:
 
     def writes(self) -> int | None:
         """The general register it writes first, if any."""
-        if self.opcode.startswith(_NO_DESTINATION) or not self.operands:
-            return None
-        at = 1 if self.opcode.startswith("ATOM") else 0
-        if len(self.operands) <= at:
+        at = self._destination()
+        if at is None or len(self.operands) <= at:
             return None
         found = re.fullmatch(r"R(\d+)", self.operands[at].strip())
         return int(found.group(1)) if found else None
@@ -175,15 +176,7 @@ def spills(program: list[Instruction]) -> tuple[int, int]:
 
 def disassemble(cubin: bytes) -> str:
     """``nvdisasm`` of Triton's NVIDIA backend on ``cubin``."""
-    import triton
-
-    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "nvdisasm"
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as handle:
-        handle.write(cubin)
-        handle.flush()
-        return subprocess.run(
-            [str(tool), "-c", handle.name], capture_output=True, text=True, check=True
-        ).stdout
+    return run_on_cubin("nvdisasm", "-c", cubin)
 
 
 def report(program: list[Instruction]) -> list[str]:

@@ -32,17 +32,23 @@ SLOTS = 9
 _USAGE = re.compile(r"REG:(\d+) STACK:(\d+)")
 
 
-def resource_usage(cubin: bytes) -> tuple[int, int]:
-    """(registers, stack bytes) per thread of the kernel in ``cubin``."""
+def run_on_cubin(tool: str, option: str, cubin: bytes) -> str:
+    """What Triton's bundled NVIDIA ``tool`` (``cuobjdump``, ``nvdisasm``) prints for ``cubin``
+    with ``option``."""
     import triton
 
-    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    path = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / tool
     with tempfile.NamedTemporaryFile(suffix=".cubin") as handle:
         handle.write(cubin)
         handle.flush()
-        report = subprocess.run(
-            [str(tool), "-res-usage", handle.name], capture_output=True, text=True, check=True
+        return subprocess.run(
+            [str(path), option, handle.name], capture_output=True, text=True, check=True
         ).stdout
+
+
+def resource_usage(cubin: bytes) -> tuple[int, int]:
+    """(registers, stack bytes) per thread of the kernel in ``cubin``."""
+    report = run_on_cubin("cuobjdump", "-res-usage", cubin)
     found = _USAGE.search(report)
     if found is None:
         raise RuntimeError(f"no resource line in cuobjdump's report:\n{report}")

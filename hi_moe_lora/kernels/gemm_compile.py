@@ -13,11 +13,12 @@ from typing import Any, Literal
 
 from .gemm_lora import (
     KERNEL_CALLEES,
-    MIN_DOT,
     NO_EXPAND,
     NO_SHRINK_INSIDE,
     _gemm_lora_kernel,
     _shrink_helpers_kernel,
+    expand_dots,
+    row_tile,
 )
 from .gemm_shrink import SHRINK_BLOCK_K
 from .gemm_tiles import GemmTile
@@ -80,7 +81,7 @@ def compile_gemm_for_target(
     ``sm_<arch>``; ``may_fuse=False``: as a step known to serve several adapters launches it
     (no K loop reading A)."""
     constexprs: dict[str, Any] = {
-        "BLOCK_M": max(MIN_DOT, 1 << (rows - 1).bit_length()),
+        "BLOCK_M": row_tile(rows),
         "BLOCK_N": tile.block_n,
         "BLOCK_K": tile.block_k,
         "R_PAD": slot_rank,
@@ -94,9 +95,9 @@ def compile_gemm_for_target(
         **NO_EXPAND,
     }
     if form != "none":
-        chunks = -(-min(16, rows) // 8)  # (16 adapters, 8 a dot, as many as the rows can hold)
+        chunk, chunks = expand_dots(16, rows)  # (16 adapters)
         constexprs |= {
-            "EXPAND": True, "CHUNK": 8, "CHUNKS": chunks, "SLICES": 3, "REST_TILE_M": 64,
+            "EXPAND": True, "CHUNK": chunk, "CHUNKS": chunks, "SLICES": 3, "REST_TILE_M": 64,
         }  # fmt: skip
         constexprs |= NO_SHRINK_INSIDE if form == "ahead" else _SHRINK
     if form == "beside":

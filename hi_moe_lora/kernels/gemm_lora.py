@@ -528,6 +528,19 @@ def _whole_tiles(widths: Sequence[int], n: int, k: int, tile: GemmTile) -> bool:
 EXPAND_DOT_K = 128
 
 
+def row_tile(m: int) -> int:
+    """The kernel's ``BLOCK_M`` for a call of ``m`` rows: the next power of two, at least
+    ``tl.dot``'s 16."""
+    return max(MIN_DOT, int(triton.next_power_of_2(m)))
+
+
+def expand_dots(adapters: int, m: int) -> tuple[int, int]:
+    """``CHUNK`` (adapters a dot of the split form's epilogue: a rank part each, 128 stacked
+    ranks) and ``CHUNKS`` (dots to cover the most adapters ``m`` rows can hold)."""
+    chunk = EXPAND_DOT_K // RANK_PART.value
+    return chunk, -(-min(adapters, m) // chunk)
+
+
 @dataclass(frozen=True)
 class GemmExpand:
     """The split form's inputs to the GEMM's epilogue: the step's rest list of ``tile_m``-row
@@ -568,11 +581,11 @@ class GemmExpand:
         counters, the launch's counters), its constexprs for this call (``CHUNK`` adapters a dot
         of the epilogue, a rank part each: 128 stacked ranks; ``CHUNKS`` such dots to cover the
         most adapters ``m`` rows can hold, a part; the shrink's, where it runs inside)."""
-        chunk = EXPAND_DOT_K // RANK_PART.value
+        chunk, chunks = expand_dots(self.adapters, m)
         constexprs = {
             "EXPAND": True,
             "CHUNK": chunk,
-            "CHUNKS": -(-min(self.adapters, m) // chunk),
+            "CHUNKS": chunks,
             "SLICES": self.shrunk.shape[1],
             "REST_TILE_M": self.tile_m,
         }
@@ -745,7 +758,7 @@ def _launch(
             kernel, grid,
             x, w, *lora_args, y, *dora_args, partials, arrivals if arrivals is not None else y,
             *expand_ptrs, m, n, k, rank, scale,
-            BLOCK_M=max(MIN_DOT, triton.next_power_of_2(m)), BLOCK_N=tile.block_n,
+            BLOCK_M=row_tile(m), BLOCK_N=tile.block_n,
             BLOCK_K=tile.block_k, R_PAD=rank_padding(rank), SPLIT_K=tile.split_k, FUSED=fused,
             FUSED_RANK=fused_rank, DORA=dora, **expand_constexprs, HEADER=HEADER_SIZE,
             UPCAST_DOT=upcast, BESIDE_PROGRAMS=beside, num_warps=tile.warps,
