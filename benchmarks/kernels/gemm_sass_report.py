@@ -11,7 +11,7 @@ the program text, the report gives the instruction, whether a fence comes just b
 register it returns and how many instructions later that register is first read. It also counts
 the spill stores and loads (``STL``/``LDL``) and lists their runs (a register save or restore),
 each with the global memory instruction after it, which places it. One variant of the one-launch
-split form spilled 158 -> 199 stores at 64 rows and ran 1.2-2.0 µs a call slower on an H200; the
+split form spilled 156 -> 194 stores at 64 rows and ran 1.2-2.0 µs a call slower on an H200; the
 shipped one saves about 30 registers to local memory between the wait's load and its check, on
 the path of every program that waits (twenty-eighth window, benchmarks/README.md).
 
