@@ -10,16 +10,17 @@ waits for the program's outstanding stores and loads. For each global atomic, in
 the program text, the report gives the instruction, whether a fence comes just before it, the
 register it returns and how many instructions later that register is first read. It also counts
 the spill stores and loads (``STL``/``LDL``) and lists their runs (a register save or restore),
-each with the global memory instruction after it, which places it. One variant of the one-launch
-split form spilled 156 -> 194 stores at 64 rows and ran 1.2-2.0 µs a call slower on an H200; the
-shipped one saves about 30 registers to local memory between the wait's load and its check, on
-the path of every program that waits (twenty-eighth window, benchmarks/README.md).
+each with the global memory instruction after it, which places it. The shipped kernels, compiled
+as a served call's variant is, spill nothing at 8 or 64 rows on o's tile (twenty-ninth window;
+the spills the twenty-eighth window read, 59 and 156 stores, came from a compile that lacked the
+served variant's specialisation, benchmarks/README.md).
 
     python benchmarks/kernels/gemm_sass_report.py [--rows 8 64] [--shape 4096x4096]
         [--forms inside] [--may-fuse no] [--slot-rank 16] [--device "NVIDIA H200"]
 
 The kernel is the one a call of that shape and that many rows launches, on the shipped table's
-tile for it (:func:`hi_moe_lora.kernels.gemm_compile.compile_gemm_for_target`). "First read"
+tile for it, its arguments specialised as the served call's
+(:func:`hi_moe_lora.kernels.gemm_compile.compile_gemm_for_target`). "First read"
 counts instructions in text order, a fair guide inside straight code; across a branch it is
 only an estimate.
 """

@@ -3,6 +3,7 @@ against a float64 reference."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import numpy as np
@@ -464,11 +465,18 @@ def test_every_form_compiles_for_hopper(
 ) -> None:
     """What only the compiler sees, before a GPU host does (a launch without the shrink once
     compiled the helpers' branch and failed on one); rank-64 slots compile the shrink's and the
-    expand's later rank parts, ``may_fuse=False`` a step known to serve several adapters."""
+    expand's later rank parts, ``may_fuse=False`` a step known to serve several adapters. Every
+    bf16 tile loads in vectors, as in the served variant (its arguments specialised as multiples
+    of 16), except the fused slot's B in the epilogue, masked by the adapter's own rank: one
+    element a load, once a program. More 2-byte global loads mean the compile lost that
+    specialisation (it once did, and the SASS and spill reports read a kernel that no call
+    launches: 360 such loads at 8 rows) or a mask lost a vector."""
     pytest.importorskip("triton.backends.nvidia")
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # compile, do not interpret
     kernel = compile_gemm_for_target(tile, form, slot_rank=slot_rank, may_fuse=may_fuse)
     assert kernel.asm["cubin"]
+    fused_b_per_thread = slot_rank * tile.block_n // (32 * tile.warps) if may_fuse else 0
+    assert len(re.findall(r"ld\.global[.\w]*\.b16\b", kernel.asm["ptx"])) <= fused_b_per_thread
     if form in ("inside", "beside"):
         assert ".acquire." in kernel.asm["ptx"]  # (the epilogue's wait on the shrink's sums)
 
