@@ -64,7 +64,8 @@ async def test_all_down_is_unavailable() -> None:
 
 
 async def test_slow_replica_times_out_as_unavailable() -> None:
-    slow = ServedApp(_replica("slow", delay_s=5)).start()
+    # stopped without waiting out the 5 s answer the pool gave up on
+    slow = ServedApp(_replica("slow", delay_s=5), graceful_shutdown_s=0).start()
     try:
         pool = UpstreamPool([slow.url], read_timeout_s=0.3)
         started = asyncio.get_running_loop().time()

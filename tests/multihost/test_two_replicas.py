@@ -30,6 +30,7 @@ from registry.fleet.routing import rendezvous_score
 from tests.metrics.scrape import value
 from tests.openai.live import register
 from tests.operations.live import eventually, health, metrics_text
+from tests.support.stacks import StackWithoutTier3
 
 HEALTH_INTERVAL_S = 2.0
 PROMPT = "def fibonacci(n):"
@@ -39,7 +40,8 @@ PROMPT = "def fibonacci(n):"
 def fleet(
     tiny_fleet: TinyFleet, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[EmbeddedStack]:
-    stack = EmbeddedStack(
+    # no model="auto" here: the control plane's tier 3 would only slow the replicas' start
+    stack = StackWithoutTier3(
         workdir=tmp_path_factory.mktemp("two-replicas"),
         model_dir=tiny_fleet.model_dir,
         source_roots=[tiny_fleet.model_dir.parent],

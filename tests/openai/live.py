@@ -22,12 +22,21 @@ START_TIMEOUT_S = 30.0
 
 
 class ServedApp(StartStop):
-    """Any ASGI app on ``127.0.0.1:<free port>`` in a daemon thread."""
+    """Any ASGI app on ``127.0.0.1:<free port>`` in a daemon thread.
 
-    def __init__(self, app: Any) -> None:
+    ``graceful_shutdown_s``: how long :meth:`stop` lets requests still running finish before
+    uvicorn cancels them (``None``: until they finish). For scripted upstreams that hang on
+    purpose, so that stopping one does not wait out its hang."""
+
+    def __init__(self, app: Any, *, graceful_shutdown_s: int | None = None) -> None:
         self.port = free_port()
         config = uvicorn.Config(
-            app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on"
+            app,
+            host="127.0.0.1",
+            port=self.port,
+            log_level="warning",
+            lifespan="on",
+            timeout_graceful_shutdown=graceful_shutdown_s,
         )
         self.server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self.server.run, name="uvicorn", daemon=True)

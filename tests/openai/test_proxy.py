@@ -343,8 +343,9 @@ def test_stream_broken_off_upstream_ends_with_an_error_event(
 
 @pytest.fixture
 def impatient(tmp_path: Path) -> Iterator[ServedApp]:
-    """A control plane with a 0.5 s read timeout in front of the scripted vLLM."""
-    served_upstream = ServedApp(ScriptedVllm().app).start()
+    """A control plane with a 0.5 s read timeout in front of the scripted vLLM (stopped without
+    waiting out a hung request: the test is over once the control plane gave up on it)."""
+    served_upstream = ServedApp(ScriptedVllm().app, graceful_shutdown_s=0).start()
     settings = control_plane_settings(
         tmp_path / "plane", DEFAULT_BASE_MODEL, [served_upstream.url], upstream_read_timeout_s=0.5
     )

@@ -31,6 +31,7 @@ from hi_moe_lora.tinymodel import TinyAdapterSpec, TinyFleet, build_adapter, pin
 from plugins.dora import MAGNITUDE_SUFFIX, adapter_uses_dora, split_magnitudes
 from tests.conftest import VllmServer
 from tests.openai.live import register
+from tests.support.stacks import StackWithoutTier3
 from tests.support.vllm_cpu import serves_awq
 
 PROMPTS = ("def fibonacci(n):", "The integral of x squared")
@@ -246,7 +247,8 @@ def awq_stack(
         pytest.skip("vLLM's CPU build serves AWQ on AVX-512 hosts only (no cpu_gemm_wna16 here)")
     root = tmp_path_factory.mktemp("awq")
     pair = build_awq_pair(tiny_fleet.model_dir, root / "models")
-    stack = EmbeddedStack(
+    # no model="auto" here: the control plane's tier 3 would only slow vLLM's start
+    stack = StackWithoutTier3(
         workdir=root / "stack",
         model_dir=pair.awq_dir,
         dtype="bfloat16",

@@ -49,14 +49,17 @@ def test_serve_refuses_a_database_that_is_not_at_head(tmp_path: Path) -> None:
 
 def test_serve_with_migrate_starts_and_is_not_ready_without_vllm(tmp_path: Path) -> None:
     port = free_port()
+    # Tier 3 off: loading the embedding model and encoding the catalogue's exemplars (10-20 s of
+    # both cores) has nothing to do with --migrate or readiness; every embedded stack's
+    # `hi-moe-lora serve` (tests/conftest.py, tests/operations) starts with it on.
+    env = {**_serve_env(tmp_path, port), "HI_MOE_LORA_DISPATCH_EMBEDDINGS": "false"}
     server = ManagedProcess(
         "control plane",
         [sys.executable, "-m", "hi_moe_lora.app.cli", "serve", "--migrate"],
         tmp_path / "serve.log",
-        env=_serve_env(tmp_path, port),
+        env=env,
     )
     with server:
-        # start-up loads the embedding model and encodes the catalogue's exemplars
         server.wait_http_ok(f"http://127.0.0.1:{port}/healthz", timeout_s=120)
         # no vLLM at the configured URL: alive, migrated, but not ready, and it says why
         deadline = time.monotonic() + 30
