@@ -23,7 +23,7 @@ from .gemm_lora import (
 )
 from .gemm_shrink import SHRINK_BLOCK_K
 from .gemm_tiles import GemmTile
-from .kernel_flavour import _compiled, compile_ahead
+from .kernel_flavour import _compiled, compile_ahead, served_divisible
 from .worklist import HEADER_SIZE
 
 #: Where a compiled GEMM's several-adapter LoRA comes from: none (a one-adapter or plain
@@ -62,24 +62,10 @@ _SHRINK = {
 }
 
 
-#: The arguments Triton's JIT does not specialise as multiples of 16 in a served call: ``m``
-#: (declared not to be, so one variant serves every batch) and ``scale`` (a float). Every other
-#: argument of a Llama-shaped call is one: each pointer (torch's allocations are aligned), ``n``,
-#: ``k`` and ``rank``, the slices' ends and their A's and B's offsets. Without that
-#: specialisation the compiler cannot prove the tiles' rows aligned and loads them two bytes at a
-#: time: at 8 rows, the one-launch kernel compiled to 5,032 instructions with 59 spill stores
-#: instead of 2,120 with none (the twenty-eighth window's SASS and spill reports read those).
-SERVED_UNSPECIALISED = frozenset({"m", "scale"})
-
-
 def _compile(function: Any, constexprs: dict[str, Any], arch: int, warps: int, stages: int) -> Any:
     kernel = _compiled(function, ("m",), KERNEL_CALLEES)
     options = {"num_warps": warps, "num_stages": stages}
-    aligned = [
-        name
-        for name in kernel.arg_names
-        if name not in constexprs and name not in SERVED_UNSPECIALISED
-    ]
+    aligned = served_divisible(kernel, _TYPES, constexprs)
     return compile_ahead(kernel, _TYPES, constexprs, arch, options=options, divisible_by_16=aligned)
 
 

@@ -81,6 +81,26 @@ def with_globals(fn: Callable[..., Any], scope: dict[str, Any]) -> Callable[...,
     return copy
 
 
+def served_divisible(
+    kernel: Any, types: Mapping[str, str], constexprs: Mapping[str, Any], default_type: str = "i32"
+) -> list[str]:
+    """The arguments of ``kernel`` (a JIT function) that Triton's JIT specialises as divisible by
+    16 in a launch whose pointers are aligned (torch's allocations) and whose integers are
+    multiples of 16 (every Llama-shaped layer's sizes, strides and offsets): all but the
+    ``constexprs``, the floats (``types``, ``default_type`` for the rest) and those the kernel
+    declares not to be specialised. :func:`compile_ahead` given these compiles the variant such a
+    launch runs; without them the compiler cannot prove a tile's rows aligned and loads them
+    element by element (the fused GEMM at 8 rows: 5,032 instructions and 59 spill stores
+    instead of 2,120 and none, which the twenty-eighth window's SASS report read)."""
+    return [
+        param.name
+        for param in kernel.params
+        if param.name not in constexprs
+        and not param.do_not_specialize
+        and not types.get(param.name, default_type).startswith("fp")
+    ]
+
+
 def compile_ahead(
     kernel: Any,
     types: Mapping[str, str],

@@ -9,7 +9,7 @@ import torch
 import triton
 import triton.language as tl
 
-from hi_moe_lora.kernels.kernel_flavour import compile_ahead, kernel_for
+from hi_moe_lora.kernels.kernel_flavour import compile_ahead, kernel_for, served_divisible
 
 
 def _kernel(x_ptr):  # type: ignore[no-untyped-def]  # (never launched here)
@@ -74,3 +74,24 @@ def test_a_kernel_compiles_ahead_for_hopper_specialised_as_told(
     compiled = compile_ahead(kernel, types, {"BLOCK": 1024}, divisible_by_16=aligned)
     assert compiled.asm["cubin"]
     assert bool(re.search(r"ld\.global[.\w]*\.v[248]\.", compiled.asm["ptx"])) is vectorised
+
+
+def _scaled_copy(src_ptr, dst_ptr, n, m, scale, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
+    offsets = tl.arange(0, BLOCK)
+    mask = offsets < n + m * 0
+    tl.store(dst_ptr + offsets, tl.load(src_ptr + offsets, mask=mask) * scale, mask=mask)
+
+
+def test_a_served_launch_specialises_all_but_constexprs_floats_and_the_declared_varying(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As Triton's JIT does for aligned pointers and sizes that are multiples of 16: ``m``
+    (declared not to be specialised), ``scale`` (a float) and ``BLOCK`` (a constexpr) are not."""
+    monkeypatch.delenv(
+        "TRITON_INTERPRET", raising=False
+    )  # (the JIT function, not the interpreter's)
+    kernel = triton.jit(do_not_specialize=["m"])(_scaled_copy)
+    types = {"src_ptr": "*bf16", "dst_ptr": "*bf16", "scale": "fp32"}
+    assert served_divisible(kernel, types, {"BLOCK": 1024}) == ["src_ptr", "dst_ptr", "n"]
+    assert served_divisible(kernel, types, {"BLOCK": 1024, "n": 64}) == ["src_ptr", "dst_ptr"]
+    assert served_divisible(kernel, {}, {"BLOCK": 1024}, default_type="fp32") == []

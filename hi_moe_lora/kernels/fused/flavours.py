@@ -15,7 +15,7 @@ from typing import Any
 import triton
 
 from hi_moe_lora.kernels.config import TileConfig
-from hi_moe_lora.kernels.kernel_flavour import compile_ahead, with_globals
+from hi_moe_lora.kernels.kernel_flavour import compile_ahead, served_divisible, with_globals
 
 from . import expand, kernel, records, scratch, shrink
 
@@ -150,10 +150,6 @@ def compile_for_target(
         for name in names
         if name.endswith("_ptr") or name == "scale"
     }
-    aligned = [
-        name
-        for name in names
-        if name not in constexprs and name not in VARYING_ARGS and name != "scale"
-    ]
+    aligned = served_divisible(kernel, types, constexprs)
     options = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
     return compile_ahead(kernel, types, constexprs, arch, options=options, divisible_by_16=aligned)
