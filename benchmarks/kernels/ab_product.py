@@ -150,17 +150,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(args_in)
     if bool(args.tree) == bool(args.summarize):
         parser.error("give either --tree (run) or --summarize (saved results)")
+    if args.tree and args.rounds < 1:
+        parser.error("--rounds must be at least 1")
+    if args.tree and args.out is None:
+        parser.error("--out is needed to run the trees")
+    if args.out is not None:  # (after every check: a refused command line leaves nothing)
+        args.out.mkdir(parents=True, exist_ok=True)
     runs: dict[str, list[list[dict[str, Any]]]] = {}
     if args.summarize:
         for name, files in _named(args.summarize, "--summarize").items():
             runs[name] = [json.loads(Path(file).read_text()) for file in files.split(",")]
     else:
-        if args.rounds < 1:
-            parser.error("--rounds must be at least 1")
-        if args.out is None:
-            parser.error("--out is needed to run the trees")
         trees = {name: Path(tree) for name, tree in _named(args.tree, "--tree").items()}
-        args.out.mkdir(parents=True, exist_ok=True)
         for round_number, name in round_order(list(trees), args.rounds):
             out = args.out / f"{name}.r{round_number}.json"
             runs.setdefault(name, []).append(_run_tree(trees[name], out, bench_args))
@@ -168,7 +169,6 @@ def main(argv: list[str] | None = None) -> int:
     text = markdown(table, list(runs))
     print(text)
     if args.out is not None:
-        args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "summary.md").write_text(text + "\n")
         (args.out / "summary.json").write_text(json.dumps(table, indent=1))
     return 0

@@ -28,12 +28,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks.kernels.llama_shapes import HIDDEN, PROJECTIONS
+from benchmarks.kernels.step_profile import GEMM_AND_LORA, lora_time
 
 LAYERS = 32
 VOCAB = 128256
 BYTES_PER_WEIGHT = 2  # bf16
-#: step_profile.py's categories that hold the GEMMs and the LoRA kernels of a step.
-GEMM_AND_LORA = ("lora_ours", "gemm_lora", "lora_vllm", "gemm")
 
 
 def base_weight_bytes(layers: int = LAYERS, vocab: int = VOCAB) -> int:
@@ -96,7 +95,7 @@ def floor_rows(
                 "gemm_us": measured,
                 "floor_us": base_floor + lora_floor,
                 "share": (base_floor + lora_floor) / measured if measured else 0.0,
-                "over_base_us": measured - gemm_time(ref),
+                "over_base_us": lora_time(decode, ref),
                 "lora_bytes_us": lora_floor,
                 "busy_ratio": ref["busy"] / decode["busy"],
                 "budget_us": {t: ref["busy"] / t - ref["busy"] for t in targets},
