@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from hi_moe_lora.app.embedded import EmbeddedStack
 from hi_moe_lora.tinymodel import TinyFleet
 from tests.faults import postgres
 from tests.faults.postgres import PrivatePostgres
+from tests.support.stacks import StackWithoutTier3
 
 HEALTH_INTERVAL_S = 1.0
 
@@ -39,8 +39,9 @@ def private_postgres() -> Iterator[PrivatePostgres]:
 
 
 @dataclass
-class PostgresStack(EmbeddedStack):
-    """The embedded stack, with its registry on a PostgreSQL server instead of SQLite."""
+class PostgresStack(StackWithoutTier3):
+    """The embedded stack without tier 3, with its registry on a PostgreSQL server instead of
+    SQLite."""
 
     postgres_url: str = ""
 
@@ -51,7 +52,6 @@ class PostgresStack(EmbeddedStack):
     def control_plane_env(self) -> dict[str, str]:
         return {
             **super().control_plane_env(),
-            "HI_MOE_LORA_DISPATCH_EMBEDDINGS": "false",
             "HI_MOE_LORA_DISPATCH_REFRESH_S": "1",
         }
 
