@@ -86,7 +86,8 @@
 #                       skipped for it is named); the device tool ends a call at 600 s, and a run
 #                       cut off there leaves nothing. 0: no deadline
 #   PACK=NAME.tgz       pack every result and server log into $OUT/NAME.tgz when the script ends,
-#                       also by the deadline or a TERM (the device tool returns at most 8 files)
+#                       also by the deadline or a TERM (the device tool returns at most 8 files,
+#                       and none whose name holds a label's + or @: use PACK with those labels)
 #   COMPILE_THREADS=auto HI_MOE_LORA_COMPILE_THREADS of every server of ours: auto or a count
 #                       compiles our kernels' variants on a thread pool before vLLM's capture
 #                       (plugins/kernel_warmup.py; its log line is printed with the start-up's),

@@ -35,6 +35,7 @@ import argparse
 import json
 import sys
 from dataclasses import replace
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -284,6 +285,17 @@ def _few_label(plan: GemmPlan, few: FewRows | None) -> str:
     return f"{few.several.value} from {few.from_rows} rows on {tile}{kept}"
 
 
+def tuned_note(previous: str, device: str, m: int, changed: list[str]) -> str:
+    """The written table's note: the tuned table's own (its history), then what this run
+    changed, so a table tuned again still says where each of its entries came from."""
+    shapes = ", ".join(changed) if changed else "none"
+    added = (
+        f"few_rows re-measured at M = {m} on {device} by benchmarks/kernels/tune_few_rows.py "
+        f"on {date.today().isoformat()} (shapes changed: {shapes}); not yet served."
+    )
+    return f"{previous} {added}" if previous else added
+
+
 def timings_of(row: dict[str, Any]) -> dict[GemmTile, Timing]:
     """A result row's tiles and their times, as :func:`choose_tile` takes them."""
     return {GemmTile(*fields[:5]): (fields[5], fields[6], fields[7]) for fields in row["tiles"]}
@@ -347,10 +359,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     if args.out is not None:
         tuned = with_few_rows(table, device, updates)
-        note = (
-            f"{args.table.name} with few_rows tiles measured at M = {args.m} by "
-            "benchmarks/kernels/tune_few_rows.py (see hi_moe_lora/kernels/gemm_tiles.py)."
-        )
+        previous = json.loads(args.table.read_text(encoding="utf-8")).get("note", "")
+        note = tuned_note(previous, device, args.m, sorted(updates))
         raw = table_json(tuned, note, load_slot_rank(args.table))
         args.out.write_text(json.dumps(raw, indent=1) + "\n")
         print(f"wrote {args.out}")

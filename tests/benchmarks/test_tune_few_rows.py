@@ -106,6 +106,14 @@ def test_the_changes_land_in_their_plans_and_nothing_else_changes() -> None:
     assert parse_table(raw, "test") == tuned
 
 
+def test_a_tuned_tables_note_keeps_its_history_and_says_what_changed() -> None:
+    note = tune.tuned_note("Measured at M = 64.", "NVIDIA H200", 8, ["4096x4096", "6144x4096"])
+    assert note.startswith("Measured at M = 64. few_rows re-measured at M = 8 on NVIDIA H200")
+    assert "(shapes changed: 4096x4096, 6144x4096); not yet served." in note
+    assert "shapes changed: none" in tune.tuned_note("", "NVIDIA H200", 8, [])
+    assert not tune.tuned_note("", "NVIDIA H200", 8, []).startswith(" ")
+
+
 def test_a_result_rows_tiles_read_back_as_timings() -> None:
     row = {"tiles": [[64, 128, 4, 4, 1, 5.0, 9.0, 0.03], [32, 256, 3, 4, 1, 4.0, 8.0, 0.02]]}
     assert tune.timings_of(row) == {NOW: (5.0, 9.0, 0.03), FAST: (4.0, 8.0, 0.02)}

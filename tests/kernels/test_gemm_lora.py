@@ -502,13 +502,17 @@ SHIPPED_PLANS = sorted(
 def test_every_shipped_plan_compiles_for_hopper_in_its_route(
     device: str, key: str, plan: GemmPlan, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A tile a table ships (down's changed in the eighteenth window) compiles in the form its
-    route launches, before a GPU host serves it."""
+    """A tile a table ships (down's changed in the eighteenth window, the few-rows tiles in the
+    thirtieth) compiles in the form its route launches, before a GPU host serves it."""
     pytest.importorskip("triton.backends.nvidia")
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     assert compile_gemm_for_target(plan.lora_tile, ROUTE_FORMS[plan.several]).asm["cubin"]
     if plan.plain_tile is not None:
         assert compile_gemm_for_target(plan.plain_tile, "none").asm["cubin"]
+    few = plan.few_rows
+    if few is not None and few.tile is not None:  # (a call of 8 rows, no fused slot)
+        form = ROUTE_FORMS[few.several]
+        assert compile_gemm_for_target(few.tile, form, may_fuse=False, rows=8).asm["cubin"]
 
 
 def test_the_helpers_beside_the_gemm_hold_a_fraction_of_its_shared_memory(
