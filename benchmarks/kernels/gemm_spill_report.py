@@ -11,7 +11,12 @@ thread (:func:`.spill_report.resource_usage`). The compile time is a cold one: e
 into a fresh Triton cache, as a served model's first start does during graph capture.
 
     python benchmarks/kernels/gemm_spill_report.py [--slot-ranks 16 64] [--forms inside ahead]
-        [--device "NVIDIA H200"] [--shapes 6144x4096 ...]
+        [--device "NVIDIA H200"] [--shapes 6144x4096 ...] [--few-rows 8]
+
+``--few-rows ROWS`` reports instead the kernels of calls of ``ROWS`` rows below the fused GEMM's
+least (1-32): each plan's ``few_rows`` tile (its LoRA tile where it names none) in its
+``few_rows`` route's form, compiled as such a call launches it (no fused slot: one adapter goes
+over the whole work list too); plans without ``few_rows`` are left out.
 
 Shapes whose plans share a tile share its rows (their kernels are the same). Compile times are
 of this machine's CPU (a 2-core one in the twenty-second window), so compare rows of one run
@@ -30,7 +35,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks.kernels.spill_report import resource_usage
-from hi_moe_lora.kernels.gemm_compile import compile_gemm_for_target
+from hi_moe_lora.kernels.gemm_compile import ROUTE_FORMS, ExpandForm, compile_gemm_for_target
+from hi_moe_lora.kernels.gemm_lora import FUSED_GEMM_ROWS
 from hi_moe_lora.kernels.gemm_tiles import TABLE_FILE, GemmPlan, GemmTile, load_table
 
 #: The forms a step of several adapters launches (``none``: a one-adapter or plain launch).
@@ -47,7 +53,14 @@ def main(argv: list[str] | None = None) -> int:
         "--may-fuse", nargs="+", default=["yes", "no"], choices=["yes", "no"],
         help="compile as a step that may hold a fused slot (yes), as one known not to (no)",
     )  # fmt: skip
+    parser.add_argument(
+        "--few-rows", type=int, metavar="ROWS",
+        help="the kernels of calls of ROWS rows (1-32) on each plan's few_rows tile and route",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    least = FUSED_GEMM_ROWS[0]
+    if args.few_rows is not None and not 1 <= args.few_rows < least:
+        parser.error(f"--few-rows is from 1 to {least - 1} rows (below the fused GEMM's least)")
     plans = load_table(TABLE_FILE).get(args.device, {})
     if not plans:
         parser.error(f"the shipped table holds no plans for {args.device!r}")
@@ -66,33 +79,49 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def kernels_to_compile(
+    plans: dict[str, GemmPlan], args: argparse.Namespace
+) -> dict[tuple[GemmTile, ExpandForm, bool], list[str]]:
+    """``{(tile, form, may fuse): shape keys}`` for the asked shapes: each plan's LoRA tile in
+    every asked form and ``may_fuse``, or with ``--few-rows`` its few-rows tile in its few-rows
+    route's form, no fused slot (shapes of one kernel share its rows)."""
+    kernels: dict[tuple[GemmTile, ExpandForm, bool], list[str]] = {}
+    for key, plan in plans.items():
+        if args.shapes and key not in args.shapes:
+            continue
+        if args.few_rows is None:
+            for form in args.forms:
+                for may_fuse in args.may_fuse:
+                    kernels.setdefault((plan.lora_tile, form, may_fuse == "yes"), []).append(key)
+        elif plan.few_rows is not None:
+            few = plan.few_rows
+            tile = plan.lora_tile if few.tile is None else few.tile
+            kernels.setdefault((tile, ROUTE_FORMS[few.several], False), []).append(key)
+    return kernels
+
+
 def _report(plans: dict[str, GemmPlan], args: argparse.Namespace) -> None:
     """One row a compiled kernel, each into a fresh cache (``TRITON_CACHE_DIR``)."""
-    print("| shape | LoRA tile | slot rank | form | may fuse | regs | stack B | compile s |")
-    print("|---|---|---|---|---|---|---|---|")
-    shapes_of: dict[GemmTile, list[str]] = {}  # (shapes of one tile share its kernels)
-    for key, plan in plans.items():
-        if not args.shapes or key in args.shapes:
-            shapes_of.setdefault(plan.lora_tile, []).append(key)
-    for tile, keys in shapes_of.items():
+    rows = 64 if args.few_rows is None else args.few_rows  # (the tiles' measured rows)
+    print("| shape | tile | rows | slot rank | form | may fuse | regs | stack B | compile s |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for (tile, form, may_fuse), keys in kernels_to_compile(plans, args).items():
         key = ", ".join(keys)
         label = f"n{tile.block_n} k{tile.block_k} s{tile.stages} w{tile.warps} x{tile.split_k}"
         for slot_rank in args.slot_ranks:
-            for form in args.forms:
-                for may_fuse in args.may_fuse:
-                    with tempfile.TemporaryDirectory() as cache:
-                        os.environ["TRITON_CACHE_DIR"] = cache
-                        began = time.perf_counter()
-                        kernel = compile_gemm_for_target(
-                            tile, form, slot_rank=slot_rank, may_fuse=may_fuse == "yes"
-                        )
-                        seconds = time.perf_counter() - began
-                        regs, stack = resource_usage(kernel.asm["cubin"])
-                    print(
-                        f"| {key} | {label} | {slot_rank} | {form} | {may_fuse} | {regs} | "
-                        f"{stack} | {seconds:.1f} |",
-                        flush=True,
-                    )
+            with tempfile.TemporaryDirectory() as cache:
+                os.environ["TRITON_CACHE_DIR"] = cache
+                began = time.perf_counter()
+                kernel = compile_gemm_for_target(
+                    tile, form, slot_rank=slot_rank, may_fuse=may_fuse, rows=rows
+                )
+                seconds = time.perf_counter() - began
+                regs, stack = resource_usage(kernel.asm["cubin"])
+            print(
+                f"| {key} | {label} | {rows} | {slot_rank} | {form} | "
+                f"{'yes' if may_fuse else 'no'} | {regs} | {stack} | {seconds:.1f} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -22,13 +22,23 @@ from .gemm_lora import (
     row_tile,
 )
 from .gemm_shrink import SHRINK_BLOCK_K
-from .gemm_tiles import GemmTile
+from .gemm_tiles import GemmTile, SeveralRoute
 from .kernel_flavour import _compiled, compile_ahead, served_divisible
 from .worklist import HEADER_SIZE
 
 #: Where a compiled GEMM's several-adapter LoRA comes from: none (a one-adapter or plain
 #: launch), a shrink launched ahead, the shrink inside the launch, or its helpers beside it.
 ExpandForm = Literal["none", "ahead", "inside", "beside"]
+
+#: The form in which each route for several adapters launches the GEMM (``ours`` and ``fused``
+#: expand nothing in the epilogue; the split forms differ in where the shrink runs).
+ROUTE_FORMS: dict[SeveralRoute, ExpandForm] = {
+    SeveralRoute.OURS: "none",
+    SeveralRoute.FUSED: "none",
+    SeveralRoute.SPLIT: "ahead",
+    SeveralRoute.ONE_LAUNCH: "inside",
+    SeveralRoute.SHRINK_BESIDE: "beside",
+}
 
 #: Pointer and integer types of the kernels' arguments as the served launches pass them (the
 #: pointers a form does not read are ``y``'s, bf16); the rest are 32-bit integers.

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
 import os
+from dataclasses import replace
 
 import pytest
 
@@ -20,12 +22,12 @@ def test_each_asked_variant_is_compiled_into_a_fresh_cache_and_reported(
     assert report.main([*argv, "--may-fuse", "no"]) == 0
     lines = capsys.readouterr().out.splitlines()
     rows = [line.strip("|").split("|") for line in lines[2:]]
-    assert [(row[0].strip(), row[2].strip(), row[3].strip()) for row in rows] == [
-        ("4096x4096", "16", "ahead"),
-        ("4096x4096", "64", "ahead"),
+    assert [tuple(row[i].strip() for i in (0, 2, 3, 4)) for row in rows] == [
+        ("4096x4096", "64", "16", "ahead"),
+        ("4096x4096", "64", "64", "ahead"),
     ]
     for row in rows:
-        regs, stack, seconds = int(row[5]), int(row[6]), float(row[7])
+        regs, stack, seconds = int(row[6]), int(row[7]), float(row[8])
         assert 0 < regs <= 255
         assert stack >= 0
         assert seconds > 0
@@ -36,3 +38,35 @@ def test_a_shape_the_table_does_not_plan_is_refused(capsys: pytest.CaptureFixtur
     with pytest.raises(SystemExit):
         report.main(["--shapes", "1x1"])
     assert "not planned for NVIDIA H200: 1x1" in capsys.readouterr().err
+
+
+def test_few_rows_compiles_each_plans_few_rows_tile_in_its_route_as_such_a_call_launches_it(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("triton.backends.nvidia")
+    monkeypatch.delenv("TRITON_CACHE_DIR", raising=False)
+    assert report.main(["--shapes", "4096x4096", "--slot-ranks", "16", "--few-rows", "8"]) == 0
+    rows = [line.strip("|").split("|") for line in capsys.readouterr().out.splitlines()[2:]]
+    plan = report.load_table(report.TABLE_FILE)["NVIDIA H200"]["4096x4096"]
+    assert plan.few_rows is not None
+    assert plan.few_rows.tile is not None
+    tile = plan.few_rows.tile
+    label = f"n{tile.block_n} k{tile.block_k} s{tile.stages} w{tile.warps} x{tile.split_k}"
+    assert [[cell.strip() for cell in row[:6]] for row in rows] == [
+        ["4096x4096", label, "8", "16", "inside", "no"]
+    ]
+
+
+def test_few_rows_leaves_out_plans_without_them_and_is_bounded_by_the_least_rows(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    plans = report.load_table(report.TABLE_FILE)["NVIDIA H200"]
+    key = "4096x4096"
+    bare = {key: replace(plans[key], few_rows=None)}
+    args = argparse.Namespace(shapes=None, few_rows=8, forms=["inside"], may_fuse=["no"])
+    assert report.kernels_to_compile(bare, args) == {}
+    args.few_rows = None
+    assert report.kernels_to_compile(bare, args) == {(plans[key].lora_tile, "inside", False): [key]}
+    with pytest.raises(SystemExit):
+        report.main(["--few-rows", "33"])
+    assert "--few-rows is from 1 to 32 rows" in capsys.readouterr().err

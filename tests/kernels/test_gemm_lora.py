@@ -12,6 +12,7 @@ import torch
 
 from hi_moe_lora.kernels.config import BLOCK_M_LARGE, BLOCK_M_SMALL
 from hi_moe_lora.kernels.gemm_compile import (
+    ROUTE_FORMS,
     ExpandForm,
     compile_gemm_for_target,
     compile_helpers_for_target,
@@ -482,13 +483,6 @@ def test_every_form_compiles_for_hopper(
 
 
 #: The compiled form each route for several adapters launches its LoRA tile's GEMM in.
-ROUTE_FORMS: dict[SeveralRoute, ExpandForm] = {
-    SeveralRoute.OURS: "none",
-    SeveralRoute.FUSED: "none",
-    SeveralRoute.SPLIT: "ahead",
-    SeveralRoute.ONE_LAUNCH: "inside",
-    SeveralRoute.SHRINK_BESIDE: "beside",
-}
 SHIPPED_PLANS = sorted(
     (device, key, plan)
     for device, plans in load_table(TABLE_FILE).items()
