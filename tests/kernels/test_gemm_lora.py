@@ -482,7 +482,6 @@ def test_every_form_compiles_for_hopper(
         assert ".acquire." in kernel.asm["ptx"]  # (the epilogue's wait on the shrink's sums)
 
 
-#: The compiled form each route for several adapters launches its LoRA tile's GEMM in.
 SHIPPED_PLANS = sorted(
     (device, key, plan)
     for device, plans in load_table(TABLE_FILE).items()
@@ -505,8 +504,10 @@ def test_every_shipped_plan_compiles_for_hopper_in_its_route(
         assert compile_gemm_for_target(plan.plain_tile, "none").asm["cubin"]
     few = plan.few_rows
     if few is not None and few.tile is not None:  # (a call of 8 rows, no fused slot)
-        form = ROUTE_FORMS[few.several]
-        assert compile_gemm_for_target(few.tile, form, may_fuse=False, rows=8).asm["cubin"]
+        kernel = compile_gemm_for_target(few.tile, ROUTE_FORMS[few.several], may_fuse=False, rows=8)
+        assert kernel.asm["cubin"]
+        # (bf16 tiles loaded whole: no fused slot's rank-masked B, so no element-wise load)
+        assert not re.findall(r"ld\.global[.\w]*\.b16\b", kernel.asm["ptx"])
 
 
 def test_the_helpers_beside_the_gemm_hold_a_fraction_of_its_shared_memory(
