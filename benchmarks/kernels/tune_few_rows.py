@@ -25,7 +25,12 @@ beat cuBLAS then our launch with one adapter and with several (:func:`few_rows_f
 (:func:`with_few_rows`); serve it with ``HI_MOE_LORA_GEMM_TILES`` or as a ``gpu_e2e.sh``
 ``+NAME`` label before shipping it.
 
-    python benchmarks/kernels/tune_few_rows.py [--m 8] [--shapes qkv o gate_up down] \\
+A plan holds one few-rows tile for every call of 8 to 32 rows. ``--m 8 16 32`` times each row
+count (the later counts also on every tile the first timed) and chooses on the sums over the
+counts (:func:`combined_row`; the margin counts once per row count), so the tile is the best
+over the range, not at one count.
+
+    python benchmarks/kernels/tune_few_rows.py [--m 8 [16 32]] [--shapes qkv o gate_up down] \\
         [--table hi_moe_lora/kernels/gemm_tiles.json] [--out tiles.json] [--results r.json]
 """
 
@@ -33,7 +38,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import date
 from pathlib import Path
@@ -182,8 +189,10 @@ def tune_shape(
     candidates: int,
     replays: int,
     threads: int,
+    include: Sequence[GemmTile] = (),
 ) -> dict[str, Any]:
-    """Every candidate tile's times for ``shape`` at ``m`` rows (see the module's text)."""
+    """Every candidate tile's times for ``shape`` at ``m`` rows (see the module's text), and
+    ``include``'s (another row count's candidates)."""
     k, widths = SHAPES[shape]
     n = sum(widths)
     few = plan.few_rows or FewRows(1, SeveralRoute.ONE_LAUNCH)
@@ -217,7 +226,7 @@ def tune_shape(
 
     plain_times = {tile: timed(plain(tile), base_ref)[0] for tile in grid}
     ranked = sorted(plain_times, key=lambda tile: plain_times[tile])
-    tiles = list(dict.fromkeys([current, *ranked[:candidates]]))
+    tiles = list(dict.fromkeys([current, *include, *ranked[:candidates]]))
 
     def on(tile: GemmTile, step: Step) -> Any:
         few_tuned = replace(few, from_rows=1, one_adapter=True, tile=tile)
@@ -285,12 +294,39 @@ def _few_label(plan: GemmPlan, few: FewRows | None) -> str:
     return f"{few.several.value} from {few.from_rows} rows on {tile}{kept}"
 
 
-def tuned_note(previous: str, device: str, m: int, changed: list[str]) -> str:
+def combined_row(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """One shape's rows at several row counts as one row :func:`few_rows_from` takes: each tile
+    timed at every count, with its times summed over the counts (its largest difference from
+    the reference kept), and cuBLAS's and our launch's sums; ``m`` is the least count (where a
+    new ``few_rows`` starts). A single row is returned as it is."""
+    if len(rows) == 1:
+        return rows[0]
+    each = [timings_of(row) for row in rows]
+    common = [tile for tile in each[0] if all(tile in timings for timings in each[1:])]
+    tiles = [
+        [
+            *_fields(tile),
+            sum(timings[tile][0] for timings in each),
+            sum(timings[tile][1] for timings in each),
+            max(timings[tile][2] for timings in each),
+        ]
+        for tile in common
+    ]
+    sums = {
+        key: sum(row[key] for row in rows)
+        for key in ("cublas_us", "cublas_ours_us", "cublas_ours_several_us")
+    }
+    ms = [row["m"] for row in rows]
+    return {**rows[0], **sums, "m": min(ms), "ms": ms, "plain": [], "tiles": tiles}
+
+
+def tuned_note(previous: str, device: str, ms: list[int], changed: list[str]) -> str:
     """The written table's note: the tuned table's own (its history), then what this run
     changed, so a table tuned again still says where each of its entries came from."""
     shapes = ", ".join(changed) if changed else "none"
+    counts = ", ".join(str(m) for m in ms)
     added = (
-        f"few_rows re-measured at M = {m} on {device} by benchmarks/kernels/tune_few_rows.py "
+        f"few_rows re-measured at M = {counts} on {device} by benchmarks/kernels/tune_few_rows.py "
         f"on {date.today().isoformat()} (shapes changed: {shapes}); not yet served."
     )
     return f"{previous} {added}" if previous else added
@@ -304,7 +340,13 @@ def timings_of(row: dict[str, Any]) -> dict[GemmTile, Timing]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     least = FUSED_GEMM_ROWS[0]
-    parser.add_argument("--m", type=int, default=8, help=f"token rows, 1-{least - 1}")
+    parser.add_argument(
+        "--m",
+        type=int,
+        nargs="+",
+        default=[8],
+        help=f"token rows, 1-{least - 1} (several: chosen on the sums)",
+    )
     parser.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES))
     parser.add_argument("--adapters", type=int, default=8, help="the several-adapter step's")
     parser.add_argument("--candidates", type=int, default=8, help="fastest plain tiles tried")
@@ -315,17 +357,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="the table with the chosen tiles")
     parser.add_argument("--results", type=Path, help="every tile's times, as JSON")
     args = parser.parse_args(argv)
-    if not 1 <= args.m < least:
+    ms: list[int] = list(dict.fromkeys(args.m))
+    if not all(1 <= m < least for m in ms):
         parser.error(f"--m is from 1 to {least - 1} rows (fewer than the fused GEMM's least)")
-    if not 2 <= args.adapters <= min(args.m, SLOTS) and args.m > 1:
-        parser.error(f"--adapters is from 2 to {min(args.m, SLOTS)} at {args.m} rows")
+    fewest = min((m for m in ms if m > 1), default=1)
+    if not 2 <= args.adapters <= min(fewest, SLOTS) and fewest > 1:
+        parser.error(f"--adapters is from 2 to {min(fewest, SLOTS)} at {fewest} rows")
     if not torch.cuda.is_available():
         parser.error("needs a CUDA GPU")
     device = torch.cuda.get_device_name()
     table = load_table(args.table)
     rows: list[dict[str, Any]] = []
     updates: dict[str, FewRows | None] = {}
-    print(f"{device}, M = {args.m}, {args.adapters} adapters for several; µs a call")
+    counts = ", ".join(str(m) for m in ms)
+    print(f"{device}, M = {counts}, {args.adapters} adapters for several; µs a call")
     print(
         "| shape | cuBLAS | cuBLAS + ours: one / several | tile now: one / several "
         "| fastest with one adapter: tile, one / several | chosen |"
@@ -337,34 +382,46 @@ def main(argv: list[str] | None = None) -> int:
         if not plan.fuse:
             print(f"| {shape} | its plan does not fuse: no split form below the least rows |")
             continue
-        row = tune_shape(
-            shape, args.m, plan, args.adapters, args.candidates, args.replays, args.threads
-        )
-        rows.append(row)
-        if args.results is not None:
-            args.results.write_text(json.dumps({"device": device, "rows": rows}, indent=1))
-        timings = timings_of(row)
-        current = GemmTile(*row["current"])
-        fastest = min(timings, key=lambda tile: timings[tile][0])
-        few = few_rows_from(plan, row, args.margin)
+        shape_rows: list[dict[str, Any]] = []
+        for m in ms:
+            # (every count also times the first count's tiles: the sums need each at all counts)
+            include = list(timings_of(shape_rows[0])) if shape_rows else []
+            row = tune_shape(
+                shape, m, plan, args.adapters, args.candidates, args.replays, args.threads, include
+            )
+            shape_rows.append(row)
+            rows.append(row)
+            if args.results is not None:
+                args.results.write_text(json.dumps({"device": device, "rows": rows}, indent=1))
+            if len(ms) > 1:
+                print(_line(f"{shape}, M = {m}", row, ""), flush=True)
+        row = combined_row(shape_rows)
+        few = few_rows_from(plan, row, args.margin * len(ms))
         if few != plan.few_rows:
             updates[row["key"]] = few
-        now, best = timings[current], timings[fastest]
-        print(
-            f"| {shape} | {row['cublas_us']:.1f} | {row['cublas_ours_us']:.1f} / "
-            f"{row['cublas_ours_several_us']:.1f} | {now[0]:.1f} / {now[1]:.1f} "
-            f"| {_label(fastest)}, {best[0]:.1f} / {best[1]:.1f} (err {best[2]:.3f}) "
-            f"| {_few_label(plan, few)} |",
-            flush=True,
-        )
+        label = shape if len(ms) == 1 else f"{shape}, the sum"
+        print(_line(label, row, _few_label(plan, few)), flush=True)
     if args.out is not None:
         tuned = with_few_rows(table, device, updates)
         previous = json.loads(args.table.read_text(encoding="utf-8")).get("note", "")
-        note = tuned_note(previous, device, args.m, sorted(updates))
+        note = tuned_note(previous, device, ms, sorted(updates))
         raw = table_json(tuned, note, load_slot_rank(args.table))
         args.out.write_text(json.dumps(raw, indent=1) + "\n")
         print(f"wrote {args.out}")
     return 0
+
+
+def _line(label: str, row: dict[str, Any], chosen: str) -> str:
+    """A row of the printed table (``chosen``: what the plan's ``few_rows`` becomes)."""
+    timings = timings_of(row)
+    current = GemmTile(*row["current"])
+    fastest = min(timings, key=lambda tile: timings[tile][0])
+    now, best = timings.get(current, (math.inf, math.inf, math.inf)), timings[fastest]
+    return (
+        f"| {label} | {row['cublas_us']:.1f} | {row['cublas_ours_us']:.1f} / "
+        f"{row['cublas_ours_several_us']:.1f} | {now[0]:.1f} / {now[1]:.1f} "
+        f"| {_label(fastest)}, {best[0]:.1f} / {best[1]:.1f} (err {best[2]:.3f}) | {chosen} |"
+    )
 
 
 if __name__ == "__main__":

@@ -107,11 +107,40 @@ def test_the_changes_land_in_their_plans_and_nothing_else_changes() -> None:
 
 
 def test_a_tuned_tables_note_keeps_its_history_and_says_what_changed() -> None:
-    note = tune.tuned_note("Measured at M = 64.", "NVIDIA H200", 8, ["4096x4096", "6144x4096"])
+    note = tune.tuned_note("Measured at M = 64.", "NVIDIA H200", [8], ["4096x4096", "6144x4096"])
     assert note.startswith("Measured at M = 64. few_rows re-measured at M = 8 on NVIDIA H200")
     assert "(shapes changed: 4096x4096, 6144x4096); not yet served." in note
-    assert "shapes changed: none" in tune.tuned_note("", "NVIDIA H200", 8, [])
-    assert not tune.tuned_note("", "NVIDIA H200", 8, []).startswith(" ")
+    assert "shapes changed: none" in tune.tuned_note("", "NVIDIA H200", [8], [])
+    assert not tune.tuned_note("", "NVIDIA H200", [8], []).startswith(" ")
+    assert "at M = 8, 16, 32 on" in tune.tuned_note("", "NVIDIA H200", [8, 16, 32], [])
+
+
+def _at(
+    m: int, ours: tuple[float, float], tiles: dict[GemmTile, tuple[float, float, float]]
+) -> dict[str, Any]:
+    """A ``tune_shape`` row at ``m`` rows (cuBLAS at half our launch's one-adapter time)."""
+    return {**_row(NOW, ours, tiles), "m": m, "cublas_us": ours[0] / 2}
+
+
+def test_rows_at_several_counts_combine_into_sums_over_the_tiles_timed_at_every_count() -> None:
+    at8 = _at(8, (7.0, 9.0), {NOW: (5.0, 8.0, 0.01), FAST: (4.0, 8.0, 0.02)})
+    at16 = _at(16, (8.0, 10.0), {NOW: (6.0, 9.0, 0.03), FAST: (7.0, 9.0, 0.01), FASTER: (1, 1, 0)})
+    row = tune.combined_row([at8, at16])
+    assert tune.timings_of(row) == {NOW: (11.0, 17.0, 0.03), FAST: (11.0, 17.0, 0.02)}
+    assert (row["m"], row["ms"], row["current"]) == (8, [8, 16], at8["current"])
+    assert (row["cublas_us"], row["cublas_ours_us"], row["cublas_ours_several_us"]) == (
+        7.5, 15.0, 19.0,
+    )  # fmt: skip
+    assert tune.combined_row([at8]) is at8
+
+
+def test_a_tile_fastest_at_one_count_but_not_over_the_range_is_not_chosen() -> None:
+    few = FewRows(8, SeveralRoute.ONE_LAUNCH, one_adapter=True)
+    plan = GemmPlan(NOW, True, None, SeveralRoute.ONE_LAUNCH, few)
+    at8 = _at(8, (9.0, 9.0), {NOW: (5.0, 9.0, 0.03), FAST: (4.0, 9.0, 0.03)})
+    at32 = _at(32, (9.0, 9.0), {NOW: (5.0, 9.0, 0.03), FAST: (6.5, 9.0, 0.03)})
+    assert tune.few_rows_from(plan, at8, 0.3) == replace(few, tile=FAST)
+    assert tune.few_rows_from(plan, tune.combined_row([at8, at32]), 0.6) is few
 
 
 def test_a_result_rows_tiles_read_back_as_timings() -> None:
@@ -125,6 +154,8 @@ def test_a_result_rows_tiles_read_back_as_timings() -> None:
         (["--m", "33"], "--m is from 1 to 32"),
         (["--m", "0"], "--m is from 1 to 32"),
         (["--m", "8", "--adapters", "9"], "--adapters is from 2 to 8"),
+        (["--m", "8", "40"], "--m is from 1 to 32"),
+        (["--m", "16", "4", "--adapters", "8"], "--adapters is from 2 to 4 at 4 rows"),
     ],
 )
 def test_bad_arguments_are_refused(
