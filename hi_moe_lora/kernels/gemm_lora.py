@@ -21,7 +21,7 @@ slots). That replaces our launch after the GEMM, which cost 12-20 µs a projecti
 launch after it cost about what it cost for all of them). The fused slot and the rest list are
 per-step device data, so a captured CUDA graph stays valid whatever the batch holds. In one
 launch (:class:`GemmExpand`'s ``inside``), the shrink's jobs run inside this kernel instead:
-helper programs before the GEMM's take them from the start, the GEMM's programs take what is left
+helper programs after the GEMM's take them from the start, the GEMM's programs take what is left
 after their K loop, and each epilogue waits for its slice's sums (:func:`_gemm_lora_kernel` says
 why it cannot deadlock). With ``beside``, the helpers run in a launch of their own on a side
 stream instead (:func:`_shrink_helpers_kernel`), whose programs are small enough to share SMs
@@ -169,9 +169,9 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
 ):
     """One GEMM program: ``BLOCK_N`` output columns (inside one slice) for all ``m`` rows, over
     one of ``SPLIT_K`` equal runs of K, from the grid's two axes. With a shrink inside
-    (``SHRINK_JOBS`` above 0: the split form in one launch), one axis of helper programs that
-    take the shrink's jobs by ticket from the start (:func:`.gemm_shrink.take_shrink_jobs`),
-    then the GEMM's programs, whose K loops run beside them.
+    (``SHRINK_JOBS`` above 0: the split form in one launch), one axis of GEMM programs and, after
+    them, helper programs that take the shrink's jobs by ticket from the start
+    (:func:`.gemm_shrink.take_shrink_jobs`), on the SMs the GEMM leaves free, under its K loop.
     A GEMM program's epilogue waits until its slice's sums are all counted, taking any job still
     untaken while it waits: it waits only while every job is taken, each by a program running it
     that waits on nothing, so the launch cannot deadlock whatever the GPU schedules (helpers that
@@ -186,13 +186,9 @@ def _gemm_lora_kernel(  # type: ignore[no-untyped-def]
     if SHRINK_JOBS == 0:
         column_block, k_index = tl.program_id(0), tl.program_id(1)
     else:
-        # The helpers first in the grid: dispatched first, so they are resident from the start
-        # even where the GEMM's programs fill every SM (behind them they waited for a GEMM
-        # program to finish, and the GEMM's programs ran the jobs in their epilogues).
         blocks = n // BLOCK_N
-        program = tl.program_id(0) - (tl.num_programs(0) - blocks * SPLIT_K)
-        column_block, k_index = program % blocks, program // blocks
-        if program < 0:  # (a helper)
+        column_block, k_index = tl.program_id(0) % blocks, tl.program_id(0) // blocks
+        if k_index >= SPLIT_K:  # (a helper)
             take_shrink_jobs(
                 x_ptr, lora_base_ptr, a_off0, a_off1, a_off2, shrink_tiles_ptr,
                 shrink_partials_ptr, shrink_arrivals_ptr, shrunk_ptr, sync_ptr + SYNC_JOBS,
@@ -750,7 +746,7 @@ def _launch(
     helpers = beside = 0
     if expand is not None:
         expand_ptrs, expand_constexprs = expand.launch_args(m)
-        if expand.inside is not None:  # (one axis: any helpers, then the GEMM's programs)
+        if expand.inside is not None:  # (one axis: the GEMM's programs, then any helpers)
             helpers = _helpers(x.device, BESIDE_HELPERS_PER_SM if expand.beside else 1)
             beside = helpers if expand.beside else 0
             grid = (column_blocks * tile.split_k + helpers - beside, 1)
