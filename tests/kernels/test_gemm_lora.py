@@ -3,7 +3,6 @@ against a float64 reference."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 
 import numpy as np
@@ -37,6 +36,7 @@ from hi_moe_lora.kernels.gemm_tiles import (
 )
 from hi_moe_lora.kernels.layout import DoraEpilogue
 from hi_moe_lora.kernels.worklist import WorkListBuffers, arrival_counters
+from tests.support.ptx import element_loads
 
 SLOTS = 3
 #: A tile that splits K = 128 into four runs of one 32-wide step each.
@@ -477,7 +477,7 @@ def test_every_form_compiles_for_hopper(
     kernel = compile_gemm_for_target(tile, form, slot_rank=slot_rank, may_fuse=may_fuse)
     assert kernel.asm["cubin"]
     fused_b_per_thread = slot_rank * tile.block_n // (32 * tile.warps) if may_fuse else 0
-    assert len(re.findall(r"ld\.global[.\w]*\.b16\b", kernel.asm["ptx"])) <= fused_b_per_thread
+    assert element_loads(kernel.asm["ptx"]) <= fused_b_per_thread
     if form in ("inside", "beside"):
         assert ".acquire." in kernel.asm["ptx"]  # (the epilogue's wait on the shrink's sums)
 
@@ -507,7 +507,7 @@ def test_every_shipped_plan_compiles_for_hopper_in_its_route(
         kernel = compile_gemm_for_target(few.tile, ROUTE_FORMS[few.several], may_fuse=False, rows=8)
         assert kernel.asm["cubin"]
         # (bf16 tiles loaded whole: no fused slot's rank-masked B, so no element-wise load)
-        assert not re.findall(r"ld\.global[.\w]*\.b16\b", kernel.asm["ptx"])
+        assert element_loads(kernel.asm["ptx"]) == 0
 
 
 def test_the_helpers_beside_the_gemm_hold_a_fraction_of_its_shared_memory(

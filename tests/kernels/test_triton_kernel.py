@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 import pytest
 import torch
 
@@ -16,6 +14,7 @@ from hi_moe_lora.kernels.triton_kernel import (
     _layer_key,
     launch_fused_lora,
 )
+from tests.support.ptx import element_loads
 
 from .lora_cases import Problem, make_problem, tolerance
 
@@ -258,7 +257,7 @@ def test_compiles_for_hopper(
     assert kernel.asm["cubin"]
     ptx = kernel.asm["ptx"]
     assert ".acquire." in ptx  # the wait on the pair (an acquire load)
-    assert not re.findall(r"ld\.global[.\w]*\.b16\b", ptx)
+    assert element_loads(ptx) == 0
 
 
 def _dora(p: Problem, live: list[int], seed: int) -> DoraEpilogue:
@@ -310,7 +309,7 @@ def test_dora_epilogue_compiles_for_hopper(monkeypatch: pytest.MonkeyPatch) -> N
     cfg = TileConfig(16, 128, 512, 16, 1, 1, 4, 1, 64, 4)
     kernel = compile_for_target(3, cfg, True, arch=90, dora=True)
     assert kernel.asm["cubin"]
-    assert not re.findall(r"ld\.global[.\w]*\.b16\b", kernel.asm["ptx"])
+    assert element_loads(kernel.asm["ptx"]) == 0
 
 
 @pytest.mark.parametrize("m", [16, 64, 257])
