@@ -1,6 +1,7 @@
 """Registers, stack (spills) and compile time of the fused GEMM's kernels, compiled on the CPU.
 
-No GPU needed: each shipped plan's LoRA tile (``gemm_tiles.json``, one GPU's plans) is compiled
+No GPU needed: each shipped plan's LoRA tile (``gemm_tiles.json``, one GPU's plans; another
+table with ``--table``) is compiled
 for sm_90 by Triton's bundled ptxas, in the split forms a step of several adapters launches
 (:data:`hi_moe_lora.kernels.gemm_compile.ExpandForm`), at each slot rank (``--max-lora-rank``)
 asked for, as a step that may hold a fused slot launches it and as one known to serve several
@@ -11,7 +12,7 @@ thread (:func:`.spill_report.resource_usage`). The compile time is a cold one: e
 into a fresh Triton cache, as a served model's first start does during graph capture.
 
     python benchmarks/kernels/gemm_spill_report.py [--slot-ranks 16 64] [--forms inside ahead]
-        [--device "NVIDIA H200"] [--shapes 6144x4096 ...] [--few-rows 8]
+        [--device "NVIDIA H200"] [--shapes 6144x4096 ...] [--few-rows 8] [--table TABLE]
 
 ``--few-rows ROWS`` reports instead the kernels of calls of ``ROWS`` rows below the fused GEMM's
 least (1-32): each plan's ``few_rows`` tile (its LoRA tile where it names none) in its
@@ -37,7 +38,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from benchmarks.kernels.spill_report import resource_usage
 from hi_moe_lora.kernels.gemm_compile import ROUTE_FORMS, ExpandForm, compile_gemm_for_target
 from hi_moe_lora.kernels.gemm_lora import FUSED_GEMM_ROWS
-from hi_moe_lora.kernels.gemm_tiles import TABLE_FILE, GemmPlan, GemmTile, load_table
+from hi_moe_lora.kernels.gemm_tiles import (
+    TABLE_FILE,
+    GemmPlan,
+    GemmTile,
+    few_rows_route,
+    load_table,
+)
 
 #: The forms a step of several adapters launches (``none``: a one-adapter or plain launch).
 FORMS = ("none", "ahead", "inside", "beside")
@@ -45,6 +52,7 @@ FORMS = ("none", "ahead", "inside", "beside")
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--table", type=Path, default=TABLE_FILE, help="default: the shipped one")
     parser.add_argument("--device", default="NVIDIA H200", help="whose plans (the table's key)")
     parser.add_argument("--shapes", nargs="+", help="shape keys (default: every planned one)")
     parser.add_argument("--slot-ranks", type=int, nargs="+", default=[16, 64])
@@ -61,9 +69,12 @@ def main(argv: list[str] | None = None) -> int:
     least = FUSED_GEMM_ROWS[0]
     if args.few_rows is not None and not 1 <= args.few_rows < least:
         parser.error(f"--few-rows is from 1 to {least - 1} rows (below the fused GEMM's least)")
-    plans = load_table(TABLE_FILE).get(args.device, {})
+    try:
+        plans = load_table(args.table).get(args.device, {})
+    except (OSError, ValueError) as error:
+        parser.error(f"{args.table}: not a tile table ({error})")
     if not plans:
-        parser.error(f"the shipped table holds no plans for {args.device!r}")
+        parser.error(f"{args.table} holds no plans for {args.device!r}")
     unknown = set(args.shapes or ()) - set(plans)
     if unknown:
         parser.error(f"not planned for {args.device}: {', '.join(sorted(unknown))}")
@@ -93,10 +104,9 @@ def kernels_to_compile(
             for form in args.forms:
                 for may_fuse in args.may_fuse:
                     kernels.setdefault((plan.lora_tile, form, may_fuse == "yes"), []).append(key)
-        elif plan.few_rows is not None:
-            few = plan.few_rows
-            tile = plan.lora_tile if few.tile is None else few.tile
-            kernels.setdefault((tile, ROUTE_FORMS[few.several], False), []).append(key)
+        elif (routed := few_rows_route(plan)) is not None:
+            form = ROUTE_FORMS[routed.several]
+            kernels.setdefault((routed.lora_tile, form, False), []).append(key)
     return kernels
 
 

@@ -50,7 +50,6 @@ arrival counters zero).
 from __future__ import annotations
 
 import functools
-from dataclasses import replace
 
 import torch
 
@@ -63,7 +62,7 @@ from .gemm_lora import (
     launch_plain_gemm,
 )
 from .gemm_shrink import RUN_STEPS, launch_gemm_shrink, prepare_shrink, shrink_runs
-from .gemm_tiles import SPLIT_ROUTES, GemmPlan, SeveralRoute
+from .gemm_tiles import SPLIT_ROUTES, GemmPlan, SeveralRoute, few_rows_route
 from .layout import DoraEpilogue
 from .op_registry import register_op
 from .ops import lora_linear_impl, use_triton
@@ -191,10 +190,9 @@ def _few_rows_plan(plan: GemmPlan, x: torch.Tensor, several_known: bool) -> Gemm
 def _with_few_rows_route(plan: GemmPlan) -> GemmPlan:
     """``plan`` with its ``few_rows`` route, on its ``few_rows`` tile where it names one (made
     once per plan: the op asks on every eager call)."""
-    few = plan.few_rows
-    assert few is not None
-    tile = plan.lora_tile if few.tile is None else few.tile
-    return replace(plan, several=few.several, lora_tile=tile)
+    routed = few_rows_route(plan)
+    assert routed is not None
+    return routed
 
 
 def _split_form_fits(x: torch.Tensor, route: SeveralRoute) -> bool:

@@ -202,6 +202,17 @@ def at_slot_rank(plan: GemmPlan, slot_rank: int, measured: int = MEASURED_SLOT_R
 
 
 @functools.cache
+def few_rows_route(plan: GemmPlan) -> GemmPlan | None:
+    """``plan`` as a call below the fused GEMM's least rows runs under its ``few_rows``: that
+    route, on its few-rows tile where it names one (else the LoRA tile); None without
+    ``few_rows``."""
+    few = plan.few_rows
+    if few is None:
+        return None
+    tile = plan.lora_tile if few.tile is None else few.tile
+    return replace(plan, several=few.several, lora_tile=tile)
+
+
 def _several_by_our_launch(plan: GemmPlan) -> GemmPlan:
     """``plan`` with our launch for several adapters, made once per plan (the op asks on every
     eager call: a cached plan costs a hash, a new one a dataclass copy)."""

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
+from hi_moe_lora.kernels.gemm_tiles import FewRows, GemmPlan, GemmTile, SeveralRoute, table_json
 from tests.support.scripts import load_script
 
 report = load_script("benchmarks/kernels/gemm_spill_report.py")
@@ -70,3 +73,26 @@ def test_few_rows_leaves_out_plans_without_them_and_is_bounded_by_the_least_rows
     with pytest.raises(SystemExit):
         report.main(["--few-rows", "33"])
     assert "--few-rows is from 1 to 32 rows" in capsys.readouterr().err
+
+
+def test_another_table_is_read_with_table_and_a_bad_one_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("triton.backends.nvidia")
+    few = FewRows(8, SeveralRoute.ONE_LAUNCH, tile=GemmTile(32, 128, 4))
+    plan = GemmPlan(GemmTile(64, 64, 6), True, None, SeveralRoute.OURS, few)
+    table = tmp_path / "tiles.json"
+    table.write_text(json.dumps(table_json({"NVIDIA H200": {"4096x4096": plan}}, "test")))
+    argv = ["--table", str(table), "--slot-ranks", "16", "--few-rows", "16"]
+    assert report.main(argv) == 0
+    rows = [line.strip("|").split("|") for line in capsys.readouterr().out.splitlines()[2:]]
+    assert [[cell.strip() for cell in row[:6]] for row in rows] == [
+        ["4096x4096", "n32 k128 s4 w4 x1", "16", "16", "inside", "no"]
+    ]
+    with pytest.raises(SystemExit):
+        report.main(["--table", str(table), "--device", "NVIDIA H100"])
+    assert "holds no plans for 'NVIDIA H100'" in capsys.readouterr().err
+    table.write_text("{")
+    with pytest.raises(SystemExit):
+        report.main(["--table", str(table)])
+    assert "not a tile table" in capsys.readouterr().err

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hi_moe_lora.kernels.gemm_tiles import GemmTile
+from hi_moe_lora.kernels.gemm_tiles import FewRows, GemmPlan, GemmTile, SeveralRoute, table_json
 from tests.support.scripts import load_script
 
 residency = load_script("benchmarks/kernels/helper_residency.py")
@@ -81,3 +81,86 @@ def test_a_file_that_is_not_a_sweeps_results_is_refused(
     with pytest.raises(SystemExit):
         residency.main([str(_results(tmp_path)), "--sms", "0"])
     assert "--sms is at least 1" in capsys.readouterr().err
+
+
+def test_waves_round_the_gemms_programs_over_the_slots_up() -> None:
+    assert residency.waves(224, 264) == 1
+    assert residency.waves(264, 264) == 1
+    assert residency.waves(448, 264) == 2
+    assert residency.waves(448, 396) == 2
+
+
+def _plans() -> dict[str, GemmPlan]:
+    return {
+        "4096x4096": GemmPlan(
+            GemmTile(64, 64, 6, 4, 2), True, None, SeveralRoute.ONE_LAUNCH,
+            FewRows(8, SeveralRoute.ONE_LAUNCH, True, GemmTile(32, 256, 4)),
+        ),
+        "6144x4096": GemmPlan(
+            GemmTile(64, 128, 4), True, None, SeveralRoute.OURS, FewRows(8, SeveralRoute.SPLIT)
+        ),
+        "4096x14336": GemmPlan(GemmTile(64, 64, 6, 4, 2), True, None),
+    }  # fmt: skip
+
+
+def test_each_plans_few_rows_kernel_is_its_few_rows_tile_in_its_routes_form() -> None:
+    assert residency.few_rows_kernels(_plans()) == [
+        ("4096x4096", GemmTile(32, 256, 4), "inside"),
+        ("6144x4096", GemmTile(64, 128, 4), "ahead"),  # (no tile of its own: the LoRA tile)
+    ]  # (4096x14336 has no few_rows: left out)
+
+
+def _table(tmp_path: Path) -> Path:
+    path = tmp_path / "tiles.json"
+    path.write_text(json.dumps(table_json({"NVIDIA H200": _plans()}, "test plans")))
+    return path
+
+
+def test_a_tables_few_rows_kernels_are_compiled_and_placed_at_each_count(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("triton.backends.nvidia")
+    assert residency.main(["--table", str(_table(tmp_path)), "--rows", "8", "32"]) == 0
+    out = capsys.readouterr().out
+    rows = [
+        [cell.strip() for cell in line.strip("|").split("|")]
+        for line in out.splitlines()
+        if line.startswith("| 4") or line.startswith("| 6")
+    ]
+    assert [(cells[0], cells[1], cells[3]) for cells in rows] == [
+        ("4096x4096", "8", "inside"), ("4096x4096", "32", "inside"),
+        ("6144x4096", "8", "ahead"), ("6144x4096", "32", "ahead"),
+    ]  # fmt: skip
+    for cells in rows:
+        registers, stack, _, fit, gemm, slots, wave_count = (int(cell) for cell in cells[4:11])
+        assert 0 < registers <= 255
+        assert stack >= 0
+        assert slots == fit * 132
+        assert wave_count == -(-gemm // slots)
+    inside, ahead = rows[0], rows[2]
+    assert inside[2] == "32 x 256 x 4, 4 warps, split 1"
+    assert int(inside[8]) == 4096 // 32
+    assert int(inside[11]) == min(132, max(0, int(inside[9]) - int(inside[8])))
+    assert ahead[2] == "64 x 128 x 4, 4 warps, split 1"  # (its LoRA tile: no few-rows tile)
+    assert int(ahead[8]) == 6144 // 64
+    assert ahead[11] == "-"  # (only the one launch has helpers)
+
+
+def test_a_table_without_few_rows_plans_or_rows_past_the_fused_gemms_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table = _table(tmp_path)
+    with pytest.raises(SystemExit):
+        residency.main(["--table", str(table), "--rows", "64"])
+    assert "--rows are from 1 to" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        residency.main(["--table", str(table), "--device", "NVIDIA H100"])
+    assert "holds no few-rows plan for 'NVIDIA H100'" in capsys.readouterr().err
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"devices": []}')
+    with pytest.raises(SystemExit):
+        residency.main(["--table", str(broken)])
+    assert "not a tile table" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        residency.main([str(table), "--table", str(table)])
+    assert "not allowed with argument" in capsys.readouterr().err

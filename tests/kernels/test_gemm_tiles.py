@@ -19,6 +19,7 @@ from hi_moe_lora.kernels.gemm_tiles import (
     SeveralRoute,
     at_slot_rank,
     default_plan,
+    few_rows_route,
     load_slot_rank,
     load_table,
     measured_slot_rank,
@@ -85,6 +86,20 @@ def test_a_plans_few_rows_tile_round_trips() -> None:
     written = raw["devices"]["gpu"]["4096x4096"]["few_rows"]["tile"]
     assert written == {"block_n": 32, "block_k": 256, "stages": 3, "warps": 4, "split_k": 2}
     assert parse_table(raw, "test") == table
+
+
+def test_a_few_rows_call_runs_the_few_rows_route_on_its_tile_or_the_lora_tile() -> None:
+    own = FewRows(8, SeveralRoute.ONE_LAUNCH, tile=GemmTile(128, 128, 3))
+    plan = GemmPlan(GemmTile(64, 64, 6), True, None, SeveralRoute.OURS, own)
+    assert few_rows_route(plan) == GemmPlan(
+        GemmTile(128, 128, 3), True, None, SeveralRoute.ONE_LAUNCH, own
+    )
+    borrowed = FewRows(8, SeveralRoute.SPLIT)
+    plan = GemmPlan(GemmTile(64, 64, 6), True, None, SeveralRoute.OURS, borrowed)
+    assert few_rows_route(plan) == GemmPlan(
+        GemmTile(64, 64, 6), True, None, SeveralRoute.SPLIT, borrowed
+    )
+    assert few_rows_route(TUNED) is None  # (no few_rows)
 
 
 @pytest.mark.parametrize(
