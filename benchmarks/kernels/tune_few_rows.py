@@ -28,7 +28,8 @@ beat cuBLAS then our launch with one adapter and with several (:func:`few_rows_f
 A plan holds one few-rows tile for every call of 8 to 32 rows. ``--m 8 16 32`` times each row
 count (the later counts also on every tile the first timed) and chooses on the sums over the
 counts (:func:`combined_row`; the margin counts once per row count), so the tile is the best
-over the range, not at one count.
+over the range, not at one count. A tile that changes is then printed at each count beside the
+tile served now (:func:`chosen_at_each_count`).
 
     python benchmarks/kernels/tune_few_rows.py [--m 8 [16 32]] [--shapes qkv o gate_up down] \\
         [--table hi_moe_lora/kernels/gemm_tiles.json] [--out tiles.json] [--results r.json]
@@ -332,6 +333,19 @@ def tuned_note(previous: str, device: str, ms: list[int], changed: list[str]) ->
     return f"{previous} {added}" if previous else added
 
 
+def chosen_at_each_count(shape: str, tile: GemmTile, rows: list[dict[str, Any]]) -> str:
+    """A line with a newly chosen tile's times at each row count timed (µs a call, one adapter
+    / several, beside the tile served now), which the table's per-count lines leave out
+    unless it was that count's fastest."""
+    parts = []
+    for row in rows:
+        timings = timings_of(row)
+        one, several, _ = timings.get(tile, (math.inf, math.inf, math.inf))
+        now = timings.get(GemmTile(*row["current"]), (math.inf, math.inf, math.inf))
+        parts.append(f"M = {row['m']} {one:.1f} / {several:.1f} (now {now[0]:.1f} / {now[1]:.1f})")
+    return f"{shape}: the chosen {_label(tile)} at " + "; ".join(parts)
+
+
 def timings_of(row: dict[str, Any]) -> dict[GemmTile, Timing]:
     """A result row's tiles and their times, as :func:`choose_tile` takes them."""
     return {GemmTile(*fields[:5]): (fields[5], fields[6], fields[7]) for fields in row["tiles"]}
@@ -369,6 +383,7 @@ def main(argv: list[str] | None = None) -> int:
     table = load_table(args.table)
     rows: list[dict[str, Any]] = []
     updates: dict[str, FewRows | None] = {}
+    picks: list[str] = []
     counts = ", ".join(str(m) for m in ms)
     print(f"{device}, M = {counts}, {args.adapters} adapters for several; µs a call")
     print(
@@ -401,6 +416,10 @@ def main(argv: list[str] | None = None) -> int:
             updates[row["key"]] = few
         label = shape if len(ms) == 1 else f"{shape}, the sum"
         print(_line(label, row, _few_label(plan, few)), flush=True)
+        if few is not None and few.tile is not None and few != plan.few_rows and len(ms) > 1:
+            picks.append(chosen_at_each_count(shape, few.tile, shape_rows))
+    for pick in picks:  # (the table prints each count's fastest and the tile now, not the pick)
+        print(pick)
     if args.out is not None:
         tuned = with_few_rows(table, device, updates)
         previous = json.loads(args.table.read_text(encoding="utf-8")).get("note", "")

@@ -143,6 +143,16 @@ def test_a_tile_fastest_at_one_count_but_not_over_the_range_is_not_chosen() -> N
     assert tune.few_rows_from(plan, tune.combined_row([at8, at32]), 0.6) is few
 
 
+def test_a_newly_chosen_tile_is_shown_at_each_count_beside_the_tile_now() -> None:
+    at8 = _at(8, (9.0, 9.0), {NOW: (5.0, 9.0, 0.03), FAST: (4.0, 8.5, 0.03)})
+    at32 = _at(32, (9.0, 9.0), {NOW: (7.0, 9.5, 0.03), FAST: (6.3, 9.0, 0.03)})
+    assert tune.chosen_at_each_count("o", FAST, [at8, at32]) == (
+        "o: the chosen 32 x 256 x 3 x 4 x 1 at M = 8 4.0 / 8.5 (now 5.0 / 9.0); "
+        "M = 32 6.3 / 9.0 (now 7.0 / 9.5)"
+    )
+    assert "M = 8 inf / inf" in tune.chosen_at_each_count("o", FASTER, [at8])  # (not timed)
+
+
 def test_a_result_rows_tiles_read_back_as_timings() -> None:
     row = {"tiles": [[64, 128, 4, 4, 1, 5.0, 9.0, 0.03], [32, 256, 3, 4, 1, 4.0, 8.0, 0.02]]}
     assert tune.timings_of(row) == {NOW: (5.0, 9.0, 0.03), FAST: (4.0, 8.0, 0.02)}
