@@ -201,7 +201,6 @@ def at_slot_rank(plan: GemmPlan, slot_rank: int, measured: int = MEASURED_SLOT_R
     return _several_by_our_launch(plan)
 
 
-@functools.cache
 def few_rows_route(plan: GemmPlan) -> GemmPlan | None:
     """``plan`` as a call below the fused GEMM's least rows runs under its ``few_rows``: that
     route, on its few-rows tile where it names one (else the LoRA tile); None without
@@ -213,6 +212,7 @@ def few_rows_route(plan: GemmPlan) -> GemmPlan | None:
     return replace(plan, several=few.several, lora_tile=tile)
 
 
+@functools.cache
 def _several_by_our_launch(plan: GemmPlan) -> GemmPlan:
     """``plan`` with our launch for several adapters, made once per plan (the op asks on every
     eager call: a cached plan costs a hash, a new one a dataclass copy)."""

@@ -203,6 +203,8 @@ def test_above_the_measured_slot_rank_several_adapters_take_our_launch(
     # A table measured up to slot rank 64 keeps its routes there, not above.
     assert at_slot_rank(plan, 64, measured=64) == plan
     assert at_slot_rank(plan, 128, measured=64) == ours
+    # Made once per plan: the op asks on every eager call.
+    assert at_slot_rank(plan, 64) is at_slot_rank(plan, 128)
 
 
 def test_a_table_says_up_to_which_slot_rank_its_routes_were_measured(
