@@ -10,12 +10,6 @@ import pytest
 import torch
 
 from hi_moe_lora.kernels.config import BLOCK_M_LARGE, BLOCK_M_SMALL
-from hi_moe_lora.kernels.gemm_compile import (
-    ROUTE_FORMS,
-    ExpandForm,
-    compile_gemm_for_target,
-    compile_helpers_for_target,
-)
 from hi_moe_lora.kernels.gemm_lora import (
     GemmExpand,
     GemmLoRAShapeError,
@@ -26,17 +20,14 @@ from hi_moe_lora.kernels.gemm_lora import (
 )
 from hi_moe_lora.kernels.gemm_shrink import launch_gemm_shrink, prepare_shrink
 from hi_moe_lora.kernels.gemm_tiles import (
-    TABLE_FILE,
     FewRows,
     GemmPlan,
     GemmTile,
     SeveralRoute,
     default_plan,
-    load_table,
 )
 from hi_moe_lora.kernels.layout import DoraEpilogue
 from hi_moe_lora.kernels.worklist import WorkListBuffers, arrival_counters
-from tests.support.ptx import element_loads
 
 SLOTS = 3
 #: A tile that splits K = 128 into four runs of one 32-wide step each.
@@ -442,82 +433,3 @@ def test_fusable_drops_a_plain_tile_that_does_not_fit_the_shape(
     o = [torch.empty(2, 1, 4096, 16, dtype=torch.bfloat16)]
     # (the rest of the plan kept: its route for several adapters too)
     assert fusable(x, w, o, max_rows=64) == GemmPlan(plan.lora_tile, True, None, SeveralRoute.FUSED)
-
-
-#: The compiled cases: every form on two tiles in rank-16 slots (one of them as a step known to
-#: serve several adapters launches it), and in rank-64 slots the one-adapter form and the
-#: shrink inside (whose rank parts, the shrink's and the expand's, take the longest to compile:
-#: about 25 s each on a 2-core CPU).
-COMPILED = [
-    *((form, GemmTile(64, 128, 4), 16, True) for form in ("none", *SHRINK_FORMS)),
-    *((form, GemmTile(64, 128, 4, split_k=2), 16, False) for form in ("none", *SHRINK_FORMS)),
-    ("none", GemmTile(64, 64, 6), 64, True),
-    ("inside", GemmTile(64, 64, 6, split_k=2), 64, False),
-]
-
-
-@pytest.mark.parametrize(("form", "tile", "slot_rank", "may_fuse"), COMPILED)
-def test_every_form_compiles_for_hopper(
-    form: ExpandForm,
-    tile: GemmTile,
-    slot_rank: int,
-    may_fuse: bool,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """What only the compiler sees, before a GPU host does (a launch without the shrink once
-    compiled the helpers' branch and failed on one); rank-64 slots compile the shrink's and the
-    expand's later rank parts, ``may_fuse=False`` a step known to serve several adapters. Every
-    bf16 tile loads in vectors, as in the served variant (its arguments specialised as multiples
-    of 16), except the fused slot's B in the epilogue, masked by the adapter's own rank: one
-    element a load, once a program. More 2-byte global loads mean the compile lost that
-    specialisation (it once did, and the SASS and spill reports read a kernel that no call
-    launches: 360 such loads at 8 rows) or a mask lost a vector."""
-    pytest.importorskip("triton.backends.nvidia")
-    monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # compile, do not interpret
-    kernel = compile_gemm_for_target(tile, form, slot_rank=slot_rank, may_fuse=may_fuse)
-    assert kernel.asm["cubin"]
-    fused_b_per_thread = slot_rank * tile.block_n // (32 * tile.warps) if may_fuse else 0
-    assert element_loads(kernel.asm["ptx"]) <= fused_b_per_thread
-    if form in ("inside", "beside"):
-        assert ".acquire." in kernel.asm["ptx"]  # (the epilogue's wait on the shrink's sums)
-
-
-SHIPPED_PLANS = sorted(
-    (device, key, plan)
-    for device, plans in load_table(TABLE_FILE).items()
-    for key, plan in plans.items()
-)  # (device and key are unique: the plans are never compared)
-
-
-@pytest.mark.parametrize(
-    ("device", "key", "plan"), SHIPPED_PLANS, ids=[f"{d}-{k}" for d, k, _ in SHIPPED_PLANS]
-)
-def test_every_shipped_plan_compiles_for_hopper_in_its_route(
-    device: str, key: str, plan: GemmPlan, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A tile a table ships (down's changed in the eighteenth window, the few-rows tiles in the
-    thirtieth) compiles in the form its route launches, before a GPU host serves it."""
-    pytest.importorskip("triton.backends.nvidia")
-    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    assert compile_gemm_for_target(plan.lora_tile, ROUTE_FORMS[plan.several]).asm["cubin"]
-    if plan.plain_tile is not None:
-        assert compile_gemm_for_target(plan.plain_tile, "none").asm["cubin"]
-    few = plan.few_rows
-    if few is not None and few.tile is not None:  # (a call of 8 rows, no fused slot)
-        kernel = compile_gemm_for_target(few.tile, ROUTE_FORMS[few.several], may_fuse=False, rows=8)
-        assert kernel.asm["cubin"]
-        # (bf16 tiles loaded whole: no fused slot's rank-masked B, so no element-wise load)
-        assert element_loads(kernel.asm["ptx"]) == 0
-
-
-def test_the_helpers_beside_the_gemm_hold_a_fraction_of_its_shared_memory(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The point of their own launch: a program small enough to share an SM with the GEMM's."""
-    pytest.importorskip("triton.backends.nvidia")
-    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    helpers = compile_helpers_for_target()
-    gemm = compile_gemm_for_target(GemmTile(64, 128, 4), "beside")
-    assert helpers.asm["cubin"]
-    assert helpers.metadata.shared <= 16 * 1024
-    assert helpers.metadata.shared < gemm.metadata.shared
