@@ -69,10 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     least = FUSED_GEMM_ROWS[0]
     if args.few_rows is not None and not 1 <= args.few_rows < least:
         parser.error(f"--few-rows is from 1 to {least - 1} rows (below the fused GEMM's least)")
-    try:
-        plans = load_table(args.table).get(args.device, {})
-    except (OSError, ValueError) as error:
-        parser.error(f"{args.table}: not a tile table ({error})")
+    plans = read_plans(parser, args.table, args.device)
     if not plans:
         parser.error(f"{args.table} holds no plans for {args.device!r}")
     unknown = set(args.shapes or ()) - set(plans)
@@ -88,6 +85,15 @@ def main(argv: list[str] | None = None) -> int:
         else:
             os.environ["TRITON_CACHE_DIR"] = cache_before
     return 0
+
+
+def read_plans(parser: argparse.ArgumentParser, table: Path, device: str) -> dict[str, GemmPlan]:
+    """``device``'s plans in ``table`` (none where it has none); a file that is not a tile
+    table ends the run with the parser's error."""
+    try:
+        return load_table(table).get(device, {})
+    except (OSError, ValueError) as error:
+        parser.error(f"{table}: not a tile table ({error})")
 
 
 def kernels_to_compile(

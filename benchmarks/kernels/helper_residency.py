@@ -45,16 +45,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from benchmarks.kernels.gemm_spill_report import read_plans
 from benchmarks.kernels.spill_report import resource_usage
 from hi_moe_lora.kernels.gemm_compile import ROUTE_FORMS, ExpandForm, compile_gemm_for_target
 from hi_moe_lora.kernels.gemm_lora import FUSED_GEMM_ROWS
-from hi_moe_lora.kernels.gemm_tiles import (
-    TABLE_FILE,
-    GemmPlan,
-    GemmTile,
-    few_rows_route,
-    load_table,
-)
+from hi_moe_lora.kernels.gemm_tiles import TABLE_FILE, GemmPlan, GemmTile, few_rows_route
 
 #: sm_90's limits an SM.
 REGISTERS = 65_536
@@ -83,6 +78,18 @@ def helpers_resident(gemm_programs: int, helpers: int, slots: int) -> int:
 def waves(gemm_programs: int, slots: int) -> int:
     """How many times the GEMM's programs fill the slots, the last time perhaps in part."""
     return -(-gemm_programs // slots)
+
+
+def placement(n: int, tile: GemmTile, programs: int, sms: int) -> tuple[int, int]:
+    """(the GEMM's programs, slots) of a launch on ``tile`` over ``n`` columns, ``programs``
+    of it an SM (:func:`programs_an_sm`) on ``sms`` SMs."""
+    return n // tile.block_n * tile.split_k, programs * sms
+
+
+def _tile_label(tile: GemmTile) -> str:
+    return (
+        f"{tile.block_n} x {tile.block_k} x {tile.stages}, {tile.warps} warps, split {tile.split_k}"
+    )
 
 
 def few_rows_kernels(plans: dict[str, GemmPlan]) -> list[tuple[str, GemmTile, ExpandForm]]:
@@ -154,14 +161,12 @@ def main(argv: list[str] | None = None) -> int:
             usage[tile, cost["m"]] = _kernel_usage(tile, cost["m"])
         registers, _, shared = usage[tile, cost["m"]]
         fit = programs_an_sm(registers, shared, tile.warps)
-        gemm = cost["n"] // tile.block_n * tile.split_k
-        slots = fit * args.sms
+        gemm, slots = placement(cost["n"], tile, fit, args.sms)
         resident = helpers_resident(gemm, args.sms, slots)
         kind = "all" if resident == args.sms else "none" if resident == 0 else "some"
         by_class[kind].append(cost["one"])
-        label = f"{tile.block_n} x {tile.block_k} x {tile.stages}, {tile.warps} warps"
         print(
-            f"| {cost['shape']} | {cost['m']} | {label}, split {tile.split_k} | {registers} | "
+            f"| {cost['shape']} | {cost['m']} | {_tile_label(tile)} | {registers} | "
             f"{shared / 1024:.0f} | {fit} | {gemm} | {slots} | {resident} | "
             f"{cost['one']:.1f} / {cost['several']:.1f} |"
         )
@@ -182,11 +187,7 @@ def _table_report(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
     least = FUSED_GEMM_ROWS[0]
     if not all(1 <= rows < least for rows in args.rows):
         parser.error(f"--rows are from 1 to {least - 1} (below the fused GEMM's least)")
-    try:
-        plans = load_table(args.table).get(args.device, {})
-    except (OSError, ValueError) as error:
-        parser.error(f"{args.table}: not a tile table ({error})")
-    kernels = few_rows_kernels(plans)
+    kernels = few_rows_kernels(read_plans(parser, args.table, args.device))
     if not kernels:
         parser.error(f"{args.table} holds no few-rows plan for {args.device!r}")
     os.environ.pop("TRITON_INTERPRET", None)  # (compile, do not interpret)
@@ -200,12 +201,10 @@ def _table_report(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
         for rows in args.rows:
             registers, stack, shared = _kernel_usage(tile, rows, form)
             fit = programs_an_sm(registers, shared, tile.warps)
-            gemm = n // tile.block_n * tile.split_k
-            slots = fit * args.sms
+            gemm, slots = placement(n, tile, fit, args.sms)
             helpers = str(helpers_resident(gemm, args.sms, slots)) if form == "inside" else "-"
-            label = f"{tile.block_n} x {tile.block_k} x {tile.stages}, {tile.warps} warps"
             print(
-                f"| {key} | {rows} | {label}, split {tile.split_k} | {form} | {registers} | "
+                f"| {key} | {rows} | {_tile_label(tile)} | {form} | {registers} | "
                 f"{stack} | {shared / 1024:.0f} | {fit} | {gemm} | {slots} | "
                 f"{waves(gemm, slots)} | {helpers} |",
                 flush=True,

@@ -13,13 +13,7 @@ from hi_moe_lora.kernels.gemm_compile import (
     compile_gemm_for_target,
     compile_helpers_for_target,
 )
-from hi_moe_lora.kernels.gemm_tiles import (
-    TABLE_FILE,
-    GemmPlan,
-    GemmTile,
-    few_rows_route,
-    load_table,
-)
+from hi_moe_lora.kernels.gemm_tiles import TABLE_FILE, GemmPlan, GemmTile, load_table
 from tests.support.ptx import element_loads
 
 #: Every form: none (a one-adapter or plain launch), then the split forms.
@@ -85,11 +79,11 @@ def test_every_shipped_plan_compiles_for_hopper_in_its_route(
     assert compile_gemm_for_target(plan.lora_tile, ROUTE_FORMS[plan.several]).asm["cubin"]
     if plan.plain_tile is not None:
         assert compile_gemm_for_target(plan.plain_tile, "none").asm["cubin"]
-    few = few_rows_route(plan)
-    if few is not None and plan.few_rows is not None and plan.few_rows.tile is not None:
+    few = plan.few_rows
+    if few is not None and few.tile is not None:
         for rows in (8, 16, 32):  # (one few-rows tile serves every call of 8-32 rows)
             kernel = compile_gemm_for_target(
-                few.lora_tile, ROUTE_FORMS[few.several], may_fuse=False, rows=rows
+                few.tile, ROUTE_FORMS[few.several], may_fuse=False, rows=rows
             )
             assert kernel.asm["cubin"]
             # (bf16 tiles loaded whole: no fused slot's rank-masked B, so no element-wise load)
