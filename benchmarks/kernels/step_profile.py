@@ -13,8 +13,11 @@ vLLM's LoRA kernels, GEMMs, attention, copies, the rest), the span from its firs
 to its last one's end, the idle time inside that span (no activity of the step running) with the
 pairs of kernels around its largest gaps, and the period to the next step's first kernel (the
 served step time, TPOT's unit). On the host side: how long the step's annotation lasted on the
-CPU, and how much of it the LoRA ops took (our ``hi_moe_lora::lora_linear``, vLLM's
-``lora_shrink``/``lora_expand``), with their calls. A step that vLLM runs without a CUDA graph
+CPU, and how much of it the LoRA ops took (our ``hi_moe_lora::lora_linear`` and
+``hi_moe_lora::gemm_lora_linear``, the base GEMM with its LoRA; vLLM's
+``lora_shrink``/``lora_expand``), with their calls, and where the rest of it went: the host time
+of the step's outermost CPU events (ops, annotations, CUDA runtime calls) by name, and the time
+between them (Python outside any op). A step that vLLM runs without a CUDA graph
 (more tokens than its largest capture size) launches every op from Python, and a host time above
 the GPU span marks a step the CPU holds up. vLLM also copies each step annotation onto the GPU
 timeline (``gpu_user_annotation``); only the CPU one marks a step (the copy once split every
@@ -66,6 +69,8 @@ CATEGORIES = ("lora_ours", "gemm_lora", "lora_vllm", "gemm", "attention", "copy"
 #: Host-side LoRA ops (torch custom ops, recorded as ``cpu_op``), by category.
 HOST_LORA_OPS = {
     "hi_moe_lora::lora_linear": "lora_ours",
+    # (the fused GEMM's op: the base GEMM and its LoRA; missed until 2026-12-02)
+    "hi_moe_lora::gemm_lora_linear": "lora_ours",
     "vllm::lora_shrink": "lora_vllm",
     "vllm::lora_expand": "lora_vllm",
 }
@@ -90,6 +95,8 @@ class Step:
     thread: tuple[object, object] = (None, None)
     lora_host: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     lora_calls: int = 0
+    #: host time of the step's outermost CPU events, by name: (µs, calls)
+    host_ops: dict[str, list[float]] = field(default_factory=dict)
     busy: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     kernels: int = 0
     gpu_start: float = float("inf")
@@ -136,6 +143,7 @@ def load_steps(trace_path: Path) -> list[Step]:
     steps.sort(key=lambda s: s.cpu_start)
     starts = [s.cpu_start for s in steps]
     _charge_host_lora_ops(events, steps, starts)
+    _charge_outermost_host_events(events, steps, starts)
     launch_ts = {
         ev["args"]["correlation"]: float(ev["ts"])
         for ev in events
@@ -178,6 +186,56 @@ def _charge_host_lora_ops(
             continue
         step.lora_host[category] += float(ev.get("dur", 0.0))
         step.lora_calls += 1
+
+
+#: CPU-side events whose host time :func:`_charge_outermost_host_events` charges.
+HOST_EVENT_CATEGORIES = ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver")
+#: The name under which a step's host time outside its outermost events is filed.
+BETWEEN_EVENTS = "(between events: Python)"
+
+
+def _charge_outermost_host_events(
+    events: list[dict[str, Any]], steps: list[Step], starts: list[float]
+) -> None:
+    """Charge each step's outermost CPU events (not inside another event of its thread) to it
+    by name, and the rest of its host time to :data:`BETWEEN_EVENTS`."""
+    by_step: dict[int, list[tuple[float, float, str]]] = defaultdict(list)
+    for ev in events:
+        if ev.get("ph") != "X" or ev.get("cat") not in HOST_EVENT_CATEGORIES:
+            continue
+        if STEP_PATTERN.match(str(ev.get("name", ""))):
+            continue
+        ts = float(ev["ts"])
+        index = bisect.bisect_right(starts, ts) - 1
+        if index < 0:
+            continue
+        step = steps[index]
+        if (ev.get("pid"), ev.get("tid")) != step.thread or ts >= step.cpu_start + step.host:
+            continue
+        by_step[index].append((ts, float(ev.get("dur", 0.0)), str(ev.get("name", ""))[:60]))
+    for index, spans in by_step.items():
+        step = steps[index]
+        reached, charged = step.cpu_start, 0.0
+        for ts, duration, name in sorted(spans):
+            if ts < reached:  # (inside an outer event already charged)
+                continue
+            entry = step.host_ops.setdefault(name, [0.0, 0.0])
+            entry[0] += duration
+            entry[1] += 1
+            charged += duration
+            reached = ts + duration
+        step.host_ops[BETWEEN_EVENTS] = [max(step.host - charged, 0.0), 0.0]
+
+
+def _top_host_events(group: list[Step], count: int = 10) -> list[tuple[str, float, float]]:
+    """The heaviest outermost host events over ``group``: (name, µs a step, calls a step)."""
+    totals: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for step in group:
+        for name, (micros, calls) in step.host_ops.items():
+            totals[name][0] += micros
+            totals[name][1] += calls
+    ranked = sorted(totals.items(), key=lambda item: -item[1][0])[:count]
+    return [(name, round(t / len(group), 1), round(c / len(group), 1)) for name, (t, c) in ranked]
 
 
 def _median(values: list[float]) -> float:
@@ -225,6 +283,7 @@ def summarize(steps: list[Step], graph_max_tokens: int = GRAPH_MAX_TOKENS) -> di
             "lora_calls": _median([float(s.lora_calls) for s in group]),
             **{c: _median([s.busy.get(c, 0.0) for s in group]) for c in CATEGORIES},
             "top_other": [(n, round(t / len(group), 1)) for n, t in others.most_common(8)],
+            "top_host": _top_host_events(group),
             "top_gaps": [
                 (n, round(t / len(group), 1))
                 for n, t in sorted(gaps.items(), key=lambda item: -item[1])[:8]
@@ -306,6 +365,9 @@ def main() -> int:
         print(f"{group}: largest idle gaps between two activities (µs per step):")
         for name, micros in row["top_gaps"]:
             print(f"  {micros:8.1f}  {name}")
+        print(f"{group}: heaviest outermost host events (µs per step, calls per step):")
+        for name, micros, calls in row["top_host"]:
+            print(f"  {micros:8.1f}  {calls:6.1f}  {name}")
     if args.json:  # one file per server: each trace adds (or replaces) its label's entry
         known = json.loads(args.json.read_text()) if args.json.exists() else {}
         known[args.label or args.trace.name] = summary

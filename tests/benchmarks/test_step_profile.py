@@ -1,7 +1,8 @@
 """``benchmarks/kernels/step_profile.py``: kernels charged to the step that launched them, by
 category, our kernel under its real name (a rename once filed it under vLLM's LoRA); the GPU
 copies of step annotations are not steps; host time of the LoRA ops per step; large mixed steps
-(no CUDA graph) grouped apart."""
+(no CUDA graph) grouped apart; the host time of each step's outermost CPU events by name, and
+the time between them."""
 
 from __future__ import annotations
 
@@ -175,3 +176,42 @@ def test_lora_time_is_the_steps_gemms_and_lora_kernels_over_the_bases_gemms(
     unfused = {"gemm": 4036.0, "lora_ours": 888.0}
     assert step_profile.lora_time(fused, base) == 374.0
     assert step_profile.lora_time(unfused, base) == 888.0
+
+
+def test_the_fused_gemm_op_counts_as_our_lora_op(step_profile: ModuleType) -> None:
+    assert step_profile.HOST_LORA_OPS["hi_moe_lora::gemm_lora_linear"] == "lora_ours"
+
+
+def test_host_time_goes_to_the_outermost_events_and_the_time_between(
+    step_profile: ModuleType, tmp_path: Path
+) -> None:
+    """Per step: an op's inner ops and launches are its own; a launch outside any op is
+    charged by its name; whatever no event covers is the time between events."""
+    trace = tmp_path / "t.pt.trace.json.gz"
+    _trace(trace, ((0, 64), (960, 64), (0, 64)))
+    with gzip.open(trace, "rt") as handle:
+        raw = json.load(handle)
+    raw["traceEvents"] += [
+        {"name": "aten::empty", "ph": "X", "ts": 1006.0, "dur": 2.0, "cat": "cpu_op",
+         "pid": 1, "tid": 1},  # (inside the first of our op's calls: not charged apart)
+        {"name": "cudaLaunchKernel", "ph": "X", "ts": 1045.0, "dur": 3.0,
+         "cat": "cuda_runtime", "pid": 1, "tid": 1},
+        {"name": "aten::mm", "ph": "X", "ts": 1030.0, "dur": 4.0, "cat": "cpu_op",
+         "pid": 2, "tid": 2},  # (another thread)
+    ]  # fmt: skip
+    with gzip.open(trace, "wt") as handle:
+        json.dump(raw, handle)
+    steps = step_profile.load_steps(trace)
+    ops = steps[1].host_ops
+    assert ops["hi_moe_lora::lora_linear"] == [30.0, 2.0]
+    assert ops["cudaLaunchKernel"] == [3.0, 1.0]
+    assert "aten::empty" not in ops
+    assert "aten::mm" not in ops
+    assert ops[step_profile.BETWEEN_EVENTS] == [50.0 - 30.0 - 3.0, 0.0]
+    summary = step_profile.summarize(steps, graph_max_tokens=512)
+    top = summary["mixed-large"]["top_host"]
+    assert top == [
+        ("hi_moe_lora::lora_linear", 30.0, 2.0),
+        (step_profile.BETWEEN_EVENTS, 17.0, 0.0),
+        ("cudaLaunchKernel", 3.0, 1.0),
+    ]
