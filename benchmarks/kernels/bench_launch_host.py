@@ -5,6 +5,11 @@ times a step on the Llama-3-8B shape (benchmarks/README.md, fifth window: 226 µ
 8-concurrent profile). This splits one gate_up call (16 slots, rank 16, two slices of 14,336
 outputs, every token on an adapter) into what each layer of the call adds, from the outside in:
 
+- ``gemm_op``: ``torch.ops.hi_moe_lora.gemm_lora_linear`` as the plugin calls it for a LoRA
+  layer under the fused GEMM (``HI_MOE_LORA_FUSED_GEMM`` on, one adapter, vLLM's count given):
+  the base GEMM and its LoRA, which above the fused GEMM's rows (an eager prefill step) is
+  cuBLAS, then our launch; ``cublas``: that GEMM alone (``torch.mm``), for the part of
+  ``gemm_op`` the base model pays too; where the tree has no fused GEMM both are left out;
 - ``op``: ``torch.ops.hi_moe_lora.lora_linear`` as vLLM calls it (dispatch, rank tracker);
 - ``op_jit``: the same with direct launches off (where the tree has them);
 - ``launch_fused_lora``: the launcher's entry point (the layer's plan looked up);
@@ -85,7 +90,8 @@ def stages(tokens: int) -> dict[str, Callable[[], Any]]:
         y, x, arg["lora_a"], arg["lora_b"], work.tiles[BLOCK_M_SMALL], work.tiles[BLOCK_M_LARGE],
         arg["tracker"].ranks, work.counters, torch.tensor([False]), 1.0, 0, True,
     )  # fmt: skip
-    out: dict[str, Callable[[], Any]] = {"op": lambda: ops.lora_linear(*op_args)}
+    out: dict[str, Callable[[], Any]] = {**_gemm_stages(tokens, arg)}
+    out["op"] = lambda: ops.lora_linear(*op_args)
     launch_args = (y, x, arg["lora_a"], arg["lora_b"], work.tiles, work.counters, 1.0, 0, True)
     narrow = arg["tracker"].narrow_b.copies_of(arg["lora_b"])
     out["launch_fused_lora"] = lambda: triton_kernel.launch_fused_lora(
@@ -135,6 +141,40 @@ def stages(tokens: int) -> dict[str, Callable[[], Any]]:
         torch.empty(inter_numel, dtype=x.dtype, device="cuda"),
     )
     return out
+
+
+def _gemm_stages(tokens: int, arg: dict[str, Any]) -> dict[str, Callable[[], Any]]:
+    """``gemm_op`` and ``cublas`` (see the module docstring) over a gate_up weight; none for a
+    tree without the fused GEMM's op."""
+    import torch
+
+    try:
+        from hi_moe_lora.kernels import gemm_op
+        from hi_moe_lora.kernels.config import BLOCK_M_LARGE, BLOCK_M_SMALL
+        from hi_moe_lora.kernels.gemm_lora import FUSED_GEMM_ROWS
+        from hi_moe_lora.kernels.worklist import WorkListBuffers
+    except ImportError:
+        return {}
+    x = arg["x"]
+    weight = torch.randn(2 * SLICE_OUT, HIDDEN, device="cuda").mul_(HIDDEN**-0.5).to(x.dtype)
+    y = torch.empty(tokens, 2 * SLICE_OUT, dtype=x.dtype, device="cuda")
+    work = WorkListBuffers(max(tokens, 16), SLOTS, "cuda", fused_slot=True)
+    slots = torch.zeros(tokens, dtype=torch.int32)  # (one adapter, in slot 0)
+    work.update(slots.numpy(), arg["tracker"].host)
+    token_slot = slots.to("cuda")
+    no_lora, active = torch.tensor([False]), torch.tensor([1], dtype=torch.int32)
+
+    def call() -> None:
+        gemm_op.gemm_lora_linear(
+            y, x, weight, arg["lora_a"], arg["lora_b"],
+            work.tiles[BLOCK_M_SMALL], work.tiles[BLOCK_M_LARGE],
+            work.rest_tiles[BLOCK_M_SMALL], work.rest_tiles[BLOCK_M_LARGE],
+            token_slot, work.fused_slot, arg["tracker"].ranks, work.counters,
+            work.gemm_arrivals, no_lora, 1.0, FUSED_GEMM_ROWS[0], FUSED_GEMM_ROWS[1],
+            active, True, None, None,
+        )  # fmt: skip
+
+    return {"gemm_op": call, "cublas": lambda: torch.mm(x, weight.t(), out=y)}
 
 
 def _direct_launch_switch() -> Any:
