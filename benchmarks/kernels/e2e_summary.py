@@ -6,6 +6,10 @@ another round of the same run in one server start. Every ratio is to the mean of
 base runs (``base``, ``base-again``, ``base.2``, ...), which are listed first with their drift
 from the first to the last; then each run; then, for each run measured in more than one round,
 the mean of its rounds' ratios and their range (the noise a single round's figure carries).
+Where vLLM's phases were read, each adapter run also gets the time a request spent over the
+base runs' mean, split by phase (:func:`phase_excess`: decode, prefill, the queue, and the time
+before the queue), and runs of several rounds the mean of that split: which phase a ratio's gap
+is in.
 
     python3 e2e_summary.py RESULTS_DIR TAG "base many one base.2 many.2 one.2" 64 [8 ...]
 
@@ -58,6 +62,38 @@ class Result:
         )
 
 
+#: The phases a request's server-side time is split into (:func:`phase_excess`), in print order.
+PHASES = ("decode", "prefill", "queue", "before the queue")
+
+
+def request_phases(phases: dict[str, Any]) -> dict[str, float]:
+    """A run's per-request means (``server_phases_ms``) as the parts of a request's time: the
+    decode, prefill and queue phases, and the time before the queue (vLLM's TTFT less its
+    queue and prefill phases: the API server's work and the hand-over to the engine)."""
+    queue, prefill = float(phases["queue"]), float(phases["prefill"])
+    return {
+        "decode": float(phases["decode"]),
+        "prefill": prefill,
+        "queue": queue,
+        "before the queue": float(phases["ttft"]) - queue - prefill,
+    }
+
+
+def phase_excess(run: dict[str, Any], bases: list[dict[str, Any]]) -> dict[str, float]:
+    """How much longer than the base runs' mean (ms) a request of ``run`` spent in each phase
+    (:data:`PHASES`), and in all (``"request"``); each argument a ``server_phases_ms``."""
+    mine = request_phases(run)
+    base = [request_phases(b) for b in bases]
+    excess = {k: mine[k] - sum(b[k] for b in base) / len(base) for k in PHASES}
+    return {"request": sum(excess.values()), **excess}
+
+
+def excess_text(excess: dict[str, float]) -> str:
+    """:func:`phase_excess`'s split, as the summary prints it."""
+    parts = ", ".join(f"{k} {excess[k]:+.1f}" for k in PHASES)
+    return f"a request {excess['request']:+.1f} ms over base: {parts}"
+
+
 def summary(results: Path, tag: str, runs: list[str], concurrency: int) -> list[str]:
     """The lines for one concurrency's runs of the server ``tag``, in the order run."""
     head = f"{tag} c{concurrency:>3}"
@@ -73,7 +109,11 @@ def summary(results: Path, tag: str, runs: list[str], concurrency: int) -> list[
             f"{head} base runs {' then '.join(f'{b:.1f}' for b in bases)} out tok/s: "
             f"{100 * (bases[-1] / bases[0] - 1):+.1f} % from first to last"
         )
+    base_phases = [
+        r.phases for r in found.values() if r is not None and is_base(r.name) and r.phases
+    ]
     rounds: dict[str, list[float]] = {}
+    excesses: dict[str, list[dict[str, float]]] = {}
     for name, result in found.items():
         if result is None:
             lines.append(f"{head} {name:>7}: no result")
@@ -94,12 +134,20 @@ def summary(results: Path, tag: str, runs: list[str], concurrency: int) -> list[
                 f"{'':>{len(tag) + 14}}server side: queue {p['queue']} ms, prefill "
                 f"{p['prefill']} ms, TTFT {p['ttft']} ms, decode {p['decode']} ms"
             )
+            if base_phases and not is_base(name):
+                excess = phase_excess(p, base_phases)
+                excesses.setdefault(run_of(name), []).append(excess)
+                lines.append(f"{'':>{len(tag) + 14}}{excess_text(excess)}")
     for run, ratios in rounds.items():
         if len(ratios) > 1 and not is_base(run):
             lines.append(
                 f"{head} {run:>7}: {sum(ratios) / len(ratios):.3f}x base over {len(ratios)} "
                 f"rounds ({min(ratios):.3f}-{max(ratios):.3f})"
             )
+    for run, split in excesses.items():
+        if len(split) > 1:
+            mean = {k: sum(e[k] for e in split) / len(split) for k in split[0]}
+            lines.append(f"{head} {run:>7}: {excess_text(mean)} (mean of {len(split)} rounds)")
     return lines
 
 

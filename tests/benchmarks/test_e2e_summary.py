@@ -1,4 +1,5 @@
-"""e2e_summary.py: ratios to the mean of every base run, the drift, and each run's rounds."""
+"""e2e_summary.py: ratios to the mean of every base run, the drift, and each run's rounds;
+a request's time over the base runs' split by phase."""
 
 from __future__ import annotations
 
@@ -7,10 +8,27 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.kernels.e2e_summary import is_base, main, run_of, summary
+from benchmarks.kernels.e2e_summary import (
+    is_base,
+    main,
+    phase_excess,
+    request_phases,
+    run_of,
+    summary,
+)
 
 
-def _write(results: Path, name: str, throughput: float, phases: bool = False) -> None:
+def _phases(prefill: float, decode: float, ttft: float) -> dict[str, float]:
+    return {"queue": 0.5, "prefill": prefill, "ttft": ttft, "decode": decode}
+
+
+def _write(
+    results: Path,
+    name: str,
+    throughput: float,
+    phases: bool = False,
+    split: dict[str, float] | None = None,
+) -> None:
     data = {
         "output_throughput": throughput,
         "median_tpot_ms": 7.25,
@@ -20,6 +38,8 @@ def _write(results: Path, name: str, throughput: float, phases: bool = False) ->
     }
     if phases:
         data["server_phases_ms"] = {"queue": 12.5, "prefill": 250.0, "ttft": 330.1, "decode": 860}
+    if split is not None:
+        data["server_phases_ms"] = split
     (results / f"srv-c64-{name}.json").write_text(json.dumps(data))
 
 
@@ -71,3 +91,36 @@ def test_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert main([str(tmp_path), "srv", "base one", "64"]) == 0
     assert "(0.950x base)" in capsys.readouterr().out
     assert main([str(tmp_path)]) == 2
+
+
+def test_a_requests_time_is_split_into_its_phases() -> None:
+    parts = request_phases(_phases(prefill=48.0, decode=620.0, ttft=60.0))
+    assert parts == {"decode": 620.0, "prefill": 48.0, "queue": 0.5, "before the queue": 11.5}
+
+
+def test_the_excess_over_the_bases_mean_is_split_by_phase() -> None:
+    bases = [_phases(48.0, 620.0, 60.0), _phases(50.0, 624.0, 64.0)]
+    excess = phase_excess(_phases(65.0, 657.0, 81.0), bases)
+    assert excess["decode"] == pytest.approx(35.0)
+    assert excess["prefill"] == pytest.approx(16.0)
+    assert excess["queue"] == pytest.approx(0.0)
+    assert excess["before the queue"] == pytest.approx(15.5 - 12.5)
+    assert excess["request"] == pytest.approx(54.0)  # (TTFT and decode: 738 against 684)
+
+
+def test_the_summary_prints_each_runs_split_and_the_rounds_mean(tmp_path: Path) -> None:
+    _write(tmp_path, "base", 100.0, split=_phases(48.0, 620.0, 60.0))
+    _write(tmp_path, "one", 90.0, split=_phases(64.0, 650.0, 78.0))
+    _write(tmp_path, "one.2", 92.0, split=_phases(60.0, 640.0, 74.0))
+    lines = summary(tmp_path, "srv", ["base", "one", "one.2"], 64)
+    assert lines[-1] == (
+        "srv c 64     one: a request +41.0 ms over base: decode +25.0, prefill +14.0, "
+        "queue +0.0, before the queue +2.0 (mean of 2 rounds)"
+    )
+    splits = [line.strip() for line in lines if line.strip().startswith("a request")]
+    assert splits == [
+        "a request +48.0 ms over base: decode +30.0, prefill +16.0, queue +0.0, before the queue "
+        "+2.0",
+        "a request +34.0 ms over base: decode +20.0, prefill +12.0, queue +0.0, before the queue "
+        "+2.0",
+    ]
