@@ -177,15 +177,24 @@ def _charge_host_lora_ops(
         category = HOST_LORA_OPS.get(str(ev.get("name", "")))
         if category is None or ev.get("ph") != "X":
             continue
-        ts = float(ev["ts"])
-        index = bisect.bisect_right(starts, ts) - 1
-        if index < 0:
+        index = _holding_step(ev, steps, starts)
+        if index is None:
             continue
-        step = steps[index]
-        if (ev.get("pid"), ev.get("tid")) != step.thread or ts > step.cpu_start + step.host:
-            continue
-        step.lora_host[category] += float(ev.get("dur", 0.0))
-        step.lora_calls += 1
+        steps[index].lora_host[category] += float(ev.get("dur", 0.0))
+        steps[index].lora_calls += 1
+
+
+def _holding_step(ev: dict[str, Any], steps: list[Step], starts: list[float]) -> int | None:
+    """The index of the step whose annotation holds this host event (its thread, inside its
+    host time), or None."""
+    ts = float(ev["ts"])
+    index = bisect.bisect_right(starts, ts) - 1
+    if index < 0:
+        return None
+    step = steps[index]
+    if (ev.get("pid"), ev.get("tid")) != step.thread or ts > step.cpu_start + step.host:
+        return None
+    return index
 
 
 #: CPU-side events whose host time :func:`_charge_outermost_host_events` charges.
@@ -205,14 +214,11 @@ def _charge_outermost_host_events(
             continue
         if STEP_PATTERN.match(str(ev.get("name", ""))):
             continue
-        ts = float(ev["ts"])
-        index = bisect.bisect_right(starts, ts) - 1
-        if index < 0:
-            continue
-        step = steps[index]
-        if (ev.get("pid"), ev.get("tid")) != step.thread or ts >= step.cpu_start + step.host:
-            continue
-        by_step[index].append((ts, float(ev.get("dur", 0.0)), str(ev.get("name", ""))[:60]))
+        index = _holding_step(ev, steps, starts)
+        if index is not None:
+            by_step[index].append(
+                (float(ev["ts"]), float(ev.get("dur", 0.0)), str(ev.get("name", ""))[:60])
+            )
     for index, spans in by_step.items():
         step = steps[index]
         reached, charged = step.cpu_start, 0.0
