@@ -24,9 +24,12 @@ outputs, every token on an adapter) into what each layer of the call adds, from 
 
 Host time only: each round issues ``--calls`` calls without waiting for the GPU (fewer than
 the launch queue holds), then synchronises outside the timing. Rounds interleave the stages.
+``--profile STAGE ...`` then runs those stages ``--calls`` times more under ``cProfile`` and
+lists the functions with the most own time a call (profiled, so slower than the timed rounds:
+where the time goes, not how much).
 
     python benchmarks/kernels/bench_launch_host.py [--tokens 16 1024] [--calls 100]
-        [--rounds 30] [--tree PATH] [--out host.json]
+        [--rounds 30] [--tree PATH] [--profile gemm_op op] [--top 25] [--out host.json]
 
 ``--tree`` imports ``hi_moe_lora`` from another checkout (A/B of the outer stages; stages the
 tree lacks are left out).
@@ -247,7 +250,53 @@ def _host_us(call: Callable[[], Any], calls: int) -> float:
     return 1e6 * spent / calls
 
 
-def measure(tokens: int, calls: int, rounds: int) -> dict[str, Any]:
+def profile(call: Callable[[], Any], calls: int, top: int) -> list[dict[str, Any]]:
+    """The ``top`` functions by own time under ``cProfile`` over ``calls`` calls: per call, how
+    often each runs, its own µs and its cumulative µs."""
+    import cProfile
+    import pstats
+
+    import torch
+
+    def synchronize() -> None:
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+
+    profiler = cProfile.Profile()
+    synchronize()
+    profiler.enable()
+    for _ in range(calls):
+        call()
+    profiler.disable()
+    synchronize()
+    rows = [
+        {
+            "function": f"{Path(file).name}:{line}({name})",
+            "runs_per_call": runs / calls,
+            "own_us": 1e6 * own / calls,
+            "cumulative_us": 1e6 * cumulative / calls,
+        }
+        for (file, line, name), (_, runs, own, cumulative, _) in pstats.Stats(
+            profiler
+        ).stats.items()  # type: ignore[attr-defined]
+    ]
+    rows.sort(key=lambda row: -float(row["own_us"]))
+    return rows[:top]
+
+
+def profile_text(stage: str, rows: list[dict[str, Any]]) -> str:
+    lines = [f"{stage}: own µs a call (cumulative), runs a call, function"]
+    for row in rows:
+        lines.append(
+            f"  {row['own_us']:7.2f} ({row['cumulative_us']:7.2f}) {row['runs_per_call']:5.1f}"
+            f"  {row['function']}"
+        )
+    return "\n".join(lines)
+
+
+def measure(
+    tokens: int, calls: int, rounds: int, profiled: tuple[str, ...] = (), top: int = 25
+) -> dict[str, Any]:
     import torch
     import triton
 
@@ -267,6 +316,11 @@ def measure(tokens: int, calls: int, rounds: int) -> dict[str, Any]:
         "calls": calls,
         "rounds": rounds,
         "us_per_call": {name: statistics.median(s) for name, s in samples.items()},
+        "profile": {
+            name: profile(calls_by_stage[name], calls, top)
+            for name in profiled
+            if name in calls_by_stage
+        },
     }
 
 
@@ -286,13 +340,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--tree", type=Path, default=Path(__file__).resolve().parents[2])
+    parser.add_argument("--profile", nargs="*", default=[], metavar="STAGE")
+    parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     sys.path.insert(0, str(args.tree.resolve()))
-    results = [measure(t, args.calls, args.rounds) for t in args.tokens]
+    profiled = tuple(args.profile)
+    results = [measure(t, args.calls, args.rounds, profiled, args.top) for t in args.tokens]
     print(f"{results[0]['gpu']}, torch {results[0]['torch']}, triton {results[0]['triton']}")
     print(f"tree {args.tree}; µs of host time per call, median of {args.rounds} rounds")
     print(table(results))
+    for result in results:
+        for stage, rows in result["profile"].items():
+            print(f"\nM = {result['tokens']}, " + profile_text(stage, rows))
     if args.out:
         args.out.write_text(json.dumps(results, indent=1))
     return 0

@@ -223,9 +223,18 @@ def choose_config(
     if m < 1 or k < 1 or n_total < 1:
         raise KernelConfigError(f"empty problem: m={m} k={k} n={n_total}")
     if m > SMALL_M_LIMIT:
-        m = next((b for b in PREFILL_BUCKETS if m <= b), PREFILL_BUCKETS[-1])
+        m = config_class(m)
         num_slots = 1
     return _choose_config(m, k, n_total, max_rank, num_sms, num_slots)
+
+
+def config_class(m: int) -> int:
+    """The token count that decides a call's configuration: ``m`` itself at decode sizes, its
+    prefill bucket above :data:`SMALL_M_LIMIT` (calls of one class and one layer share their
+    configuration, :func:`choose_config`)."""
+    if m <= SMALL_M_LIMIT:
+        return m
+    return next((b for b in PREFILL_BUCKETS if m <= b), PREFILL_BUCKETS[-1])
 
 
 @functools.lru_cache(maxsize=4096)

@@ -26,7 +26,13 @@ from typing import Any
 import torch
 
 from . import direct_launch
-from .config import WIDE_SPLIT_WAVES, KernelConfigError, TileConfig, choose_config
+from .config import (
+    WIDE_SPLIT_WAVES,
+    KernelConfigError,
+    TileConfig,
+    choose_config,
+    config_class,
+)
 from .fused.flavours import compiled_kernel, interpreted_kernel, kernel_constexprs
 from .layout import (
     DoraEpilogue,
@@ -48,6 +54,9 @@ MAX_LAYERS = 1024
 #: Most compiled variants one layer's configuration keeps for direct launches (a server meets
 #: a handful: aligned or not, one row or many).
 MAX_DIRECT_VARIANTS = 64
+#: Most call classes one layer keeps for direct launches (:class:`DirectCall`): every decode
+#: size met outside a CUDA graph, and the prefill buckets.
+MAX_DIRECT_CALLS = 512
 
 
 @functools.cache
@@ -121,6 +130,8 @@ class LayerLaunch:
     _stride_args: tuple[int, ...] = field(init=False)
     pair_cap: int = field(init=False)
     _by_config: dict[TileConfig, ConfigLaunch] = field(init=False, default_factory=dict)
+    #: Calls launched directly, by class (:meth:`call_class`; default options only).
+    _direct_calls: dict[tuple[object, ...], DirectCall] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         a, b, nb = self.a, self.b, self.narrow_b
@@ -203,47 +214,45 @@ class LayerLaunch:
         """Launch (or, with ``compile_only``, only compile) the kernel configured for ``m`` rows.
 
         ``reductions``: whether narrow and wide tiles reduce in the expand jobs; ``split_jobs``:
-        the most jobs for which wide tiles are split (None: the defaults)."""
+        the most jobs for which wide tiles are split (None: the defaults). A call with the
+        defaults whose class (:meth:`call_class`) an earlier call launched directly goes
+        straight to that variant (:class:`DirectCall`)."""
+        defaults = (
+            config is None
+            and max_programs is None
+            and split_jobs is None
+            and reductions == (None, None)
+            and not compile_only
+        )
+        if defaults and self._direct_calls and direct_launch.SWITCH.on:
+            direct = self._direct_calls.get(self.call_class(x, y, m))
+            if (
+                direct is not None
+                and tiles_by_block_m[direct.plan.cfg.block_m] is direct.tiles
+                and not only_compiling()
+            ):
+                direct.launch(self, y, x, scale, min_rank)
+                return direct.plan.cfg
         on_gpu = x.is_cuda
         sms = num_sms(x.get_device()) if on_gpu else 4
         a0 = self.a[0]
-        n_slots = a0.shape[0]
-        cfg = config or choose_config(m, self.k, self.n_total, a0.shape[1], sms, n_slots)
+        cfg = config or choose_config(m, self.k, self.n_total, a0.shape[1], sms, a0.shape[0])
         plan = self.for_config(cfg)
         tiles = tiles_by_block_m[cfg.block_m]
-        tiles_ub = min(
-            upper_bound_tiles(x.shape[0], n_slots, cfg.block_m),
-            (tiles.numel() - HEADER_SIZE) // record_size(cfg.block_m),
-        )
-        pairs = tiles_ub * len(self.a)
-        if pairs > self.pair_cap:
-            raise FusedLoRAShapeError(f"{pairs} tile pairs > counter capacity {self.pair_cap}")
+        tile_room = (tiles.numel() - HEADER_SIZE) // record_size(cfg.block_m)
         cap = max_programs if max_programs is not None else (sms * PROGRAMS_PER_SM)
-        grid = (max(1, min(tiles_ub * plan.jobs_per_tile, cap)),)
+        grid, pairs = self.grid(plan, x.shape[0], tile_room, cap)
         if split_jobs is None:
-            split_jobs = WIDE_SPLIT_WAVES * grid[0]
-        tile_elems = cfg.block_m * cfg.rank_pad
-        part = torch.empty(pairs * plan.k_split * tile_elems, dtype=torch.float32, device=x.device)
-        inter = torch.empty(pairs * tile_elems, dtype=a0.dtype, device=x.device)
-        dora = self.dora
-        # Without DoRA the epilogue is compiled out; its pointers are placeholders of the same
-        # types.
-        dora_args = (
-            (part, self.counters, 0)
-            if dora is None
-            else (dora.scales, dora.live, dora.scales.stride(0))
-        )
-        args = (
-            x, y, *self.pointer_args, tiles, part, inter, self.counters, *self._width_args,
-            *x.shape, *x.stride(), *y.stride(), *self._stride_args, int(min_rank),
-            int(split_jobs), float(scale), *dora_args,
-        )  # fmt: skip
+            split_jobs = WIDE_SPLIT_WAVES * grid
+        part, inter = self.scratch(plan, pairs, x.device)
+        args = self.arguments(y, x, tiles, part, inter, min_rank, split_jobs, scale)
         constexprs = plan.with_reductions(*reductions)
         kernel = compiled_kernel() if on_gpu else interpreted_kernel()
         if compile_only or only_compiling():
             if on_gpu:  # (the interpreter has nothing to compile)
-                kernel.warmup(*args, grid=grid, **constexprs)
+                kernel.warmup(*args, grid=(grid,), **constexprs)
             return cfg
+        dora_args = args[-3:]
         direct_key = None
         if on_gpu and direct_launch.SWITCH.on:
             direct_key = direct_launch.call_key(
@@ -256,11 +265,13 @@ class LayerLaunch:
             known_variant = plan.direct.get(direct_key)
             if known_variant is not None:
                 compiled, values = known_variant
-                direct_launch.launch(compiled, grid[0], x.get_device(), args, values)
+                direct_launch.launch(compiled, grid, x.get_device(), args, values)
+                if defaults:
+                    self._keep_direct_call(x, y, m, plan, tiles, tile_room, cap, known_variant)
                 return cfg
         variants = variant_cache(kernel) if on_gpu else None
         known = len(variants) if variants is not None else None
-        compiled = kernel[grid](*args, **constexprs)
+        compiled = kernel[(grid,)](*args, **constexprs)
         if direct_key is not None and compiled is not None:
             keep_for_direct_launch(plan, direct_key, kernel, compiled, len(args), constexprs)
         if known is not None and variants is not None and len(variants) > known:
@@ -275,6 +286,112 @@ class LayerLaunch:
                 list(variants)[known:],  # (a dict keeps its insertion order)
             )
         return cfg
+
+    def grid(self, plan: ConfigLaunch, rows: int, tile_room: int, cap: int) -> tuple[int, int]:
+        """The launch's programs and (tile, slice) pairs for a call of ``rows`` token rows, with
+        a work list of ``tile_room`` tiles and at most ``cap`` programs."""
+        tiles_ub = min(upper_bound_tiles(rows, self.n_slots, plan.cfg.block_m), tile_room)
+        pairs = tiles_ub * len(self.a)
+        if pairs > self.pair_cap:
+            raise FusedLoRAShapeError(f"{pairs} tile pairs > counter capacity {self.pair_cap}")
+        return max(1, min(tiles_ub * plan.jobs_per_tile, cap)), pairs
+
+    def scratch(
+        self, plan: ConfigLaunch, pairs: int, device: torch.device
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The launch's scratch: the shrink's fp32 partial sums and the intermediate."""
+        tile_elems = plan.cfg.block_m * plan.cfg.rank_pad
+        return (
+            torch.empty(pairs * plan.k_split * tile_elems, dtype=torch.float32, device=device),
+            torch.empty(pairs * tile_elems, dtype=self.a[0].dtype, device=device),
+        )
+
+    def arguments(
+        self,
+        y: torch.Tensor,
+        x: torch.Tensor,
+        tiles: torch.Tensor,
+        part: torch.Tensor,
+        inter: torch.Tensor,
+        min_rank: int,
+        split_jobs: int,
+        scale: float,
+    ) -> tuple[Any, ...]:
+        """The kernel's runtime arguments, in its order."""
+        dora = self.dora
+        # Without DoRA the epilogue is compiled out; its pointers are placeholders of the same
+        # types.
+        dora_args = (
+            (part, self.counters, 0)
+            if dora is None
+            else (dora.scales, dora.live, dora.scales.stride(0))
+        )
+        return (
+            x, y, *self.pointer_args, tiles, part, inter, self.counters, *self._width_args,
+            *x.shape, *x.stride(), *y.stride(), *self._stride_args, int(min_rank),
+            int(split_jobs), float(scale), *dora_args,
+        )  # fmt: skip
+
+    @property
+    def n_slots(self) -> int:
+        return int(self.a[0].shape[0])
+
+    def call_class(self, x: torch.Tensor, y: torch.Tensor, m: int) -> tuple[object, ...]:
+        """What decides a call's variant and configuration beyond the layer's weights (the
+        default options taken): the class of its token count (:func:`.config.config_class`),
+        its activations' dtypes, strides and whether their addresses are multiples of 16 (its
+        scratch buffers always are: torch's caching allocator aligns every block)."""
+        return (
+            config_class(m), x.dtype, y.dtype, x.stride(), y.stride(), x.data_ptr() % 16 == 0,
+            y.data_ptr() % 16 == 0,
+        )  # fmt: skip
+
+    def _keep_direct_call(
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        m: int,
+        plan: ConfigLaunch,
+        tiles: torch.Tensor,
+        tile_room: int,
+        cap: int,
+        variant: tuple[Any, tuple[Any, ...]],
+    ) -> None:
+        """Keep a variant launched directly for the later calls of this call's class."""
+        if len(self._direct_calls) >= MAX_DIRECT_CALLS:
+            return
+        compiled, values = variant
+        self._direct_calls[self.call_class(x, y, m)] = DirectCall(
+            plan, tiles, tile_room, cap, compiled, values, x.get_device()
+        )
+
+
+@dataclass(frozen=True)
+class DirectCall:
+    """What every call of one class (:meth:`LayerLaunch.call_class`) with the default options
+    shares, once its variant has been launched directly: its configuration, work-list tiles,
+    programs cap and compiled variant. Such a call only sizes its grid and scratch buffers for
+    its token rows and launches (no configuration lookup, no specialisation key)."""
+
+    plan: ConfigLaunch
+    tiles: torch.Tensor
+    tile_room: int
+    cap: int
+    compiled: Any
+    constexprs: tuple[Any, ...]
+    device: int
+
+    def launch(
+        self, layer: LayerLaunch, y: torch.Tensor, x: torch.Tensor, scale: float, min_rank: int
+    ) -> None:
+        rows = x.shape[0]
+        if not (0 <= rows <= direct_launch.I32_MAX and 0 <= min_rank <= direct_launch.I32_MAX):
+            raise FusedLoRAShapeError(f"{rows} rows, min_rank {min_rank}: beyond 32 bits")
+        grid, pairs = layer.grid(self.plan, rows, self.tile_room, self.cap)
+        part, inter = layer.scratch(self.plan, pairs, x.device)
+        split_jobs = WIDE_SPLIT_WAVES * grid
+        args = layer.arguments(y, x, self.tiles, part, inter, min_rank, split_jobs, scale)
+        direct_launch.launch(self.compiled, grid, self.device, args, self.constexprs)
 
 
 def keep_for_direct_launch(
@@ -312,19 +429,19 @@ def layer_launch(
 ) -> LayerLaunch:
     """The plan of the layer these weights belong to, made on its first call (checks ``x``
     and ``y`` against it; raises :class:`.layout.FusedLoRAShapeError`)."""
-    identity: tuple[object, ...] = (
-        *lora_a,
-        None,
-        *lora_b,
-        None,
-        *(narrow_b or ()),
-        counters,
-        dora.scales if dora is not None else None,
-        dora.live if dora is not None else None,
-    )
-    key = (*map(id, identity), offset_start, add_inputs, y.shape[-1])
+    key = (
+        *map(id, lora_a), None, *map(id, lora_b), None, *map(id, narrow_b or ()), id(counters),
+        id(dora.scales) if dora is not None else None,
+        id(dora.live) if dora is not None else None,
+        offset_start, add_inputs, y.shape[-1],
+    )  # fmt: skip
     layer = _LAYERS.get(key)
     if layer is None:
+        identity: tuple[object, ...] = (
+            *lora_a, None, *lora_b, None, *(narrow_b or ()), counters,
+            dora.scales if dora is not None else None,
+            dora.live if dora is not None else None,
+        )  # fmt: skip
         layer = _new_layer(
             y, lora_a, lora_b, counters, offset_start, add_inputs, dora, narrow_b, identity
         )

@@ -17,12 +17,15 @@ Triton kernel; other CPU tensors take the PyTorch fallback.
 
 from __future__ import annotations
 
+import functools
 import os
+from collections.abc import Callable
 
 import torch
 
-from .config import BLOCK_M_LARGE, BLOCK_M_SMALL, block_m_for
+from .config import BLOCK_M_LARGE, BLOCK_M_SMALL, TileConfig, block_m_for
 from .fallback import lora_linear_torch
+from .layout import DoraEpilogue
 from .op_registry import register_op
 from .ranks import tracker_for
 
@@ -72,12 +75,10 @@ def lora_linear_impl(
     if dora_scales is not None and (not add_inputs or offset_start != 0):
         raise ValueError("the DoRA epilogue needs add_inputs and offset_start 0")
     if use_triton(x):
-        from .triton_kernel import DoraEpilogue, launch_fused_lora
-
         dora = None
         if dora_scales is not None and dora_live is not None:
             dora = DoraEpilogue(dora_scales, dora_live)
-        launch_fused_lora(
+        triton_launcher()(
             y,
             x,
             lora_a,
@@ -98,6 +99,15 @@ def lora_linear_impl(
         y, x, lora_a, lora_b, tiles, block_m, scale, offset_start, add_inputs, min_rank,
         dora_scales, dora_live,
     )  # fmt: skip
+
+
+@functools.cache
+def triton_launcher() -> Callable[..., TileConfig]:
+    """:func:`.triton_kernel.launch_fused_lora`, imported on the first Triton call (a CPU host
+    never imports Triton's kernels; an import in the op's body cost about 2 µs a call)."""
+    from .triton_kernel import launch_fused_lora
+
+    return launch_fused_lora
 
 
 lora_linear = register_op(OP_NAME, lora_linear_impl, ("y", "counters"))

@@ -42,3 +42,22 @@ def test_direct_launches_are_switched_on_for_the_plan_stage() -> None:
         assert direct_launch.SWITCH.on
     finally:
         direct_launch.SWITCH.set(was)
+
+
+def test_profile_lists_the_functions_with_the_most_own_time_a_call() -> None:
+    def slow() -> int:
+        return sum(range(20_000))
+
+    def call() -> None:
+        slow()
+        len("quick")
+
+    rows = bench.profile(call, 50, 3)
+    assert len(rows) == 3
+    assert [row["own_us"] for row in rows] == sorted((row["own_us"] for row in rows), reverse=True)
+    summed = next(row for row in rows if "sum" in row["function"])
+    assert summed["runs_per_call"] == 1.0
+    assert summed["own_us"] > 0
+    text = bench.profile_text("op", rows).splitlines()
+    assert text[0].startswith("op: own µs a call")
+    assert len(text) == 4

@@ -205,3 +205,42 @@ def test_direct_launches_give_what_the_jit_gives_as_each_argument_varies(
         ).cpu()
         assert (outputs[2].double().cpu() - ref).abs().max() <= tolerance(torch.bfloat16, ref)
     assert shared_rows >= 4  # the rows that differ only in what is not specialised
+
+
+@needs_gpu
+def test_calls_of_a_launched_class_go_straight_to_its_variant(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Calls of one class (one prefill bucket, or one decode count; default options) after the
+    first direct launch skip the configuration and the specialisation key, and give what the
+    JIT gives at their own row counts."""
+    straight = 0
+    real = launch_plan.DirectCall.launch
+
+    def counted(self: Any, *args: Any) -> None:
+        nonlocal straight
+        straight += 1
+        real(self, *args)
+
+    monkeypatch.setattr(launch_plan.DirectCall, "launch", counted)
+    rows, k, widths, ranks = 700, 256, [192, 64], [8, 16, 16, 4]
+    gen = torch.Generator().manual_seed(11)
+    slots = torch.randint(-1, len(ranks), (rows,), generator=gen)
+    p = make_problem(rows, k, widths, ranks, slots, dtype=torch.bfloat16, device="cuda", seed=11)
+    # (rows, calls through DirectCall expected of the three with direct launches on: a class's
+    # first call goes through the JIT, its second launches directly and keeps the class, the
+    # third goes straight; a class kept earlier, straight from the first)
+    for m, expected in ((300, 1), (420, 3), (700, 3), (40, 1), (40, 3), (41, 1)):
+        p.work.update(slots[:m].numpy(), ranks)
+        y_in = p.y[:m].clone()
+        outputs = []
+        before = straight
+        for on in (False, True, True, True):
+            direct_launch.SWITCH.set(on)
+            y = y_in.clone()
+            launch_fused_lora(y, p.x[:m], p.lora_a, p.lora_b, p.work.tiles, p.work.counters, 0.5)
+            outputs.append(y)
+        assert straight - before == expected, m
+        assert all(torch.equal(out, outputs[0]) for out in outputs[1:]), m
+        ref = lora_linear_reference(y_in, p.x[:m], p.lora_a, p.lora_b, slots[:m], 0.5).cpu()
+        assert (outputs[-1].double().cpu() - ref).abs().max() <= tolerance(torch.bfloat16, ref)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 import torch
 
@@ -100,3 +102,78 @@ def test_per_config_parameters_are_checked_once_and_kept() -> None:
         _plan(make_problem(4, 40, [16], [32], torch.zeros(4, dtype=torch.int64))).for_config(cfg)
     with pytest.raises(FusedLoRAShapeError, match="multiple"):
         plan.for_config(TileConfig(16, 16, 16, 16, 1, 1, 4, 1, 40))
+
+
+def test_calls_share_a_class_by_configuration_dtype_stride_and_alignment() -> None:
+    p = _problem(m=600)
+    plan = _plan(p)
+    x, y = p.x, p.y
+
+    def cls(rows: int, x_from: int = 0) -> tuple[object, ...]:
+        shifted = torch.empty(rows, x.shape[1] + x_from, dtype=x.dtype)[:, x_from:]
+        return plan.call_class(shifted if x_from else x[:rows], y[:rows], rows)
+
+    assert cls(300) == cls(420) == cls(1024)  # one prefill bucket
+    assert cls(300) != cls(1025)
+    assert cls(200) != cls(201)  # decode sizes: a configuration per count
+    assert cls(300) != cls(300, x_from=1)  # x unaligned, another row stride
+    assert cls(300)[1:3] == (x.dtype, y.dtype)
+
+
+def test_a_class_launched_directly_skips_the_configuration_on_later_calls(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The launcher stands in for the compiled variant's (the interpreter runs the same
+    arguments); what is checked is which calls go straight to it and that their grid, scratch
+    and arguments give the reference result."""
+    from hi_moe_lora.kernels import direct_launch
+    from hi_moe_lora.kernels.fused.flavours import interpreted_kernel
+    from hi_moe_lora.kernels.fused.kernel import fused_lora_kernel
+
+    direct: list[int] = []
+
+    def interpreted(
+        compiled: object,
+        grid: int,
+        device: int,
+        args: tuple[object, ...],
+        values: tuple[object, ...],
+    ) -> None:
+        direct.append(grid)
+        interpreted_kernel()[(grid,)](*args, *values)
+
+    monkeypatch.setattr(direct_launch, "launch", interpreted)
+    monkeypatch.setattr(direct_launch.SWITCH, "on", True)
+    p = _problem(m=20)
+    plan = _plan(p)
+    y_in = p.y.clone()
+    plan.launch(p.y, p.x, p.work.tiles, 0.5, 0, 20)  # the interpreter keeps no variant
+    assert not plan._direct_calls
+    cfg = choose_config_for(plan, 20)
+    config = plan.for_config(cfg)
+    tiles = p.work.tiles[cfg.block_m]
+    args = plan.arguments(p.y, p.x, tiles, p.y, p.y, 0, 1, 0.5)
+    names = list(inspect.signature(fused_lora_kernel).parameters)[len(args) :]
+    values = tuple(config.constexprs[name] for name in names)
+    room = (tiles.numel() - launch_plan.HEADER_SIZE) // launch_plan.record_size(cfg.block_m)
+    plan._keep_direct_call(p.x, p.y, 20, config, tiles, room, 8, (None, values))
+    ref = lora_linear_reference(y_in, p.x, p.lora_a, p.lora_b, p.token_slots, 0.5)
+    p.y.copy_(y_in)
+    assert plan.launch(p.y, p.x, p.work.tiles, 0.5, 0, 20) == cfg
+    assert len(direct) == 1
+    assert (p.y.double() - ref).abs().max() <= tolerance(p.y.dtype, ref)
+    p.y.copy_(y_in)
+    plan.launch(p.y, p.x, p.work.tiles, 0.5, 0, 20, reductions=(True, None))  # not the defaults
+    plan.launch(p.y[:19], p.x[:19], p.work.tiles, 0.5, 0, 19)  # another class
+    other_tiles = {size: t.clone() for size, t in p.work.tiles.items()}
+    plan.launch(p.y, p.x, other_tiles, 0.5, 0, 20)  # another work list
+    direct_launch.SWITCH.set(False)
+    plan.launch(p.y, p.x, p.work.tiles, 0.5, 0, 20)  # direct launches off
+    assert len(direct) == 1
+
+
+def choose_config_for(plan: launch_plan.LayerLaunch, m: int) -> TileConfig:
+    from hi_moe_lora.kernels.config import choose_config
+
+    a0 = plan.a[0]
+    return choose_config(m, plan.k, plan.n_total, a0.shape[1], 4, a0.shape[0])
