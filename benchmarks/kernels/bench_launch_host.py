@@ -14,7 +14,10 @@ outputs, every token on an adapter) into what each layer of the call adds, from 
 - ``op_jit``: the same with direct launches off (where the tree has them);
 - ``launch_fused_lora``: the launcher's entry point (the layer's plan looked up);
 - ``plan_launch``: the layer's plan launching (config, grid, scratch buffers, Triton), with
-  direct launches of the compiled variant where the tree has them (``direct_launch``);
+  direct launches of the compiled variant where the tree has them (``direct_launch``), straight
+  to the variant kept for the call's class where the tree keeps them (``DirectCall``);
+- ``plan_launch_keyed``: where the tree keeps classes, the same launch through the path every
+  call took before (the configuration looked up and the specialisation key built each call);
 - ``plan_launch_jit``: the same through Triton's JIT dispatch (direct launches off);
 - ``triton_jit``: Triton's JIT dispatch with the same arguments (binding, specialisation key,
   cache lookup, launch);
@@ -108,6 +111,11 @@ def stages(tokens: int) -> dict[str, Callable[[], Any]]:
         y, x, arg["lora_a"], arg["lora_b"], work.counters, 0, True, None, narrow
     )
     out["plan_launch"] = lambda: layer.launch(y, x, work.tiles, 1.0, 0, tokens)
+    if hasattr(launch_plan, "DirectCall"):  # the keyed path, which every call took before
+        cap = launch_plan.num_sms(x.get_device()) * launch_plan.PROGRAMS_PER_SM
+        out["plan_launch_keyed"] = lambda: layer.launch(
+            y, x, work.tiles, 1.0, 0, tokens, max_programs=cap
+        )
     switch = _direct_launch_switch()
     if switch is not None:
         out["plan_launch_jit"] = _without_direct_launches(

@@ -114,6 +114,61 @@ def test_a_constexpr_among_the_runtime_arguments_refuses_direct_launches() -> No
     assert trailing_constexprs(SimpleNamespace(params=params), 2, {"C": 1}) is None
 
 
+class _Launcher:
+    """Records how a direct launch reached a compiled variant: its launcher, or its runner."""
+
+    function, packed_metadata = "function", "metadata"
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple[Any, ...]]] = []
+
+    def run(self, *args: Any) -> None:
+        self.calls.append(("launcher", args))
+
+    def __getitem__(self, grid: tuple[int, ...]) -> Callable[..., None]:
+        def runner(*args: Any, stream: Any = None) -> None:
+            self.calls.append(("runner", (grid, *args)))
+
+        return runner
+
+
+@pytest.fixture
+def _stream(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(direct_launch, "current_stream_getter", lambda: lambda device: 77)
+
+
+@pytest.mark.usefixtures("_stream")
+def test_without_hooks_the_launcher_is_called_as_the_runner_would(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    idle = SimpleNamespace(calls=[])
+    monkeypatch.setattr(direct_launch, "launch_hooks", lambda: (idle, idle))
+    compiled = _Launcher()
+    direct_launch.launch(compiled, 12, 0, ("x", 3), (True, 64))
+    assert compiled.calls == [
+        ("launcher", (12, 1, 1, 77, "function", "metadata", None, None, None, "x", 3, True, 64))
+    ]
+
+
+@pytest.mark.usefixtures("_stream")
+def test_a_registered_hook_or_an_unknown_triton_takes_the_runner(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    idle, listening = SimpleNamespace(calls=[]), SimpleNamespace(calls=[print])
+    for hooks in ((listening, idle), (idle, listening), (print, None), None):
+        monkeypatch.setattr(direct_launch, "launch_hooks", lambda hooks=hooks: hooks)
+        compiled = _Launcher()
+        direct_launch.launch(compiled, 12, 0, ("x",), (True,))
+        assert compiled.calls == [("runner", ((12, 1, 1), "x", True))], hooks
+
+
+def test_this_tritons_hooks_are_found_and_idle() -> None:
+    pytest.importorskip("triton")
+    hooks = direct_launch.launch_hooks()
+    assert hooks is not None
+    assert not any(map(direct_launch._hook_set, hooks))
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the interpreter's tests run on CPU hosts")
 def test_the_interpreter_never_keeps_variants() -> None:
     direct_launch.SWITCH.set(True)
@@ -244,3 +299,21 @@ def test_calls_of_a_launched_class_go_straight_to_its_variant(
         assert all(torch.equal(out, outputs[0]) for out in outputs[1:]), m
         ref = lora_linear_reference(y_in, p.x[:m], p.lora_a, p.lora_b, slots[:m], 0.5).cpu()
         assert (outputs[-1].double().cpu() - ref).abs().max() <= tolerance(torch.bfloat16, ref)
+
+
+@needs_gpu
+def test_a_launch_hook_sees_every_launch_direct_ones_too() -> None:
+    hooks = direct_launch.launch_hooks()
+    if hooks is None or not hasattr(hooks[0], "add"):
+        pytest.skip("this Triton keeps no chain of launch hooks")
+    direct_launch.SWITCH.set(True)
+    slots = torch.randint(-1, 2, (40,), generator=torch.Generator().manual_seed(5))
+    p = make_problem(40, 256, [64], [16, 8], slots, dtype=torch.bfloat16, device="cuda", seed=5)
+    seen: list[object] = []
+    hooks[0].add(seen.append)
+    try:
+        for _ in range(4):  # the JIT, a direct launch keeping the class, then straight, twice
+            launch_fused_lora(p.y, p.x, p.lora_a, p.lora_b, p.work.tiles, p.work.counters, 0.5)
+    finally:
+        hooks[0].remove(seen.append)
+    assert len(seen) == 4
