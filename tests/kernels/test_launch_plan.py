@@ -131,6 +131,7 @@ def test_a_class_launched_directly_skips_the_configuration_on_later_calls(
     from hi_moe_lora.kernels.fused.kernel import fused_lora_kernel
 
     direct: list[int] = []
+    names: list[str] = []
 
     def interpreted(
         compiled: object,
@@ -140,7 +141,7 @@ def test_a_class_launched_directly_skips_the_configuration_on_later_calls(
         values: tuple[object, ...],
     ) -> None:
         direct.append(grid)
-        interpreted_kernel()[(grid,)](*args, *values)
+        interpreted_kernel()[(grid,)](*args, **dict(zip(names, values, strict=True)))
 
     monkeypatch.setattr(direct_launch, "launch", interpreted)
     monkeypatch.setattr(direct_launch.SWITCH, "on", True)
@@ -153,7 +154,7 @@ def test_a_class_launched_directly_skips_the_configuration_on_later_calls(
     config = plan.for_config(cfg)
     tiles = p.work.tiles[cfg.block_m]
     args = plan.arguments(p.y, p.x, tiles, p.y, p.y, 0, 1, 0.5)
-    names = list(inspect.signature(fused_lora_kernel).parameters)[len(args) :]
+    names += list(inspect.signature(fused_lora_kernel).parameters)[len(args) :]
     values = tuple(config.constexprs[name] for name in names)
     room = (tiles.numel() - launch_plan.HEADER_SIZE) // launch_plan.record_size(cfg.block_m)
     plan._keep_direct_call(p.x, p.y, 20, config, tiles, room, 8, (None, values))
