@@ -7,7 +7,9 @@ change between a layer's calls is done on its first one: the checks of the stack
 job counts, the reductions and the compile-time arguments. A call then checks its activations,
 sizes the grid and the scratch buffers for its token count, and launches: through Triton's JIT
 the first time a configuration meets a specialisation, and from then on through the compiled
-variant's launcher (:mod:`.direct_launch`).
+variant's launcher (:mod:`.direct_launch`); a call whose class an earlier call launched
+directly goes straight to that variant (:class:`DirectCall`: no configuration lookup, no
+specialisation key).
 
 A layer is known by the Python objects of its weights (vLLM's stacked buffers, which it keeps
 for the life of the server) with its output layout; the plan holds references to them, so no
@@ -384,6 +386,8 @@ class DirectCall:
     def launch(
         self, layer: LayerLaunch, y: torch.Tensor, x: torch.Tensor, scale: float, min_rank: int
     ) -> None:
+        """Launch this call (an integer argument beyond 32 bits, which Triton would type 64-bit,
+        is refused: no server's call has one)."""
         rows = x.shape[0]
         if not (0 <= rows <= direct_launch.I32_MAX and 0 <= min_rank <= direct_launch.I32_MAX):
             raise FusedLoRAShapeError(f"{rows} rows, min_rank {min_rank}: beyond 32 bits")
