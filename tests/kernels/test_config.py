@@ -151,3 +151,15 @@ def test_rejects_empty_problems() -> None:
         choose_config(0, 16, 16, 16, 1)
     with pytest.raises(KernelConfigError):
         padded_rank(0)
+
+
+def test_a_configuration_class_is_the_count_at_decode_sizes_and_the_bucket_above() -> None:
+    from hi_moe_lora.kernels.config import SMALL_M_LIMIT, config_class
+
+    assert [config_class(m) for m in (1, 17, SMALL_M_LIMIT)] == [1, 17, SMALL_M_LIMIT]
+    above = (SMALL_M_LIMIT + 1, 1024, 1025, 4096, 4097, 16384, 50000)
+    assert [config_class(m) for m in above] == [1024, 1024, 4096, 4096, 16384, 16384, 16384]
+    for m in (SMALL_M_LIMIT + 1, 1800, 5000):  # one configuration a class
+        assert choose_config(m, 4096, 28672, 16, 132, 16) == choose_config(
+            config_class(m), 4096, 28672, 16, 132, 16
+        )
