@@ -266,7 +266,7 @@ def _choose_config(
     # Prefill: the expand tiles' groups share the tile's intermediate. Bucket the token count
     # so that a server meets few compiled variants (each new one is a JIT compile during
     # serving).
-    bucket = next((b for b in PREFILL_BUCKETS if m <= b), PREFILL_BUCKETS[-1])
+    bucket = config_class(m)
     # Under a padded rank of 64 or more the wide path's A tiles are rank_pad rows deep and take
     # K steps of 64; in large buckets the narrow tiles keep K blocks of 128 (the wide path then
     # takes each in two steps), in small ones every tile takes 64.

@@ -254,7 +254,7 @@ class LayerLaunch:
             if on_gpu:  # (the interpreter has nothing to compile)
                 kernel.warmup(*args, grid=(grid,), **constexprs)
             return cfg
-        dora_args = args[-3:]
+        dora_args = self.dora_arguments(part)
         direct_key = None
         if on_gpu and direct_launch.SWITCH.on:
             direct_key = direct_launch.call_key(
@@ -320,19 +320,20 @@ class LayerLaunch:
         scale: float,
     ) -> tuple[Any, ...]:
         """The kernel's runtime arguments, in its order."""
-        dora = self.dora
-        # Without DoRA the epilogue is compiled out; its pointers are placeholders of the same
-        # types.
-        dora_args = (
-            (part, self.counters, 0)
-            if dora is None
-            else (dora.scales, dora.live, dora.scales.stride(0))
-        )
         return (
             x, y, *self.pointer_args, tiles, part, inter, self.counters, *self._width_args,
             *x.shape, *x.stride(), *y.stride(), *self._stride_args, int(min_rank),
-            int(split_jobs), float(scale), *dora_args,
+            int(split_jobs), float(scale), *self.dora_arguments(part),
         )  # fmt: skip
+
+    def dora_arguments(self, part: torch.Tensor) -> tuple[Any, ...]:
+        """The DoRA epilogue's arguments, the kernel's last: its scales, live flags and the
+        scales' row stride. Without DoRA the epilogue is compiled out and its pointers are
+        placeholders of the same types (the call's partials, the counters)."""
+        dora = self.dora
+        if dora is None:
+            return (part, self.counters, 0)
+        return (dora.scales, dora.live, dora.scales.stride(0))
 
     @property
     def n_slots(self) -> int:
