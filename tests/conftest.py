@@ -5,7 +5,8 @@ plane on SQLite; tests that need it take the ``vllm_server`` fixture (or a clien
 ``gateway``, ``direct``, ``admin``) and are marked ``vllm``. Tests that share the stack must use
 adapter names of their own (``fresh_name``): the registry is shared. The database fixtures
 (``sqlite_url``, ``postgres_url``, ``database_url``, ``migrated_url``) come from
-:mod:`tests.support.databases`.
+:mod:`tests.support.databases`. The process's long-lived heap is frozen after collection and
+whenever it has grown (:mod:`tests.support.heap`): full garbage collections stay cheap.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from tests.support.databases import (
     postgres_url,
     sqlite_url,
 )
+from tests.support.heap import HeapFreezer
 
 #: The database fixtures (tests/support/databases.py), for every test.
 __all__ = [
@@ -44,6 +46,25 @@ __all__ = [
 REPO_ROOT = Path(__file__).resolve().parents[1]
 #: Built once and reused across sessions (git-ignored); delete it to rebuild.
 FLEET_CACHE = Path(os.environ.get("HI_MOE_LORA_TEST_FLEET", REPO_ROOT / ".cache" / "tiny-fleet"))
+
+
+_heap = HeapFreezer()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _heap.install()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    _heap.uninstall()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    _heap.freeze()
+
+
+def pytest_runtest_logfinish(nodeid: str, location: tuple[str, int | None, str]) -> None:
+    _heap.between_tests()
 
 
 @dataclass
