@@ -43,8 +43,11 @@ class HeapFreezer:
         gc.callbacks.append(self._on_collection)
 
     def uninstall(self) -> None:
+        """Stop watching, and give the frozen objects back to the collector (the interpreter's
+        exit then collects them as usual; nanobind, in triton, reports instances still alive)."""
         if self._on_collection in gc.callbacks:
             gc.callbacks.remove(self._on_collection)
+        gc.unfreeze()
 
     def _on_collection(self, phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
