@@ -20,7 +20,7 @@ import pytest
 from hi_moe_lora.tinymodel import TinyFleet
 from tests.faults import postgres
 from tests.faults.postgres import PrivatePostgres
-from tests.support.stacks import StackWithoutTier3
+from tests.support.stacks import StackWithoutTier3, stop_control_plane_first
 
 HEALTH_INTERVAL_S = 1.0
 
@@ -76,7 +76,7 @@ def faults_stack(
     try:
         yield stack
     finally:
-        stack.stop()
+        stop_control_plane_first(stack)  # tests/support/stacks.py: why
 
 
 def demo_adapter(fleet: TinyFleet, kind: str = "python-lora") -> Path:

@@ -30,7 +30,7 @@ from registry.fleet.routing import rendezvous_score
 from tests.metrics.scrape import value
 from tests.openai.live import register
 from tests.operations.live import eventually, health, metrics_text
-from tests.support.stacks import StackWithoutTier3
+from tests.support.stacks import StackWithoutTier3, stop_control_plane_first
 
 HEALTH_INTERVAL_S = 2.0
 PROMPT = "def fibonacci(n):"
@@ -59,7 +59,7 @@ def fleet(
     try:
         yield stack
     finally:
-        stack.stop()
+        stop_control_plane_first(stack)  # tests/support/stacks.py: why
 
 
 def _adapter(fleet_models: TinyFleet, kind: str) -> Path:

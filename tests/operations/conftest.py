@@ -15,6 +15,7 @@ import pytest
 
 from hi_moe_lora.app.embedded import EmbeddedStack
 from hi_moe_lora.tinymodel import TinyFleet
+from tests.support.stacks import stop_control_plane_first
 
 HEALTH_INTERVAL_S = 1.0
 #: vLLM's --max-loras and --max-cpu-loras on the stack (warm-up's plan holds the second).
@@ -36,7 +37,7 @@ def ops_stack(
     try:
         yield stack
     finally:
-        stack.stop()
+        stop_control_plane_first(stack)  # tests/support/stacks.py: why
 
 
 def demo_adapter(fleet: TinyFleet, kind: str = "python-lora") -> Path:
