@@ -10,7 +10,9 @@ instruction-set test vLLM makes and by looking for the op's name in the library 
 so a later build that adds the op passes without a change here.
 
 It answers only what it can tell for certain: anything it cannot read (no ``config.json``, no CPU
-build, an unknown library layout) gives ``None``, and vLLM decides.
+build, an unknown library layout) gives ``None``, and vLLM decides. :func:`cuda_device_present`
+tells whether vLLM would serve on a CUDA device here (the flags a GPU host serves best with:
+:meth:`hi_moe_lora.app.vllm_launch.VllmLaunch.cuda_serving_args`).
 """
 
 from __future__ import annotations
@@ -71,6 +73,15 @@ def cpu_kernel_library() -> Path | None:
     package = Path(next(iter(spec.submodule_search_locations)))
     libraries = sorted(package.glob(f"{stem}.*so"))
     return libraries[0] if libraries else None
+
+
+def cuda_device_present() -> bool:
+    """Whether torch sees a CUDA device on this host; ``False`` without torch."""
+    if importlib.util.find_spec("torch") is None:
+        return False
+    import torch  # only here: importing it costs a second or two
+
+    return bool(torch.cuda.is_available())
 
 
 def library_has_op(library: Path, op: bytes) -> bool:

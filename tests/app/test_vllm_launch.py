@@ -6,12 +6,14 @@ import pytest
 
 from hi_moe_lora.app.vllm_launch import (
     ALL_PLUGINS,
+    CUDA_GRAPH_SIZES,
     ENV_PROMETHEUS_MULTIPROC_DIR,
     ENV_VLLM_API_KEY,
     SECRET_VARIABLES,
     VllmLaunch,
 )
 from plugins.settings import PluginSettings, PluginSettingsError
+from tests.support.vllm_args import parse_serve_args
 
 
 def test_command_runs_the_openai_server_module_with_lora_enabled() -> None:
@@ -104,3 +106,49 @@ def test_the_api_key_goes_to_vllms_environment_never_its_command_line() -> None:
     assert "--middleware" not in VllmLaunch(model="m").command(python="py")
     assert "s3cret-key" not in repr(launch)
     assert ENV_VLLM_API_KEY not in VllmLaunch(model="m").variables({})
+
+
+def test_cuda_serving_adds_specialized_graphs_of_the_measured_sizes_before_extra_args() -> None:
+    argv = VllmLaunch(model="m", cuda_serving=True, extra_args=("--seed", "7")).command("py")
+    at = argv.index("--cudagraph-capture-sizes")
+    sizes = argv[at + 1 : at + 1 + len(CUDA_GRAPH_SIZES)]
+    assert sizes == [str(size) for size in CUDA_GRAPH_SIZES]
+    assert "--specialize-active-lora" in argv
+    assert argv[-2:] == ["--seed", "7"]
+    assert "--specialize-active-lora" not in VllmLaunch(model="m").command("py")
+    assert "--cudagraph-capture-sizes" not in VllmLaunch(model="m").command("py")
+
+
+@pytest.mark.parametrize(
+    ("extra", "specialize", "sizes"),
+    [
+        (("--no-specialize-active-lora",), False, True),
+        (("--specialize_active_lora",), False, True),
+        (("--cudagraph-capture-sizes", "1", "8"), True, False),
+        (("--cudagraph_capture_sizes=1,8",), True, False),
+        (("-cc", '{"mode": 0}'), True, False),
+        (("--compilation-config.cudagraph_capture_sizes=[8]",), True, False),
+        (("-O3",), True, False),
+        (("--enforce-eager",), True, False),
+        (("--max-num-seqs", "8"), True, True),
+    ],
+)
+def test_the_users_own_flags_decide_over_cuda_serving(
+    extra: tuple[str, ...], specialize: bool, sizes: bool
+) -> None:
+    ours = VllmLaunch(model="m", cuda_serving=True, extra_args=extra).cuda_serving_args()
+    assert ("--specialize-active-lora" in ours) is specialize
+    assert ("--cudagraph-capture-sizes" in ours) is sizes
+
+
+def test_vllms_own_parser_reads_the_cuda_serving_flags() -> None:
+    """The flags are vLLM's (0.32 here): its server's parser takes them, and a compilation config
+    the user passes does not clash with sizes of ours (vLLM refuses the two together)."""
+    served = parse_serve_args(VllmLaunch(model="m", cuda_serving=True).command("py")[3:])
+    assert served.specialize_active_lora is True
+    assert served.cudagraph_capture_sizes == list(CUDA_GRAPH_SIZES)
+    extra = ("--no-specialize-active-lora", "-cc", '{"mode": 0}')
+    argv = VllmLaunch(model="m", cuda_serving=True, extra_args=extra).command("py")[3:]
+    users = parse_serve_args(argv)
+    assert users.specialize_active_lora is False
+    assert users.cudagraph_capture_sizes is None

@@ -22,8 +22,10 @@ import pytest
 import tomllib
 import yaml
 
+from hi_moe_lora.app.vllm_launch import CUDA_GRAPH_SIZES
 from registry.settings import ENV_PREFIX, ControlPlaneSettings
 from tests.deploy.conftest import REPO_ROOT, Promtool
+from tests.support.vllm_args import parse_serve_args
 
 DEPLOY = REPO_ROOT / "deploy"
 COMPOSE_FILE = DEPLOY / "compose.yaml"
@@ -172,6 +174,16 @@ def test_vllm_starts_with_an_empty_metrics_directory(
     )
     assert result.stdout.splitlines() == ["files: ", "/models/base --enable-lora"]
     assert vllm["environment"]["PROMETHEUS_MULTIPROC_DIR"].startswith("/tmp/")
+
+
+def test_vllm_serves_a_graph_per_adapter_count_at_the_measured_sizes(
+    resolved: dict[str, Any],
+) -> None:
+    """vLLM's own parser reads the service's arguments: a CUDA graph per count of active adapters
+    and the sizes the launch uses elsewhere (``hi-moe-lora vllm``, the Helm chart)."""
+    served = parse_serve_args(resolved["services"]["vllm"]["command"])
+    assert served.specialize_active_lora is True
+    assert served.cudagraph_capture_sizes == list(CUDA_GRAPH_SIZES)
 
 
 def test_start_order(resolved: dict[str, Any]) -> None:

@@ -21,9 +21,11 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from hi_moe_lora.app.vllm_launch import CUDA_GRAPH_SIZES
 from registry.settings import ENV_PREFIX, ControlPlaneSettings
 from tests.deploy.conftest import REPO_ROOT
 from tests.deploy.k8s_schemas import CUSTOM_RESOURCES
+from tests.support.vllm_args import parse_serve_args
 
 CHART = REPO_ROOT / "deploy" / "helm" / "hi-moe-lora"
 POOL_EXAMPLE = CHART / "examples" / "inference-pool.yaml"
@@ -225,6 +227,24 @@ def test_vllm_starts_with_an_empty_metrics_directory(default: Documents, tmp_pat
     assert result.stdout.splitlines() == ["files: ", f"{command[6]} {command[7]}"]
 
 
+def test_vllm_serves_a_graph_per_adapter_count_at_the_measured_sizes(
+    default: Documents, helm: str
+) -> None:
+    """vLLM's own parser reads the rendered arguments: a CUDA graph per count of active adapters
+    and the sizes the launch uses elsewhere (``hi-moe-lora vllm``); the values turn both off."""
+    served = parse_serve_args(_container(_one(default, "StatefulSet", "vllm"))["command"][6:])
+    assert served.specialize_active_lora is True
+    assert served.cudagraph_capture_sizes == list(CUDA_GRAPH_SIZES)
+    sets = ("vllm.specializeActiveLora=false", "vllm.cudaGraphSizes=null")
+    plain = _render(helm, sets=sets)
+    command = _container(_one(plain, "StatefulSet", "vllm"))["command"]
+    assert "--specialize-active-lora" not in command
+    assert "--cudagraph-capture-sizes" not in command
+    vllms_own = parse_serve_args(command[6:])
+    assert vllms_own.specialize_active_lora is False
+    assert vllms_own.cudagraph_capture_sizes is None
+
+
 def test_migrations_run_as_a_hook_before_install_and_upgrade(default: Documents) -> None:
     job = _one(default, "Job", "migrate")
     hooks = set(job["metadata"]["annotations"]["helm.sh/hook"].split(","))
@@ -297,6 +317,8 @@ def test_the_control_plane_scales_and_survives_drains(default: Documents) -> Non
         "inferencePool.gateway.url=inference-gateway",
         "controlPlane.workers=0",
         "controlPlane.unknownSetting=1",
+        "vllm.cudaGraphSizes={0,8}",
+        "vllm.specializeActiveLora=maybe",
     ],
 )
 def test_the_values_schema_refuses_bad_values(helm: str, bad: str) -> None:

@@ -6,6 +6,8 @@ vLLM may bind only to a loopback address (``--insecure`` overrides). ``--print-o
 every variable it sets, secrets as a reference to the variable they come from. A model this
 host's vLLM cannot serve (an AWQ model on a CPU build without AVX-512:
 :mod:`hi_moe_lora.app.host_support`) is refused before vLLM starts; ``--print-only`` warns.
+On a host with a CUDA device it adds the serving flags measured fastest there
+(``--cuda-serving``; :meth:`hi_moe_lora.app.vllm_launch.VllmLaunch.cuda_serving_args`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import shlex
 import sys
 from typing import Any
 
-from hi_moe_lora.app.host_support import unservable_reason
+from hi_moe_lora.app.host_support import cuda_device_present, unservable_reason
 from hi_moe_lora.app.vllm_launch import (
     ALL_PLUGINS,
     ENV_CONTROL_PLANE_API_KEY,
@@ -106,6 +108,14 @@ def add_parser(subparsers: Any) -> None:
         f"${ENV_ARTIFACT_CACHE_BYTES} or 20G)",
     )
     parser.add_argument(
+        "--cuda-serving",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="add the flags a CUDA host serves best with: --specialize-active-lora and CUDA "
+        "graphs of 19 sizes up to 2,048 tokens (auto, the default: when torch sees a CUDA device "
+        "here); flags after -- that decide either win",
+    )
+    parser.add_argument(
         "--print-only",
         action="store_true",
         help="print the environment and command instead of starting vLLM",
@@ -165,6 +175,8 @@ def run(args: argparse.Namespace) -> int:
         artifact_cache_dir=os.path.expanduser(cache_dir) if cache_dir is not None else None,
         artifact_cache_bytes=cache_bytes,
         api_key=os.environ[source] if source is not None else None,
+        cuda_serving=args.cuda_serving == "on"
+        or (args.cuda_serving == "auto" and cuda_device_present()),
     )
     argv = launch.command()
     try:

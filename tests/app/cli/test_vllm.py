@@ -149,3 +149,34 @@ def test_a_model_the_host_cannot_serve_is_refused_before_vllm_starts(
     assert "warning: /models/awq needs AVX-512" in captured.err
     assert "api_server" in captured.out
     assert reasons == ["/models/awq", "/models/awq"]
+
+
+@pytest.mark.parametrize(
+    ("choice", "cuda_here", "added"),
+    [("on", False, True), ("off", True, False), ("auto", True, True), ("auto", False, False)],
+)
+def test_cuda_serving_adds_the_gpu_hosts_flags_on_a_cuda_host_or_when_asked(
+    choice: str,
+    cuda_here: bool,
+    added: bool,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setattr(vllm_command, "cuda_device_present", lambda: cuda_here)
+    code = main(["vllm", "--model", "m", "--cuda-serving", choice, "--print-only"])
+    assert code == 0
+    argv = shlex.split(capsys.readouterr().out.strip().splitlines()[-1])
+    assert ("--specialize-active-lora" in argv) is added
+    assert ("--cudagraph-capture-sizes" in argv) is added
+
+
+def test_cuda_serving_leaves_a_flag_the_user_passes_to_them(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(vllm_command, "cuda_device_present", lambda: True)
+    argv = ["vllm", "--model", "m", "--print-only", "--", "--cudagraph-capture-sizes", "8"]
+    assert main(argv) == 0
+    command = shlex.split(capsys.readouterr().out.strip().splitlines()[-1])
+    assert command.count("--cudagraph-capture-sizes") == 1
+    assert command[-2:] == ["--cudagraph-capture-sizes", "8"]
+    assert "--specialize-active-lora" in command
