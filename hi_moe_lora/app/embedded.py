@@ -38,8 +38,12 @@ from registry.settings import ControlPlaneSettings
 
 logger = logging.getLogger(__name__)
 
-#: vLLM on 2 CPU cores takes 40-90 s to start; leave room for a loaded CI machine.
+#: vLLM on 2 CPU cores takes 20-90 s to start; leave room for a loaded CI machine.
 VLLM_START_TIMEOUT_S = 600.0
+#: How often a starting vLLM's ``/health`` is asked. Its API server listens only once its engine
+#: is up, so until then each try is a refused connection (microseconds); a short interval only
+#: shortens the wait after it is up (2 s cost a second on average, per start and restart).
+VLLM_POLL_INTERVAL_S = 0.25
 #: The control plane starts while vLLM does (:meth:`EmbeddedStack.start`): on 2 cores beside two
 #: vLLM replicas its dispatcher's embeddings took 57 s to load and encode (12-38 s in the same
 #: CI run's other stacks), so a minute was not enough. A process that exits fails the wait at
@@ -266,7 +270,9 @@ class EmbeddedStack(StartStop):
     def _wait_vllm(self, indices: list[int], started: list[ManagedProcess]) -> None:
         for index, process in zip(indices, started, strict=True):
             process.wait_http_ok(
-                f"{self.vllm_urls[index]}/health", VLLM_START_TIMEOUT_S, interval_s=2.0
+                f"{self.vllm_urls[index]}/health",
+                VLLM_START_TIMEOUT_S,
+                interval_s=VLLM_POLL_INTERVAL_S,
             )
 
     def stop_vllm(self, replica: int | None = None) -> None:
