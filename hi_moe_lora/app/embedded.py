@@ -49,6 +49,8 @@ VLLM_POLL_INTERVAL_S = 0.25
 #: CI run's other stacks), so a minute was not enough. A process that exits fails the wait at
 #: once, whatever the timeout.
 CONTROL_PLANE_START_TIMEOUT_S = 300.0
+#: The control plane's process name among the stack's processes (and in its log lines).
+CONTROL_PLANE_PROCESS = "control plane"
 
 
 @dataclass
@@ -220,7 +222,7 @@ class EmbeddedStack(StartStop):
 
     def start_control_plane(self) -> ManagedProcess:
         process = ManagedProcess(
-            "control plane",
+            CONTROL_PLANE_PROCESS,
             [sys.executable, "-m", "hi_moe_lora.app.cli", "serve"],
             self.log_dir / "control-plane.log",
             env=self.control_plane_env(),
@@ -231,11 +233,16 @@ class EmbeddedStack(StartStop):
         process.wait_http_ok(f"{self.control_plane_url}/healthz", CONTROL_PLANE_START_TIMEOUT_S)
         return process
 
-    def restart_control_plane(self) -> ManagedProcess:
-        """Stop the control plane and start a new process on the same database and port."""
-        for process in [p for p in self._processes if p.name == "control plane"]:
+    def stop_control_plane(self) -> None:
+        """Stop the control plane only; vLLM keeps running and :meth:`start_control_plane`
+        starts it again."""
+        for process in [p for p in self._processes if p.name == CONTROL_PLANE_PROCESS]:
             process.stop()
             self._processes.remove(process)
+
+    def restart_control_plane(self) -> ManagedProcess:
+        """Stop the control plane and start a new process on the same database and port."""
+        self.stop_control_plane()
         process = self.start_control_plane()
         self.wait_ready()
         return process
@@ -288,7 +295,7 @@ class EmbeddedStack(StartStop):
 
     def wait_ready(self) -> None:
         """Until the control plane's health monitor has found vLLM healthy (``/readyz``)."""
-        process = next(p for p in self._processes if p.name == "control plane")
+        process = next(p for p in self._processes if p.name == CONTROL_PLANE_PROCESS)
         process.wait_http_ok(f"{self.control_plane_url}/readyz", CONTROL_PLANE_START_TIMEOUT_S)
 
     def start(self) -> EmbeddedStack:
@@ -319,7 +326,7 @@ class EmbeddedStack(StartStop):
     def stop(self) -> None:
         """Stop vLLM first (it may call the registry while stopping), then the control plane."""
         # vLLM starts before the control plane: stop in reverse order, the control plane last.
-        self._processes.sort(key=lambda process: process.name != "control plane")
+        self._processes.sort(key=lambda process: process.name != CONTROL_PLANE_PROCESS)
         while self._processes:
             self._processes.pop().stop()
 

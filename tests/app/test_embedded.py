@@ -206,3 +206,23 @@ def test_vllm_stops_before_the_control_plane_although_it_starts_first(tmp_path: 
         stack._processes.append(Recorded(name, sleeper, tmp_path / f"{name}.log").start())
     stack.stop()
     assert stopped == ["vLLM 1", "vLLM", "control plane"]
+
+
+def test_stop_control_plane_stops_it_alone_and_stop_then_ends_the_rest(tmp_path: Path) -> None:
+    from hi_moe_lora.app.embedded import CONTROL_PLANE_PROCESS, EmbeddedStack
+    from hi_moe_lora.app.processes import ManagedProcess
+
+    stack = EmbeddedStack(workdir=tmp_path, model_dir=tmp_path / "model")
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+    processes = {
+        name: ManagedProcess(name, sleeper, tmp_path / f"{name}.log").start()
+        for name in ("vLLM", CONTROL_PLANE_PROCESS)
+    }
+    stack._processes.extend(processes.values())
+    stack.stop_control_plane()
+    assert [p.name for p in stack._processes] == ["vLLM"]
+    assert not processes[CONTROL_PLANE_PROCESS].running()
+    assert processes["vLLM"].running()
+    stack.stop()
+    assert stack._processes == []
+    assert not processes["vLLM"].running()

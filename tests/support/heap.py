@@ -35,7 +35,6 @@ class HeapFreezer:
 
     def __init__(self, slow_s: float = SLOW_FULL_COLLECTION_S) -> None:
         self.slow_s = slow_s
-        self.freezes = 0
         self._started = 0.0
         self._due = False
 
@@ -60,7 +59,6 @@ class HeapFreezer:
         self._due = False
         gc.collect()
         gc.freeze()
-        self.freezes += 1
         logger.debug("heap frozen (%d objects in all)", gc.get_freeze_count())
 
     def between_tests(self) -> None:

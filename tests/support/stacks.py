@@ -21,8 +21,6 @@ from dataclasses import dataclass
 
 from hi_moe_lora.app.embedded import EmbeddedStack
 
-CONTROL_PLANE = "control plane"
-
 
 @dataclass
 class StackWithoutTier3(EmbeddedStack):
@@ -34,7 +32,5 @@ class StackWithoutTier3(EmbeddedStack):
 
 def stop_control_plane_first(stack: EmbeddedStack) -> None:
     """Stop ``stack``'s control plane, then the rest of it (:meth:`EmbeddedStack.stop`)."""
-    for process in [p for p in stack._processes if p.name == CONTROL_PLANE]:
-        process.stop()
-        stack._processes.remove(process)
+    stack.stop_control_plane()
     stack.stop()
